@@ -1,0 +1,81 @@
+// RAII over PJRT_Client: devices, host-to-device transfers and compilation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "csrc/pjrt/buffer.h"
+#include "csrc/pjrt/c_api.h"
+#include "csrc/pjrt/executable.h"
+#include "csrc/pjrt/plugin.h"
+
+namespace torch_tpu::pjrt {
+
+// A PJRT_Client_Create option, e.g. {"cpu_device_count", int64_t{1}}.
+struct ClientOption {
+  std::string name;
+  std::variant<std::string, int64_t, bool, float> value;
+};
+
+struct DeviceInfo {
+  PJRT_Device* device = nullptr;
+  int id = 0;
+  std::string kind;
+  std::string description;
+};
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  std::optional<int64_t> peak_bytes_in_use;
+  std::optional<int64_t> bytes_limit;
+  std::optional<int64_t> num_allocs;
+};
+
+class Client {
+ public:
+  static std::shared_ptr<Client> create(std::shared_ptr<Plugin> plugin,
+                                        const std::vector<ClientOption>& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const PJRT_Api* api() const { return plugin_->api(); }
+  const Plugin& plugin() const { return *plugin_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  std::string platform_name() const;
+  std::string platform_version() const;
+
+  // Compiles StableHLO text (MLIR, entry `func.func public @main`). Throws Error with the
+  // compiler's message on failure.
+  std::unique_ptr<Executable> compile(const std::string& mlir_text,
+                                      const std::string& compile_options) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+
+  // Copies a dense row-major host array to `device`. The plugin takes its own copy during
+  // the call, so `data` may be reused as soon as this returns.
+  Buffer upload(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                PJRT_Device* device) const;
+  // As upload, but returns at once; `release` runs (on any thread) once `data` may be freed.
+  Buffer upload_async(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                      PJRT_Device* device, std::function<void()> release) const;
+
+  // Memory statistics where the plugin reports them; nullopt where it does not.
+  std::optional<MemoryStats> memory_stats(PJRT_Device* device) const;
+
+ private:
+  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+  Buffer upload_with(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                     PJRT_Device* device, PJRT_HostBufferSemantics semantics,
+                     PJRT_Event** done) const;
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_;
+  std::vector<DeviceInfo> devices_;
+};
+
+}  // namespace torch_tpu::pjrt

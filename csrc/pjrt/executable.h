@@ -1,0 +1,40 @@
+// RAII over PJRT_LoadedExecutable: a compiled program, ready to run on a device.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "csrc/pjrt/buffer.h"
+#include "csrc/pjrt/c_api.h"
+#include "csrc/pjrt/event.h"
+
+namespace torch_tpu::pjrt {
+
+struct ExecuteResult {
+  std::vector<Buffer> outputs;
+  Event done;  // completes when the device has finished the run
+};
+
+class Executable {
+ public:
+  Executable(const PJRT_Api* api, PJRT_LoadedExecutable* executable);
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  ~Executable();
+
+  std::size_t num_outputs() const { return num_outputs_; }
+  // Enqueues one run on `device`; returns at once. Output buffers become defined when the run
+  // finishes; reading them waits for that. Arguments are not donated.
+  ExecuteResult execute(std::span<PJRT_Buffer* const> arguments, PJRT_Device* device) const;
+  // Bytes that PJRT_Executable_DeserializeAndLoad accepts on the same plugin build.
+  std::string serialize() const;
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_LoadedExecutable* executable_;
+  std::size_t num_outputs_ = 0;
+};
+
+}  // namespace torch_tpu::pjrt

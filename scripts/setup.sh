@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Sets up everything torch_tpu needs on a fresh Debian machine, idempotently: a virtual
+# environment with torch 2.13.0, the PJRT C API header, the XLA CPU PJRT plugin, the C++ test
+# tools, and torch_tpu itself (built with CMake against the installed torch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${TORCH_TPU_VENV:-$ROOT/.venv}
+PY=$VENV/bin/python
+DEPS=$ROOT/.deps
+
+say() { echo "[setup] $*"; }
+
+# 1. System packages: a compiler toolchain, CMake, Ninja and GoogleTest (Debian's packages).
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v g++ >/dev/null || need_apt+=(g++)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "installing ${need_apt[*]} (apt)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# 2. The Python environment. torch is pinned: an unpinned torch would pull a CUDA build.
+if [ ! -x "$PY" ]; then
+  say "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+if ! "$PY" -c "import torch, numpy, pytest, ruff" 2>/dev/null \
+   || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
+  say "installing torch==2.13.0 and test tools"
+  pip_install torch==2.13.0 numpy pytest ruff setuptools wheel
+fi
+
+# 3. The XLA CPU PJRT plugin (PJRT API 0.115, built from the XLA of jaxlib 0.11.2).
+if ! "$PY" -c "import lammps_jax_pjrt_cpu" 2>/dev/null; then
+  say "installing the XLA CPU PJRT plugin (lammps-jax-pjrt-cpu)"
+  pip_install lammps-jax-pjrt-cpu==0.11.2
+fi
+
+# 4. The PJRT C API header, extracted from a registry sdist that ships it (never committed).
+HEADER=$DEPS/include/xla/pjrt/c/pjrt_c_api.h
+if [ ! -f "$HEADER" ]; then
+  say "fetching the PJRT C API header (from the jax-mlx-plugin sdist)"
+  mkdir -p "$DEPS/download" "$(dirname "$HEADER")"
+  "$PY" -m pip download -q --no-deps --no-binary :all: -d "$DEPS/download" jax-mlx-plugin==0.0.4 \
+    2>&1 | grep -v "^WARNING: Location" || true
+  tar -xzf "$DEPS"/download/jax_mlx_plugin-0.0.4.tar.gz -O \
+    jax_mlx_plugin-0.0.4/third_party/xla/pjrt/c/pjrt_c_api.h > "$HEADER.tmp"
+  mv "$HEADER.tmp" "$HEADER"
+fi
+
+# 5. Build and install torch_tpu (editable; CMake builds incrementally in build/).
+say "building torch_tpu"
+"$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
+  | grep -v "^WARNING: Location" || true
+"$PY" -c "import torch_tpu._C" || { echo "[setup] torch_tpu failed to build" >&2; exit 1; }
+say "done"
