@@ -1,0 +1,555 @@
+#include "csrc/hlo/builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace torch_tpu::hlo {
+namespace {
+
+std::string i64_array(const std::vector<int64_t>& values) {
+  if (values.empty()) return "array<i64>";
+  return "array<i64: " + join(values) + ">";
+}
+
+std::string list(const std::vector<int64_t>& values) { return "[" + join(values) + "]"; }
+
+std::string padding_attr(const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  std::string text = "dense<[";
+  for (size_t i = 0; i < padding.size(); ++i) {
+    text += (i ? ", [" : "[") + std::to_string(padding[i].first) + ", " +
+            std::to_string(padding[i].second) + "]";
+  }
+  return text + "]> : tensor<" + std::to_string(padding.size()) + "x2xi64>";
+}
+
+// Non-finite values must be spelled as bit patterns of the exact width.
+std::string float_literal(double value, ElementType type) {
+  if (std::isfinite(value)) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.17e", value);
+    return text;
+  }
+  const bool negative = std::signbit(value);
+  const bool nan = std::isnan(value);
+  switch (type) {
+    case ElementType::F64:
+      return nan ? "0x7FF8000000000000" : (negative ? "0xFFF0000000000000" : "0x7FF0000000000000");
+    case ElementType::F32:
+      return nan ? "0x7FC00000" : (negative ? "0xFF800000" : "0x7F800000");
+    case ElementType::F16:
+      return nan ? "0x7E00" : (negative ? "0xFC00" : "0x7C00");
+    case ElementType::BF16:
+      return nan ? "0x7FC0" : (negative ? "0xFF80" : "0x7F80");
+    default:
+      throw BuildError("stablehlo builder: non-finite constant for a non-float type");
+  }
+}
+
+Shape window_output_shape(const Shape& input, const std::vector<int64_t>& window,
+                          const std::vector<int64_t>& strides,
+                          const std::vector<int64_t>& base_dilations,
+                          const std::vector<int64_t>& window_dilations,
+                          const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  Shape out(input.size());
+  for (size_t d = 0; d < input.size(); ++d) {
+    int64_t dilated_input = input[d] == 0 ? 0 : (input[d] - 1) * base_dilations[d] + 1;
+    int64_t padded = dilated_input + padding[d].first + padding[d].second;
+    int64_t dilated_window = (window[d] - 1) * window_dilations[d] + 1;
+    out[d] = padded < dilated_window ? 0 : (padded - dilated_window) / strides[d] + 1;
+  }
+  return out;
+}
+
+bool contains(const std::vector<int64_t>& values, int64_t value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+}  // namespace
+
+std::string Builder::fresh_name() { return "%v" + std::to_string(next_id_++); }
+
+Value Builder::parameter(const Shape& shape, ElementType type) {
+  Value value{"%arg" + std::to_string(parameters_.size()), shape, type};
+  parameters_.push_back(value);
+  return value;
+}
+
+std::vector<Value> Builder::emit(const std::string& op, const std::vector<Value>& operands,
+                                 const std::string& attributes, const std::vector<Shape>& shapes,
+                                 const std::vector<ElementType>& types,
+                                 const std::string& regions) {
+  std::string name = fresh_name();
+  std::ostringstream line;
+  line << "    " << name;
+  if (shapes.size() > 1) line << ":" << shapes.size();
+  line << " = \"stablehlo." << op << "\"(";
+  for (size_t i = 0; i < operands.size(); ++i) line << (i ? ", " : "") << operands[i].name;
+  line << ")";
+  if (!regions.empty()) line << " (" << regions << ")";
+  if (!attributes.empty()) line << " {" << attributes << "}";
+  line << " : (";
+  for (size_t i = 0; i < operands.size(); ++i) line << (i ? ", " : "") << operands[i].tensor_type();
+  line << ") -> ";
+  if (shapes.size() != 1) line << "(";
+  for (size_t i = 0; i < shapes.size(); ++i) line << (i ? ", " : "") << tensor_type(shapes[i], types[i]);
+  if (shapes.size() != 1) line << ")";
+  line << "\n";
+  *out_ += line.str();
+
+  std::vector<Value> results;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string result_name = shapes.size() == 1 ? name : name + "#" + std::to_string(i);
+    results.push_back(Value{result_name, shapes[i], types[i]});
+  }
+  return results;
+}
+
+Value Builder::emit1(const std::string& op, const std::vector<Value>& operands,
+                     const std::string& attributes, const Shape& shape, ElementType type,
+                     const std::string& regions) {
+  return emit(op, operands, attributes, {shape}, {type}, regions)[0];
+}
+
+std::string Builder::region(const std::vector<ElementType>& types, const Body& body) {
+  std::vector<Value> arguments;
+  std::string header = "{\n  ^bb0(";
+  for (size_t i = 0; i < types.size(); ++i) {
+    Value argument{fresh_name(), {}, types[i]};
+    header += (i ? ", " : "") + argument.name + ": " + argument.tensor_type();
+    arguments.push_back(argument);
+  }
+  header += "):\n";
+  std::string text;
+  std::string* saved = out_;
+  out_ = &text;
+  std::vector<Value> results = body(*this, arguments);
+  out_ = saved;
+  std::string names, result_types;
+  for (size_t i = 0; i < results.size(); ++i) {
+    names += (i ? ", " : "") + results[i].name;
+    result_types += (i ? ", " : "") + results[i].tensor_type();
+  }
+  return header + text + "    \"stablehlo.return\"(" + names + ") : (" + result_types +
+         ") -> ()\n  }";
+}
+
+Value Builder::constant(double value, ElementType type, const Shape& shape) {
+  std::string literal;
+  if (type == ElementType::Pred) {
+    literal = value != 0 ? "true" : "false";
+  } else if (is_float(type)) {
+    literal = float_literal(value, type);
+  } else {
+    return constant_int(static_cast<int64_t>(value), type, shape);
+  }
+  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
+               shape, type);
+}
+
+Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
+  if (is_float(type)) return constant(static_cast<double>(value), type, shape);
+  std::string literal = type == ElementType::Pred ? (value ? "true" : "false")
+                                                  : std::to_string(value);
+  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
+               shape, type);
+}
+
+Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
+  require(dimension >= 0 && dimension < static_cast<int64_t>(shape.size()),
+          "iota dimension out of range");
+  return emit1("iota", {}, "iota_dimension = " + std::to_string(dimension) + " : i64", shape,
+               type);
+}
+
+Value Builder::unary(const std::string& op, const Value& x) {
+  ElementType type = x.type;
+  return emit1(op, {x}, "", x.shape, type);
+}
+
+Value Builder::binary(const std::string& op, const Value& a, const Value& b) {
+  require(a.shape == b.shape, op + ": operand shapes differ (" + a.tensor_type() + " vs " +
+                                  b.tensor_type() + ")");
+  require(a.type == b.type, op + ": operand types differ (" + a.tensor_type() + " vs " +
+                                b.tensor_type() + ")");
+  return emit1(op, {a, b}, "", a.shape, a.type);
+}
+
+Value Builder::compare(const std::string& direction, const Value& a, const Value& b) {
+  require(a.shape == b.shape && a.type == b.type, "compare: operands differ (" +
+                                                      a.tensor_type() + " vs " + b.tensor_type() +
+                                                      ")");
+  return emit1("compare", {a, b},
+               "comparison_direction = #stablehlo<comparison_direction " + direction + ">",
+               a.shape, ElementType::Pred);
+}
+
+Value Builder::select(const Value& predicate, const Value& on_true, const Value& on_false) {
+  require(predicate.type == ElementType::Pred, "select: predicate must be i1");
+  require(on_true.shape == on_false.shape && on_true.type == on_false.type,
+          "select: branches differ (" + on_true.tensor_type() + " vs " +
+              on_false.tensor_type() + ")");
+  require(predicate.shape == on_true.shape || predicate.shape.empty(),
+          "select: predicate shape differs");
+  return emit1("select", {predicate, on_true, on_false}, "", on_true.shape, on_true.type);
+}
+
+Value Builder::clamp(const Value& min, const Value& x, const Value& max) {
+  require(min.type == x.type && max.type == x.type, "clamp: types differ");
+  return emit1("clamp", {min, x, max}, "", x.shape, x.type);
+}
+
+Value Builder::convert(const Value& x, ElementType type) {
+  if (x.type == type) return x;
+  return emit1("convert", {x}, "", x.shape, type);
+}
+
+Value Builder::bitcast_convert(const Value& x, ElementType type) {
+  require(byte_size(x.type) == byte_size(type), "bitcast_convert: widths differ");
+  return emit1("bitcast_convert", {x}, "", x.shape, type);
+}
+
+Value Builder::reshape(const Value& x, const Shape& shape) {
+  require(num_elements(x.shape) == num_elements(shape),
+          "reshape: element counts differ (" + x.tensor_type() + " to " +
+              tensor_type(shape, x.type) + ")");
+  if (x.shape == shape) return x;
+  return emit1("reshape", {x}, "", shape, x.type);
+}
+
+Value Builder::broadcast_in_dim(const Value& x, const Shape& shape,
+                                const std::vector<int64_t>& dims) {
+  require(dims.size() == x.shape.size(), "broadcast_in_dim: one target dim per operand dim");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    require(dims[i] >= 0 && dims[i] < static_cast<int64_t>(shape.size()) &&
+                (x.shape[i] == 1 || x.shape[i] == shape[dims[i]]),
+            "broadcast_in_dim: " + x.tensor_type() + " does not broadcast to " +
+                tensor_type(shape, x.type));
+  }
+  if (x.shape == shape) return x;
+  return emit1("broadcast_in_dim", {x}, "broadcast_dimensions = " + i64_array(dims), shape,
+               x.type);
+}
+
+Value Builder::transpose(const Value& x, const std::vector<int64_t>& permutation) {
+  require(permutation.size() == x.shape.size(), "transpose: permutation rank differs");
+  Shape shape;
+  bool identity = true;
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    shape.push_back(x.shape.at(permutation[i]));
+    identity = identity && permutation[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
+  return emit1("transpose", {x}, "permutation = " + i64_array(permutation), shape, x.type);
+}
+
+Value Builder::slice(const Value& x, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& limit, const std::vector<int64_t>& strides) {
+  require(start.size() == x.shape.size() && limit.size() == x.shape.size() &&
+              strides.size() == x.shape.size(),
+          "slice: one start/limit/stride per dimension");
+  Shape shape;
+  for (size_t d = 0; d < start.size(); ++d) {
+    require(0 <= start[d] && start[d] <= limit[d] && limit[d] <= x.shape[d] && strides[d] > 0,
+            "slice: bounds out of range");
+    shape.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+  }
+  if (shape == x.shape) return x;
+  return emit1("slice", {x},
+               "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                   ", strides = " + i64_array(strides),
+               shape, x.type);
+}
+
+Value Builder::dynamic_slice(const Value& x, const std::vector<Value>& starts,
+                             const std::vector<int64_t>& sizes) {
+  require(starts.size() == x.shape.size() && sizes.size() == x.shape.size(),
+          "dynamic_slice: one start and size per dimension");
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit1("dynamic_slice", operands, "slice_sizes = " + i64_array(sizes), sizes, x.type);
+}
+
+Value Builder::dynamic_update_slice(const Value& x, const Value& update,
+                                    const std::vector<Value>& starts) {
+  require(starts.size() == x.shape.size() && update.rank() == x.rank() && update.type == x.type,
+          "dynamic_update_slice: operand mismatch");
+  std::vector<Value> operands{x, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit1("dynamic_update_slice", operands, "", x.shape, x.type);
+}
+
+Value Builder::concatenate(const std::vector<Value>& values, int64_t dimension) {
+  require(!values.empty(), "concatenate: no operands");
+  Shape shape = values[0].shape;
+  require(dimension >= 0 && dimension < static_cast<int64_t>(shape.size()),
+          "concatenate: dimension out of range");
+  shape[dimension] = 0;
+  for (const Value& value : values) {
+    require(value.rank() == values[0].rank() && value.type == values[0].type,
+            "concatenate: operands differ in rank or type");
+    shape[dimension] += value.shape[dimension];
+  }
+  if (values.size() == 1) return values[0];
+  return emit1("concatenate", values, "dimension = " + std::to_string(dimension) + " : i64", shape,
+               values[0].type);
+}
+
+Value Builder::pad(const Value& x, const Value& padding_value, const std::vector<int64_t>& low,
+                   const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+  require(low.size() == x.shape.size() && high.size() == x.shape.size() &&
+              interior.size() == x.shape.size() && padding_value.shape.empty(),
+          "pad: one low/high/interior per dimension and a scalar padding value");
+  Shape shape;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    int64_t dilated = x.shape[d] == 0 ? 0 : (x.shape[d] - 1) * (interior[d] + 1) + 1;
+    shape.push_back(dilated + low[d] + high[d]);
+  }
+  return emit1("pad", {x, padding_value},
+               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " +
+                   i64_array(high) + ", interior_padding = " + i64_array(interior),
+               shape, x.type);
+}
+
+Value Builder::reverse(const Value& x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return x;
+  return emit1("reverse", {x}, "dimensions = " + i64_array(dims), x.shape, x.type);
+}
+
+Value Builder::dot_general(const Value& lhs, const Value& rhs,
+                           const std::vector<int64_t>& lhs_batch,
+                           const std::vector<int64_t>& rhs_batch,
+                           const std::vector<int64_t>& lhs_contracting,
+                           const std::vector<int64_t>& rhs_contracting, ElementType result_type) {
+  require(lhs_batch.size() == rhs_batch.size() && lhs_contracting.size() == rhs_contracting.size(),
+          "dot_general: dimension lists differ in length");
+  Shape shape;
+  for (size_t i = 0; i < lhs_batch.size(); ++i) {
+    require(lhs.shape.at(lhs_batch[i]) == rhs.shape.at(rhs_batch[i]),
+            "dot_general: batch sizes differ");
+    shape.push_back(lhs.shape[lhs_batch[i]]);
+  }
+  for (size_t i = 0; i < lhs_contracting.size(); ++i) {
+    require(lhs.shape.at(lhs_contracting[i]) == rhs.shape.at(rhs_contracting[i]),
+            "dot_general: contracting sizes differ (" + lhs.tensor_type() + " and " +
+                rhs.tensor_type() + ")");
+  }
+  for (int64_t d = 0; d < lhs.rank(); ++d) {
+    if (!contains(lhs_batch, d) && !contains(lhs_contracting, d)) shape.push_back(lhs.shape[d]);
+  }
+  for (int64_t d = 0; d < rhs.rank(); ++d) {
+    if (!contains(rhs_batch, d) && !contains(rhs_contracting, d)) shape.push_back(rhs.shape[d]);
+  }
+  std::string numbers = "dot_dimension_numbers = #stablehlo.dot<";
+  std::vector<std::string> parts;
+  if (!lhs_batch.empty()) parts.push_back("lhs_batching_dimensions = " + list(lhs_batch));
+  if (!rhs_batch.empty()) parts.push_back("rhs_batching_dimensions = " + list(rhs_batch));
+  if (!lhs_contracting.empty()) {
+    parts.push_back("lhs_contracting_dimensions = " + list(lhs_contracting));
+  }
+  if (!rhs_contracting.empty()) {
+    parts.push_back("rhs_contracting_dimensions = " + list(rhs_contracting));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) numbers += (i ? ", " : "") + parts[i];
+  numbers += ">";
+  return emit1("dot_general", {lhs, rhs}, numbers, shape, result_type);
+}
+
+Value Builder::convolution(const Value& input, const Value& kernel, const ConvDims& dims,
+                           const ConvParams& params, ElementType result_type) {
+  const size_t spatial = dims.input_spatial.size();
+  require(dims.kernel_spatial.size() == spatial && dims.output_spatial.size() == spatial &&
+              params.strides.size() == spatial && params.padding.size() == spatial &&
+              params.lhs_dilation.size() == spatial && params.rhs_dilation.size() == spatial,
+          "convolution: parameters must give one value per spatial dimension");
+  auto layout = [](size_t rank, int64_t a, char a_letter, int64_t b, char b_letter,
+                   const std::vector<int64_t>& spatial_dims) {
+    std::vector<std::string> letters(rank);
+    letters[a] = a_letter;
+    letters[b] = b_letter;
+    for (size_t i = 0; i < spatial_dims.size(); ++i) letters[spatial_dims[i]] = std::to_string(i);
+    std::string text = "[";
+    for (size_t i = 0; i < rank; ++i) text += (i ? ", " : "") + letters[i];
+    return text + "]";
+  };
+  std::string numbers =
+      layout(input.shape.size(), dims.input_batch, 'b', dims.input_feature, 'f',
+             dims.input_spatial) +
+      "x" +
+      layout(kernel.shape.size(), dims.kernel_output_feature, 'o', dims.kernel_input_feature, 'i',
+             dims.kernel_spatial) +
+      "->" +
+      layout(input.shape.size(), dims.output_batch, 'b', dims.output_feature, 'f',
+             dims.output_spatial);
+  Shape shape(input.shape.size());
+  shape[dims.output_batch] = input.shape[dims.input_batch] / params.batch_group_count;
+  shape[dims.output_feature] = kernel.shape[dims.kernel_output_feature];
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t in = input.shape[dims.input_spatial[i]];
+    int64_t k = kernel.shape[dims.kernel_spatial[i]];
+    int64_t dilated_in = in == 0 ? 0 : (in - 1) * params.lhs_dilation[i] + 1;
+    int64_t padded = dilated_in + params.padding[i].first + params.padding[i].second;
+    int64_t dilated_k = (k - 1) * params.rhs_dilation[i] + 1;
+    require(padded >= dilated_k, "convolution: kernel larger than padded input");
+    shape[dims.output_spatial[i]] = (padded - dilated_k) / params.strides[i] + 1;
+  }
+  std::string attributes =
+      "batch_group_count = " + std::to_string(params.batch_group_count) +
+      " : i64, dimension_numbers = #stablehlo.conv<" + numbers +
+      ">, feature_group_count = " + std::to_string(params.feature_group_count) +
+      " : i64, lhs_dilation = " + i64_array(params.lhs_dilation) +
+      ", padding = " + padding_attr(params.padding) +
+      ", rhs_dilation = " + i64_array(params.rhs_dilation) +
+      ", window_strides = " + i64_array(params.strides);
+  return emit1("convolution", {input, kernel}, attributes, shape, result_type);
+}
+
+std::vector<Value> Builder::reduce(const std::vector<Value>& inputs,
+                                   const std::vector<Value>& inits,
+                                   const std::vector<int64_t>& dims, const Body& body) {
+  require(!inputs.empty() && inputs.size() == inits.size(), "reduce: one init per input");
+  Shape shape;
+  for (int64_t d = 0; d < inputs[0].rank(); ++d) {
+    if (!contains(dims, d)) shape.push_back(inputs[0].shape[d]);
+  }
+  for (int64_t d : dims) require(d >= 0 && d < inputs[0].rank(), "reduce: dimension out of range");
+  std::vector<ElementType> types;
+  for (const Value& init : inits) types.push_back(init.type);
+  std::vector<ElementType> block_types = types;
+  block_types.insert(block_types.end(), types.begin(), types.end());
+  std::string body_text = region(block_types, body);
+  std::vector<Value> operands = inputs;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  std::vector<Shape> shapes(inputs.size(), shape);
+  return emit("reduce", operands, "dimensions = " + i64_array(dims), shapes, types, body_text);
+}
+
+Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
+                      const std::string& op) {
+  return reduce({x}, {init}, dims, [&op](Builder& b, const std::vector<Value>& args) {
+    return std::vector<Value>{b.binary(op, args[0], args[1])};
+  })[0];
+}
+
+Value Builder::reduce_window(const Value& x, const Value& init, const std::vector<int64_t>& window,
+                             const std::vector<int64_t>& strides,
+                             const std::vector<int64_t>& base_dilations,
+                             const std::vector<int64_t>& window_dilations,
+                             const std::vector<std::pair<int64_t, int64_t>>& padding,
+                             const std::string& op) {
+  const size_t rank = x.shape.size();
+  require(window.size() == rank && strides.size() == rank && base_dilations.size() == rank &&
+              window_dilations.size() == rank && padding.size() == rank,
+          "reduce_window: one window/stride/dilation/padding per dimension");
+  Shape shape = window_output_shape(x.shape, window, strides, base_dilations, window_dilations,
+                                    padding);
+  std::string body_text = region({init.type, init.type}, [&op](Builder& b, const auto& args) {
+    return std::vector<Value>{b.binary(op, args[0], args[1])};
+  });
+  std::string attributes = "base_dilations = " + i64_array(base_dilations) +
+                           ", padding = " + padding_attr(padding) +
+                           ", window_dilations = " + i64_array(window_dilations) +
+                           ", window_dimensions = " + i64_array(window) +
+                           ", window_strides = " + i64_array(strides);
+  return emit1("reduce_window", {x, init}, attributes, shape, x.type, body_text);
+}
+
+std::vector<Value> Builder::sort(const std::vector<Value>& inputs, int64_t dimension, bool stable,
+                                 const Body& comparator) {
+  std::vector<ElementType> block_types;
+  std::vector<Shape> shapes;
+  std::vector<ElementType> types;
+  for (const Value& input : inputs) {
+    require(input.shape == inputs[0].shape, "sort: inputs differ in shape");
+    block_types.push_back(input.type);
+    block_types.push_back(input.type);
+    shapes.push_back(input.shape);
+    types.push_back(input.type);
+  }
+  std::string body_text = region(block_types, comparator);
+  return emit("sort", inputs,
+              "dimension = " + std::to_string(dimension) + " : i64, is_stable = " +
+                  (stable ? "true" : "false"),
+              shapes, types, body_text);
+}
+
+Value Builder::gather(const Value& operand, const Value& indices, const GatherDims& dims,
+                      const std::vector<int64_t>& slice_sizes) {
+  require(slice_sizes.size() == operand.shape.size(), "gather: one slice size per operand dim");
+  Shape batch_shape;
+  for (int64_t d = 0; d < indices.rank(); ++d) {
+    if (d != dims.index_vector_dim) batch_shape.push_back(indices.shape[d]);
+  }
+  std::vector<int64_t> offset_sizes;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    if (!contains(dims.collapsed_slice_dims, d) && !contains(dims.operand_batching_dims, d)) {
+      offset_sizes.push_back(slice_sizes[d]);
+    }
+  }
+  require(offset_sizes.size() == dims.offset_dims.size(), "gather: offset_dims count mismatch");
+  const int64_t out_rank = static_cast<int64_t>(batch_shape.size() + offset_sizes.size());
+  Shape shape(out_rank);
+  size_t next_batch = 0, next_offset = 0;
+  for (int64_t d = 0; d < out_rank; ++d) {
+    shape[d] = contains(dims.offset_dims, d) ? offset_sizes[next_offset++]
+                                             : batch_shape.at(next_batch++);
+  }
+  std::string numbers = "dimension_numbers = #stablehlo.gather<offset_dims = " +
+                        list(dims.offset_dims) +
+                        ", collapsed_slice_dims = " + list(dims.collapsed_slice_dims);
+  if (!dims.operand_batching_dims.empty()) {
+    numbers += ", operand_batching_dims = " + list(dims.operand_batching_dims) +
+               ", start_indices_batching_dims = " + list(dims.start_indices_batching_dims);
+  }
+  numbers += ", start_index_map = " + list(dims.start_index_map) +
+             ", index_vector_dim = " + std::to_string(dims.index_vector_dim) + ">";
+  return emit1("gather", {operand, indices},
+               numbers + ", indices_are_sorted = false, slice_sizes = " + i64_array(slice_sizes),
+               shape, operand.type);
+}
+
+Value Builder::scatter(const Value& operand, const Value& indices, const Value& updates,
+                       const ScatterDims& dims, const Body& update) {
+  require(operand.type == updates.type, "scatter: operand and updates differ in type");
+  std::string body_text = region({operand.type, operand.type}, update);
+  std::string numbers = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
+                        list(dims.update_window_dims) +
+                        ", inserted_window_dims = " + list(dims.inserted_window_dims);
+  if (!dims.input_batching_dims.empty()) {
+    numbers += ", input_batching_dims = " + list(dims.input_batching_dims) +
+               ", scatter_indices_batching_dims = " + list(dims.scatter_indices_batching_dims);
+  }
+  numbers += ", scatter_dims_to_operand_dims = " + list(dims.scatter_dims_to_operand_dims) +
+             ", index_vector_dim = " + std::to_string(dims.index_vector_dim) + ">";
+  return emit1("scatter", {operand, indices, updates},
+               "indices_are_sorted = false, " + numbers + ", unique_indices = false",
+               operand.shape, operand.type, body_text);
+}
+
+std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Shape& shape,
+                                                   ElementType type) {
+  auto results = emit("rng_bit_generator", {state},
+                      "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>",
+                      {state.shape, shape}, {state.type, type});
+  return {results[0], results[1]};
+}
+
+std::string Builder::module(const std::vector<Value>& results) const {
+  std::ostringstream text;
+  text << "module @torch_tpu {\n  func.func public @main(";
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    text << (i ? ", " : "") << parameters_[i].name << ": " << parameters_[i].tensor_type();
+  }
+  text << ") -> (";
+  for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].tensor_type();
+  text << ") {\n" << body_ << "    return ";
+  for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].name;
+  if (!results.empty()) text << " : ";
+  for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].tensor_type();
+  text << "\n  }\n}\n";
+  return text.str();
+}
+
+}  // namespace torch_tpu::hlo

@@ -1,0 +1,150 @@
+// Builds one StableHLO module (MLIR text, generic op syntax) from typed values. Knows nothing
+// of torch or PJRT. Each method checks its operands and infers its result's shape and type, so
+// a kernel error surfaces here, with a message, rather than as a compiler failure.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "csrc/hlo/types.h"
+
+namespace torch_tpu::hlo {
+
+struct Value {
+  std::string name;  // SSA name, e.g. %v3 or %v3#1
+  Shape shape;
+  ElementType type = ElementType::F32;
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  std::string tensor_type() const { return hlo::tensor_type(shape, type); }
+};
+
+// A malformed request to the builder (wrong shapes or types): a bug in a kernel or bad input.
+class BuildError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
+  std::vector<int64_t> operand_batching_dims, start_indices_batching_dims;
+  int64_t index_vector_dim = 0;
+};
+
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  std::vector<int64_t> input_batching_dims, scatter_indices_batching_dims;
+  int64_t index_vector_dim = 0;
+};
+
+struct ConvDims {
+  // Layout letters in stablehlo.conv form, e.g. input "b f 0 1" is NCHW.
+  int64_t input_batch = 0, input_feature = 1;
+  std::vector<int64_t> input_spatial;
+  int64_t kernel_output_feature = 0, kernel_input_feature = 1;
+  std::vector<int64_t> kernel_spatial;
+  int64_t output_batch = 0, output_feature = 1;
+  std::vector<int64_t> output_spatial;
+};
+
+struct ConvParams {
+  std::vector<int64_t> strides, lhs_dilation, rhs_dilation;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  int64_t feature_group_count = 1, batch_group_count = 1;
+};
+
+class Builder {
+ public:
+  // A region body: gets the block arguments, emits ops through the builder, returns results.
+  using Body = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+
+  Value parameter(const Shape& shape, ElementType type);
+  int64_t num_parameters() const { return static_cast<int64_t>(parameters_.size()); }
+
+  Value constant(double value, ElementType type, const Shape& shape = {});
+  Value constant_int(int64_t value, ElementType type, const Shape& shape = {});
+  Value iota(const Shape& shape, ElementType type, int64_t dimension);
+
+  // Elementwise; operands must have equal shapes (broadcast explicitly first).
+  Value unary(const std::string& op, const Value& x);
+  Value binary(const std::string& op, const Value& a, const Value& b);
+  Value compare(const std::string& direction, const Value& a, const Value& b);
+  Value select(const Value& predicate, const Value& on_true, const Value& on_false);
+  Value clamp(const Value& min, const Value& x, const Value& max);
+  Value convert(const Value& x, ElementType type);
+  Value bitcast_convert(const Value& x, ElementType type);
+
+  Value reshape(const Value& x, const Shape& shape);
+  Value broadcast_in_dim(const Value& x, const Shape& shape, const std::vector<int64_t>& dims);
+  Value transpose(const Value& x, const std::vector<int64_t>& permutation);
+  Value slice(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides);
+  Value dynamic_slice(const Value& x, const std::vector<Value>& starts,
+                      const std::vector<int64_t>& sizes);
+  Value dynamic_update_slice(const Value& x, const Value& update,
+                             const std::vector<Value>& starts);
+  Value concatenate(const std::vector<Value>& values, int64_t dimension);
+  Value pad(const Value& x, const Value& padding_value, const std::vector<int64_t>& low,
+            const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+  Value reverse(const Value& x, const std::vector<int64_t>& dims);
+
+  Value dot_general(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
+                    const std::vector<int64_t>& rhs_batch,
+                    const std::vector<int64_t>& lhs_contracting,
+                    const std::vector<int64_t>& rhs_contracting, ElementType result_type);
+  Value convolution(const Value& input, const Value& kernel, const ConvDims& dims,
+                    const ConvParams& params, ElementType result_type);
+
+  std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
+                            const std::vector<int64_t>& dims, const Body& body);
+  // Single-input reduction whose body is one binary op ("add", "maximum", ...).
+  Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
+               const std::string& op);
+  Value reduce_window(const Value& x, const Value& init, const std::vector<int64_t>& window,
+                      const std::vector<int64_t>& strides,
+                      const std::vector<int64_t>& base_dilations,
+                      const std::vector<int64_t>& window_dilations,
+                      const std::vector<std::pair<int64_t, int64_t>>& padding,
+                      const std::string& op);
+  std::vector<Value> sort(const std::vector<Value>& inputs, int64_t dimension, bool stable,
+                          const Body& comparator);
+
+  Value gather(const Value& operand, const Value& indices, const GatherDims& dims,
+               const std::vector<int64_t>& slice_sizes);
+  Value scatter(const Value& operand, const Value& indices, const Value& updates,
+                const ScatterDims& dims, const Body& update);
+
+  // Returns {new_state, random bits}; state is a u64[2] three-fry key/counter.
+  std::pair<Value, Value> rng_bit_generator(const Value& state, const Shape& shape,
+                                            ElementType type);
+
+  // The whole module, with `results` returned from @main in order.
+  std::string module(const std::vector<Value>& results) const;
+
+ private:
+  std::string fresh_name();
+  std::vector<Value> emit(const std::string& op, const std::vector<Value>& operands,
+                          const std::string& attributes, const std::vector<Shape>& shapes,
+                          const std::vector<ElementType>& types,
+                          const std::string& regions = "");
+  Value emit1(const std::string& op, const std::vector<Value>& operands,
+              const std::string& attributes, const Shape& shape, ElementType type,
+              const std::string& regions = "");
+  // Emits a region whose block takes scalar arguments of `types`, filled in by `body`.
+  std::string region(const std::vector<ElementType>& types, const Body& body);
+
+  int next_id_ = 0;
+  std::vector<Value> parameters_;
+  std::string body_;
+  std::string* out_ = &body_;
+};
+
+// Throws BuildError with `message` unless `condition` holds.
+inline void require(bool condition, const std::string& message) {
+  if (!condition) throw BuildError("stablehlo builder: " + message);
+}
+
+}  // namespace torch_tpu::hlo

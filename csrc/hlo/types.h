@@ -1,0 +1,25 @@
+// Element types and shapes of StableHLO values, and how they print in MLIR.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::hlo {
+
+enum class ElementType { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+
+using Shape = std::vector<int64_t>;
+
+bool is_float(ElementType type);
+bool is_signed_int(ElementType type);
+bool is_unsigned_int(ElementType type);
+int byte_size(ElementType type);
+// MLIR spelling: i1, i32, ui8, bf16, f32, ...
+std::string mlir_name(ElementType type);
+// tensor<2x3xf32>, tensor<f32> for rank 0.
+std::string tensor_type(const Shape& shape, ElementType type);
+int64_t num_elements(const Shape& shape);
+std::string join(const std::vector<int64_t>& values, const char* separator = ", ");
+
+}  // namespace torch_tpu::hlo

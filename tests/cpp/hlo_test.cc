@@ -1,0 +1,200 @@
+// The StableHLO builder: module text is accepted by the CPU plugin's compiler and computes
+// the expected numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <vector>
+
+#include "csrc/hlo/builder.h"
+#include "csrc/pjrt/client.h"
+#include "csrc/pjrt/compile_options.h"
+
+namespace torch_tpu::hlo {
+namespace {
+
+using pjrt::Buffer;
+using pjrt::Client;
+
+std::shared_ptr<Client> client() {
+  static std::shared_ptr<Client> instance = Client::create(
+      pjrt::Plugin::load(std::getenv("TORCH_TPU_TEST_PLUGIN")), {{"cpu_device_count", int64_t{1}}});
+  return instance;
+}
+
+// Compiles `module`, runs it on f32 inputs of the given shapes, returns output `index` as f32.
+std::vector<float> run(const std::string& module, const std::vector<std::vector<float>>& inputs,
+                       const std::vector<Shape>& shapes, size_t index = 0) {
+  auto executable = client()->compile(module, pjrt::single_device_compile_options());
+  PJRT_Device* device = client()->devices()[0].device;
+  std::vector<Buffer> buffers;
+  std::vector<PJRT_Buffer*> raw;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    buffers.push_back(client()->upload(inputs[i].data(), PJRT_Buffer_Type_F32, shapes[i], device));
+    raw.push_back(buffers.back().raw());
+  }
+  auto result = executable->execute(raw, device);
+  const Buffer& out = result.outputs.at(index);
+  std::vector<float> host(out.on_device_size_in_bytes() / sizeof(float));
+  out.copy_to_host(host.data(), host.size() * sizeof(float)).await();
+  return host;
+}
+
+TEST(Builder, TextHasEntryAndTypes) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value y = b.unary("exponential", x);
+  std::string text = b.module({y});
+  EXPECT_NE(text.find("func.func public @main(%arg0: tensor<2x3xf32>)"), std::string::npos);
+  EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);
+}
+
+TEST(Builder, ShapeErrorsAreReported) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value y = b.parameter({3, 2}, ElementType::F32);
+  EXPECT_THROW(b.binary("add", x, y), BuildError);
+  EXPECT_THROW(b.reshape(x, {7}), BuildError);
+  EXPECT_THROW(b.dot_general(x, x, {}, {}, {1}, {1 - 1}, ElementType::F32), BuildError);
+}
+
+TEST(Builder, BroadcastAndArithmetic) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value row = b.parameter({3}, ElementType::F32);
+  Value wide = b.broadcast_in_dim(row, {2, 3}, {1});
+  Value two = b.constant(2.0, ElementType::F32, {2, 3});
+  Value out = b.binary("multiply", b.binary("add", x, wide), two);
+  auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}, {10, 20, 30}}, {{2, 3}, {3}});
+  EXPECT_EQ(host, (std::vector<float>{22, 44, 66, 28, 50, 72}));
+}
+
+TEST(Builder, DotGeneralIsMatmul) {
+  Builder b;
+  Value a = b.parameter({2, 3}, ElementType::F32);
+  Value c = b.parameter({3, 2}, ElementType::F32);
+  Value out = b.dot_general(a, c, {}, {}, {1}, {0}, ElementType::F32);
+  auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}, {1, 0, 0, 1, 1, 1}}, {{2, 3}, {3, 2}});
+  EXPECT_EQ(host, (std::vector<float>{4, 5, 10, 11}));
+}
+
+TEST(Builder, ReduceAndInfinityConstants) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value lowest = b.constant(-std::numeric_limits<double>::infinity(), ElementType::F32);
+  Value zero = b.constant(0.0, ElementType::F32);
+  Value max = b.reduce(x, lowest, {1}, "maximum");
+  Value sum = b.reduce(x, zero, {0, 1}, "add");
+  std::string module = b.module({max, sum});
+  EXPECT_EQ(run(module, {{1, 5, 3, -4, -2, -6}}, {{2, 3}}, 0), (std::vector<float>{5, -2}));
+  EXPECT_EQ(run(module, {{1, 5, 3, -4, -2, -6}}, {{2, 3}}, 1), (std::vector<float>{-3}));
+}
+
+TEST(Builder, VariadicReduceGivesArgmax) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value index = b.iota({2, 3}, ElementType::F32, 1);
+  auto results = b.reduce(
+      {x, index},
+      {b.constant(-INFINITY, ElementType::F32), b.constant(0.0, ElementType::F32)}, {1},
+      [](Builder& r, const std::vector<Value>& args) {
+        Value take_left = r.compare("GE", args[0], args[2]);
+        return std::vector<Value>{r.select(take_left, args[0], args[2]),
+                                  r.select(take_left, args[1], args[3])};
+      });
+  EXPECT_EQ(run(b.module({results[1]}), {{1, 5, 3, 9, -2, -6}}, {{2, 3}}),
+            (std::vector<float>{1, 0}));
+}
+
+TEST(Builder, GatherRows) {
+  Builder b;
+  Value table = b.parameter({3, 2}, ElementType::F32);
+  Value indices = b.convert(b.parameter({2}, ElementType::F32), ElementType::S32);
+  GatherDims dims;
+  dims.offset_dims = {1};
+  dims.collapsed_slice_dims = {0};
+  dims.start_index_map = {0};
+  dims.index_vector_dim = 1;
+  Value out = b.gather(table, indices, dims, {1, 2});
+  auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}, {2, 0}}, {{3, 2}, {2}});
+  EXPECT_EQ(host, (std::vector<float>{5, 6, 1, 2}));
+}
+
+TEST(Builder, ScatterAddAccumulatesDuplicates) {
+  Builder b;
+  Value base = b.parameter({3}, ElementType::F32);
+  Value indices = b.reshape(b.convert(b.parameter({3}, ElementType::F32), ElementType::S32), {3, 1});
+  Value updates = b.parameter({3}, ElementType::F32);
+  ScatterDims dims;
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = 1;
+  Value out = b.scatter(base, indices, updates, dims, [](Builder& r, const auto& args) {
+    return std::vector<Value>{r.binary("add", args[0], args[1])};
+  });
+  auto host = run(b.module({out}), {{0, 0, 0}, {1, 1, 2}, {1, 2, 3}}, {{3}, {3}, {3}});
+  EXPECT_EQ(host, (std::vector<float>{0, 3, 3}));
+}
+
+TEST(Builder, ConvolutionAndPooling) {
+  Builder b;
+  Value image = b.parameter({1, 1, 3, 3}, ElementType::F32);
+  Value kernel = b.constant(1.0, ElementType::F32, {1, 1, 2, 2});
+  ConvDims dims;
+  dims.input_spatial = {2, 3};
+  dims.kernel_spatial = {2, 3};
+  dims.output_spatial = {2, 3};
+  ConvParams params{{1, 1}, {1, 1}, {1, 1}, {{0, 0}, {0, 0}}};
+  Value conv = b.convolution(image, kernel, dims, params, ElementType::F32);
+  Value pool = b.reduce_window(image, b.constant(-INFINITY, ElementType::F32), {1, 1, 2, 2},
+                               {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1},
+                               {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "maximum");
+  std::string module = b.module({conv, pool});
+  std::vector<float> pixels{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(run(module, {pixels}, {{1, 1, 3, 3}}, 0), (std::vector<float>{12, 16, 24, 28}));
+  EXPECT_EQ(run(module, {pixels}, {{1, 1, 3, 3}}, 1), (std::vector<float>{5, 6, 8, 9}));
+}
+
+TEST(Builder, SortAscending) {
+  Builder b;
+  Value x = b.parameter({4}, ElementType::F32);
+  auto sorted = b.sort({x}, 0, true, [](Builder& r, const std::vector<Value>& args) {
+    return std::vector<Value>{r.compare("LT", args[0], args[1])};
+  });
+  EXPECT_EQ(run(b.module({sorted[0]}), {{3, 1, 4, 2}}, {{4}}), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(Builder, RngBitsAreUniformInUnitInterval) {
+  Builder b;
+  Value seed = b.convert(b.parameter({2}, ElementType::F32), ElementType::U64);
+  auto [state, bits] = b.rng_bit_generator(seed, {1000}, ElementType::U32);
+  // Top 23 bits as a mantissa in [1, 2), minus one: the usual uniform float construction.
+  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, {1000}));
+  Value one_bits = b.constant_int(0x3F800000, ElementType::U32, {1000});
+  Value uniform = b.binary("subtract",
+                           b.bitcast_convert(b.binary("or", mantissa, one_bits), ElementType::F32),
+                           b.constant(1.0, ElementType::F32, {1000}));
+  auto host = run(b.module({uniform}), {{42, 7}}, {{2}});
+  double mean = 0;
+  for (float v : host) {
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LT(v, 1.0f);
+    mean += v / host.size();
+  }
+  EXPECT_NEAR(mean, 0.5, 0.05);
+}
+
+TEST(Builder, SliceConcatPadTranspose) {
+  Builder b;
+  Value x = b.parameter({2, 3}, ElementType::F32);
+  Value sliced = b.slice(x, {0, 1}, {2, 3}, {1, 1});                         // 2x2
+  Value joined = b.concatenate({sliced, sliced}, 0);                          // 4x2
+  Value padded = b.pad(joined, b.constant(0.0, ElementType::F32), {0, 1}, {0, 0}, {0, 0});  // 4x3
+  Value out = b.transpose(padded, {1, 0});                                    // 3x4
+  auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}}, {{2, 3}});
+  EXPECT_EQ(host, (std::vector<float>{0, 0, 0, 0, 2, 5, 2, 5, 3, 6, 3, 6}));
+}
+
+}  // namespace
+}  // namespace torch_tpu::hlo
