@@ -1,0 +1,192 @@
+#include "csrc/aten/common.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+namespace torch_tpu::aten {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    TORCH_CHECK(da == db || da == 1 || db == 1, "The size of tensor a (", da,
+                ") must match the size of tensor b (", db, ") at non-singleton dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Value broadcast_to(Builder& b, const Value& x, const Shape& shape) {
+  if (x.shape == shape) return x;
+  TORCH_CHECK(x.shape.size() <= shape.size(), "cannot broadcast ", x.tensor_type(), " to rank ",
+              shape.size());
+  std::vector<int64_t> dims;
+  size_t lead = shape.size() - x.shape.size();
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    TORCH_CHECK(x.shape[i] == 1 || x.shape[i] == shape[lead + i], "The expanded size of the "
+                "tensor (", shape[lead + i], ") must match the existing size (", x.shape[i],
+                ") at non-singleton dimension ", lead + i);
+    dims.push_back(static_cast<int64_t>(lead + i));
+  }
+  // broadcast_in_dim needs size-1 dims to match or expand: drop size-1 dims that expand.
+  Shape kept;
+  std::vector<int64_t> kept_dims;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (x.shape[i] == shape[dims[i]]) {
+      kept.push_back(x.shape[i]);
+      kept_dims.push_back(dims[i]);
+    }
+  }
+  Value squeezed = b.reshape(x, kept);
+  return b.broadcast_in_dim(squeezed, shape, kept_dims);
+}
+
+Value splat(Builder& b, double value, ElementType type, const Shape& shape) {
+  return b.constant(value, type, shape);
+}
+
+Value as(Builder& b, const Value& x, ElementType type, const Shape& shape) {
+  return broadcast_to(b, b.convert(x, type), shape);
+}
+
+c10::ScalarType promoted_type(const LoweringContext& ctx, std::initializer_list<int> indices) {
+  at::native::ResultTypeState state;
+  for (int index : indices) {
+    const c10::IValue& value = ctx.arg(index);
+    if (value.isTensor()) {
+      state = at::native::update_result_type_state(value.toTensor(), state);
+    } else if (value.isScalar()) {
+      state = at::native::update_result_type_state(value.toScalar(), state);
+    }
+  }
+  return at::native::result_type(state);
+}
+
+c10::ScalarType float_type(c10::ScalarType type) {
+  return c10::isFloatingType(type) ? type : c10::typeMetaToScalarType(at::get_default_dtype());
+}
+
+Value operand(LoweringContext& ctx, int index, ElementType type, const Shape& shape) {
+  const c10::IValue& value = ctx.arg(index);
+  Value x = value.isTensor() ? ctx.tensor(index) : ctx.scalar(index, type);
+  return as(ctx.b, x, type, shape);
+}
+
+Shape operand_shape(const LoweringContext& ctx, std::initializer_list<int> indices) {
+  Shape shape;
+  for (int index : indices) {
+    const c10::IValue& value = ctx.arg(index);
+    if (value.isTensor()) {
+      const at::Tensor& tensor = value.toTensor();
+      shape = broadcast_shapes(shape, Shape(tensor.sizes().begin(), tensor.sizes().end()));
+    }
+  }
+  return shape;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  int64_t bound = std::max<int64_t>(rank, 1);
+  TORCH_CHECK_INDEX(dim >= -bound && dim < bound, "Dimension out of range (expected to be in "
+                    "range of [", -bound, ", ", bound - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + bound : dim;
+}
+
+std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank) {
+  std::vector<int64_t> dims;
+  const c10::IValue& value = ctx.arg(index);
+  if (!value.isNone()) {
+    if (value.isInt()) {
+      dims.push_back(value.toInt());
+    } else {
+      for (int64_t d : value.toIntVector()) dims.push_back(d);
+    }
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+    return dims;
+  }
+  for (int64_t& d : dims) d = rank == 0 ? 0 : wrap_dim(d, rank);
+  if (rank == 0) return {};
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return dims;
+}
+
+Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape out = shape;
+  for (int64_t d : dims) out[d] = 1;
+  return out;
+}
+
+Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  return b.reduce(x, b.constant(0.0, x.type), dims, "add");
+}
+
+double lowest(ElementType type) {
+  switch (type) {
+    case ElementType::Pred: return 0;
+    case ElementType::S8: return std::numeric_limits<int8_t>::min();
+    case ElementType::S16: return std::numeric_limits<int16_t>::min();
+    case ElementType::S32: return std::numeric_limits<int32_t>::min();
+    case ElementType::S64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case ElementType::U8:
+    case ElementType::U16:
+    case ElementType::U32:
+    case ElementType::U64: return 0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+double highest(ElementType type) {
+  switch (type) {
+    case ElementType::Pred: return 1;
+    case ElementType::S8: return std::numeric_limits<int8_t>::max();
+    case ElementType::S16: return std::numeric_limits<int16_t>::max();
+    case ElementType::S32: return std::numeric_limits<int32_t>::max();
+    case ElementType::S64: return 9.2233720368547748e18;
+    case ElementType::U8: return 255;
+    case ElementType::U16: return 65535;
+    case ElementType::U32: return 4294967295.0;
+    case ElementType::U64: return 1.8446744073709552e19;
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
+Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  Value init = x.type == ElementType::S64 ? b.constant_int(std::numeric_limits<int64_t>::min(), x.type)
+                                          : b.constant(lowest(x.type), x.type);
+  return b.reduce(x, init, dims, x.type == ElementType::Pred ? "or" : "maximum");
+}
+
+Value erf(Builder& b, const Value& x) {
+  // StableHLO has no erf op (it lives in CHLO), so use the rational approximation that XLA
+  // uses for f32, max error about 1e-7, clamped to [-4, 4] where it saturates.
+  ElementType t = x.type;
+  Value f = b.convert(x, ElementType::F32);
+  Value clamped = b.clamp(splat(b, -4.0, ElementType::F32, {}), f, splat(b, 4.0, ElementType::F32, {}));
+  Value x2 = b.binary("multiply", clamped, clamped);
+  const double alpha[] = {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                          -1.60960333262415e-02};
+  const double beta[] = {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                         -7.37332916720468e-03, -1.42647390514189e-02};
+  Value p = splat(b, alpha[0], ElementType::F32, x.shape);
+  for (int i = 1; i < 7; ++i) {
+    p = b.binary("add", b.binary("multiply", p, x2), splat(b, alpha[i], ElementType::F32, x.shape));
+  }
+  p = b.binary("multiply", p, clamped);
+  Value q = splat(b, beta[0], ElementType::F32, x.shape);
+  for (int i = 1; i < 5; ++i) {
+    q = b.binary("add", b.binary("multiply", q, x2), splat(b, beta[i], ElementType::F32, x.shape));
+  }
+  return b.convert(b.binary("divide", p, q), t);
+}
+
+Value is_nan(Builder& b, const Value& x) { return b.compare("NE", x, x); }
+
+}  // namespace torch_tpu::aten

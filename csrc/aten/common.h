@@ -1,0 +1,54 @@
+// Helpers shared by the lowerings: numpy-style broadcasting, type promotion, dims.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <vector>
+
+#include "csrc/device/types.h"
+#include "csrc/dispatch/lowering.h"
+
+namespace torch_tpu::aten {
+
+using hlo::Builder;
+using hlo::ElementType;
+using hlo::Shape;
+using hlo::Value;
+using Values = std::vector<Value>;
+
+inline ElementType et(c10::ScalarType type) { return to_element_type(type); }
+
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+// Right-aligned numpy broadcast of `x` to `shape`.
+Value broadcast_to(Builder& b, const Value& x, const Shape& shape);
+Value splat(Builder& b, double value, ElementType type, const Shape& shape);
+// `x` converted to `type` and broadcast to `shape`.
+Value as(Builder& b, const Value& x, ElementType type, const Shape& shape);
+
+// torch's result_type over the given arguments (tensors and scalars), as at::result_type.
+c10::ScalarType promoted_type(const LoweringContext& ctx, std::initializer_list<int> indices);
+// The computation type for float ops: integers and bools promote to the default float dtype.
+c10::ScalarType float_type(c10::ScalarType type);
+// An argument that is a Tensor or a Scalar, converted to `type` and broadcast to `shape`.
+Value operand(LoweringContext& ctx, int index, ElementType type, const Shape& shape);
+// The broadcast shape of several tensor-or-scalar arguments.
+Shape operand_shape(const LoweringContext& ctx, std::initializer_list<int> indices);
+
+int64_t wrap_dim(int64_t dim, int64_t rank);
+// A reduction's dims: the int[]? argument at `index`, wrapped; all dims when empty or None.
+std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank);
+// Shape with `dims` kept as size 1 (keepdim=True).
+Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims);
+Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
+Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims);
+double lowest(ElementType type);
+double highest(ElementType type);
+
+// Float compare-based helpers.
+Value is_nan(Builder& b, const Value& x);
+// erf by the rational approximation XLA uses for f32 (computed in f32).
+Value erf(Builder& b, const Value& x);
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,410 @@
+// Elementwise lowerings: arithmetic, comparisons, math functions, activations and their
+// gradients. Each registers its functional, in-place and out= forms together.
+#include <c10/util/Exception.h>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+// self (op) other * alpha, with torch's type promotion.
+Values add_like(LoweringContext& ctx, const char* op) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
+    c10::Scalar alpha = ctx.arg(2).toScalar();
+    TORCH_CHECK(!(c10::isIntegralType(type, true) && alpha.isFloatingPoint()),
+                "For integral input tensors, argument alpha must not be a floating point number.");
+  }
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Value a = operand(ctx, 0, t, shape);
+  Value other = operand(ctx, 1, t, shape);
+  if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
+    c10::Scalar alpha = ctx.arg(2).toScalar();
+    if (!(alpha.isIntegral(true) && alpha.toLong() == 1)) {
+      other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, t), t, shape));
+    }
+  }
+  if (type == c10::ScalarType::Bool) return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
+  return {ctx.b.binary(op, a, other)};
+}
+
+LOWER({"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar", "add.Scalar_out"},
+      [](LoweringContext& ctx) { return add_like(ctx, "add"); });
+LOWER({"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar", "sub.Scalar_out"},
+      [](LoweringContext& ctx) { return add_like(ctx, "subtract"); });
+LOWER({"rsub.Tensor", "rsub.Scalar"}, [](LoweringContext& ctx) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Value other = operand(ctx, 1, t, shape);
+  Value self = ctx.b.binary("multiply", operand(ctx, 0, t, shape), as(ctx.b, ctx.scalar(2, t), t, shape));
+  return Values{ctx.b.binary("subtract", other, self)};
+});
+
+Values binary_promoted(LoweringContext& ctx, const char* op, bool to_float = false) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  if (to_float) type = float_type(type);
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  return {ctx.b.binary(op, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
+}
+
+LOWER({"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar", "mul.Scalar_out"},
+      [](LoweringContext& ctx) {
+        if (promoted_type(ctx, {0, 1}) == c10::ScalarType::Bool) return binary_promoted(ctx, "and");
+        return binary_promoted(ctx, "multiply");
+      });
+LOWER({"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "divide", true); });
+LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
+       "div_.Scalar_mode", "div.Scalar_mode_out"},
+      [](LoweringContext& ctx) {
+        const c10::IValue& mode = ctx.arg(2);
+        c10::ScalarType type = promoted_type(ctx, {0, 1});
+        Shape shape = operand_shape(ctx, {0, 1});
+        Builder& b = ctx.b;
+        if (mode.isNone()) type = float_type(type);
+        ElementType t = et(type);
+        Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+        if (mode.isNone()) return Values{b.binary("divide", x, y)};
+        if (!hlo::is_float(t)) {
+          Value q = b.binary("divide", x, y);  // truncates toward zero
+          if (mode.toStringRef() == "trunc") return Values{q};
+          Value r = b.binary("remainder", x, y);
+          Value zero = splat(b, 0, t, shape);
+          Value adjust = b.binary("and", b.compare("NE", r, zero),
+                                  b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
+          return Values{b.select(adjust, b.binary("subtract", q, splat(b, 1, t, shape)), q)};
+        }
+        Value q = b.binary("divide", x, y);
+        if (mode.toStringRef() == "floor") return Values{b.unary("floor", q)};
+        return Values{b.binary("multiply", b.unary("sign", q), b.unary("floor", b.unary("abs", q)))};
+      });
+LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Tensor_Scalar",
+       "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Scalar", "pow.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "power"); });
+LOWER({"maximum", "maximum.out"}, [](LoweringContext& ctx) { return binary_promoted(ctx, "maximum"); });
+LOWER({"minimum", "minimum.out"}, [](LoweringContext& ctx) { return binary_promoted(ctx, "minimum"); });
+LOWER({"atan2", "atan2_", "atan2.out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "atan2", true); });
+LOWER({"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out",
+       "bitwise_and.Scalar", "bitwise_and_.Scalar", "bitwise_and.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "and"); });
+LOWER({"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", "bitwise_or.Scalar",
+       "bitwise_or_.Scalar", "bitwise_or.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "or"); });
+LOWER({"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out",
+       "bitwise_xor.Scalar", "bitwise_xor_.Scalar", "bitwise_xor.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "xor"); });
+
+// Python-style remainder: the sign follows the divisor.
+LOWER({"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", "remainder.Scalar",
+       "remainder_.Scalar", "remainder.Scalar_out"},
+      [](LoweringContext& ctx) {
+        c10::ScalarType type = promoted_type(ctx, {0, 1});
+        Shape shape = operand_shape(ctx, {0, 1});
+        ElementType t = et(type);
+        Builder& b = ctx.b;
+        Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+        Value r = b.binary("remainder", x, y);
+        Value zero = splat(b, 0, t, shape);
+        Value fix = b.binary("and", b.compare("NE", r, zero),
+                             b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
+        return Values{b.select(fix, b.binary("add", r, y), r)};
+      });
+LOWER({"fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", "fmod.Scalar", "fmod_.Scalar",
+       "fmod.Scalar_out"},
+      [](LoweringContext& ctx) { return binary_promoted(ctx, "remainder"); });
+
+Values compare(LoweringContext& ctx, const char* direction) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  return {ctx.b.compare(direction, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
+}
+
+#define TORCH_TPU_COMPARE(name, direction)                                                  \
+  LOWER({#name ".Tensor", #name "_.Tensor", #name ".Tensor_out", #name ".Scalar",           \
+         #name "_.Scalar", #name ".Scalar_out"},                                            \
+        [](LoweringContext& ctx) { return compare(ctx, direction); })
+TORCH_TPU_COMPARE(eq, "EQ");
+TORCH_TPU_COMPARE(ne, "NE");
+TORCH_TPU_COMPARE(lt, "LT");
+TORCH_TPU_COMPARE(le, "LE");
+TORCH_TPU_COMPARE(gt, "GT");
+TORCH_TPU_COMPARE(ge, "GE");
+
+Values logical(LoweringContext& ctx, const char* op) {
+  Shape shape = operand_shape(ctx, {0, 1});
+  Builder& b = ctx.b;
+  auto truth = [&](int index) {
+    Value x = ctx.tensor(index);
+    Value t = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+    return broadcast_to(b, t, shape);
+  };
+  return {b.binary(op, truth(0), truth(1))};
+}
+LOWER({"logical_and", "logical_and_", "logical_and.out"},
+      [](LoweringContext& ctx) { return logical(ctx, "and"); });
+LOWER({"logical_or", "logical_or_", "logical_or.out"},
+      [](LoweringContext& ctx) { return logical(ctx, "or"); });
+LOWER({"logical_xor", "logical_xor_", "logical_xor.out"},
+      [](LoweringContext& ctx) { return logical(ctx, "xor"); });
+LOWER({"logical_not", "logical_not_", "logical_not.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  Builder& b = ctx.b;
+  return Values{x.type == ElementType::Pred ? b.unary("not", x)
+                                            : b.compare("EQ", x, splat(b, 0, x.type, x.shape))};
+});
+
+LOWER({"where.self", "where.self_out", "where.ScalarSelf", "where.ScalarOther", "where.Scalar"},
+      [](LoweringContext& ctx) {
+        c10::ScalarType type = promoted_type(ctx, {1, 2});
+        Shape shape = broadcast_shapes(operand_shape(ctx, {0}), operand_shape(ctx, {1, 2}));
+        ElementType t = et(type);
+        Value condition = ctx.tensor(0);
+        TORCH_CHECK(condition.type == ElementType::Pred || condition.type == ElementType::U8,
+                    "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+                    to_scalar_type(condition.type));
+        condition = ctx.b.convert(condition, ElementType::Pred);
+        return Values{ctx.b.select(broadcast_to(ctx.b, condition, shape),
+                                   operand(ctx, 1, t, shape), operand(ctx, 2, t, shape))};
+      });
+LOWER({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out",
+       "masked_fill.Tensor", "masked_fill_.Tensor", "masked_fill.Tensor_out"},
+      [](LoweringContext& ctx) {
+        Value self = ctx.tensor(0);
+        Value mask = ctx.tensor(1);
+        TORCH_CHECK(mask.type == ElementType::Pred,
+                    "masked_fill_ only supports boolean masks, but got mask with dtype ",
+                    to_scalar_type(mask.type));
+        Shape shape = broadcast_shapes(self.shape, mask.shape);
+        Value fill = operand(ctx, 2, self.type, shape);
+        return Values{ctx.b.select(broadcast_to(ctx.b, mask, shape),
+                                   fill, broadcast_to(ctx.b, self, shape))};
+      });
+
+Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
+  std::vector<int> indices{0};
+  if (min_index >= 0 && !ctx.arg(min_index).isNone()) indices.push_back(min_index);
+  if (max_index >= 0 && !ctx.arg(max_index).isNone()) indices.push_back(max_index);
+  TORCH_CHECK(indices.size() > 1, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  c10::ScalarType type = ctx.arg(indices[1]).isTensor() ? promoted_type(ctx, {0, indices[1]})
+                                                        : ctx.tensor_meta(0).scalar_type();
+  if (indices.size() > 2 && ctx.arg(indices[2]).isTensor()) {
+    type = c10::promoteTypes(type, promoted_type(ctx, {0, indices[2]}));
+  }
+  Shape shape = operand_shape(ctx, {0});
+  for (size_t i = 1; i < indices.size(); ++i) shape = broadcast_shapes(shape, operand_shape(ctx, {indices[i]}));
+  ElementType t = et(type);
+  Value x = operand(ctx, 0, t, shape);
+  if (min_index >= 0 && !ctx.arg(min_index).isNone()) {
+    x = ctx.b.binary("maximum", x, operand(ctx, min_index, t, shape));
+  }
+  if (max_index >= 0 && !ctx.arg(max_index).isNone()) {
+    x = ctx.b.binary("minimum", x, operand(ctx, max_index, t, shape));
+  }
+  return {x};
+}
+LOWER({"clamp", "clamp_", "clamp.out", "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out"},
+      [](LoweringContext& ctx) { return clamp_impl(ctx, 1, 2); });
+LOWER({"clamp_min", "clamp_min_", "clamp_min.out", "clamp_min.Tensor", "clamp_min_.Tensor",
+       "clamp_min.Tensor_out"},
+      [](LoweringContext& ctx) { return clamp_impl(ctx, 1, -1); });
+LOWER({"clamp_max", "clamp_max_", "clamp_max.out", "clamp_max.Tensor", "clamp_max_.Tensor",
+       "clamp_max.Tensor_out"},
+      [](LoweringContext& ctx) { return clamp_impl(ctx, -1, 1); });
+
+// Unary ops computed in floating point (integers promote, as torch does).
+Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Value)>& f) {
+  Value x = ctx.tensor(0);
+  ElementType t = et(float_type(to_scalar_type(x.type)));
+  return {f(ctx.b, ctx.b.convert(x, t))};
+}
+
+#define TORCH_TPU_FLOAT_UNARY(name, op)                                              \
+  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                 \
+    return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); });     \
+  })
+TORCH_TPU_FLOAT_UNARY(exp, "exponential");
+TORCH_TPU_FLOAT_UNARY(expm1, "exponential_minus_one");
+TORCH_TPU_FLOAT_UNARY(log, "log");
+TORCH_TPU_FLOAT_UNARY(log1p, "log_plus_one");
+TORCH_TPU_FLOAT_UNARY(sqrt, "sqrt");
+TORCH_TPU_FLOAT_UNARY(rsqrt, "rsqrt");
+TORCH_TPU_FLOAT_UNARY(sin, "sine");
+TORCH_TPU_FLOAT_UNARY(cos, "cosine");
+TORCH_TPU_FLOAT_UNARY(tan, "tan");
+TORCH_TPU_FLOAT_UNARY(tanh, "tanh");
+TORCH_TPU_FLOAT_UNARY(sigmoid, "logistic");
+
+#define TORCH_TPU_FLOAT_UNARY_FN(name, body)                                          \
+  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                  \
+    return float_unary(ctx, [](Builder& b, Value x) body);                            \
+  })
+TORCH_TPU_FLOAT_UNARY_FN(log2, {
+  return b.binary("divide", b.unary("log", x), splat(b, 0.69314718055994531, x.type, x.shape));
+});
+TORCH_TPU_FLOAT_UNARY_FN(log10, {
+  return b.binary("divide", b.unary("log", x), splat(b, 2.302585092994046, x.type, x.shape));
+});
+TORCH_TPU_FLOAT_UNARY_FN(exp2, {
+  return b.binary("power", splat(b, 2.0, x.type, x.shape), x);
+});
+TORCH_TPU_FLOAT_UNARY_FN(reciprocal, {
+  return b.binary("divide", splat(b, 1.0, x.type, x.shape), x);
+});
+TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
+
+// Unary ops that keep their input type.
+#define TORCH_TPU_SAME_UNARY(name, op)                                                \
+  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                  \
+    return Values{ctx.b.unary(op, ctx.tensor(0))};                                    \
+  })
+TORCH_TPU_SAME_UNARY(abs, "abs");
+TORCH_TPU_SAME_UNARY(sign, "sign");
+TORCH_TPU_SAME_UNARY(bitwise_not, "not");
+
+LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(x.type != ElementType::Pred, "Negation, the `-` operator, on a bool tensor is not "
+              "supported. If you are trying to invert a mask, use the `~` or `logical_not()` "
+              "operator instead.");
+  return Values{ctx.b.unary("negate", x)};
+});
+
+Values rounding(LoweringContext& ctx, const char* op) {
+  Value x = ctx.tensor(0);
+  if (!hlo::is_float(x.type)) return {x};
+  return {ctx.b.unary(op, x)};
+}
+LOWER({"floor", "floor_", "floor.out"}, [](LoweringContext& ctx) { return rounding(ctx, "floor"); });
+LOWER({"ceil", "ceil_", "ceil.out"}, [](LoweringContext& ctx) { return rounding(ctx, "ceil"); });
+LOWER({"round", "round_", "round.out"},
+      [](LoweringContext& ctx) { return rounding(ctx, "round_nearest_even"); });
+LOWER({"trunc", "trunc_", "trunc.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  if (!hlo::is_float(x.type)) return Values{x};
+  Builder& b = ctx.b;
+  return Values{b.binary("multiply", b.unary("sign", x), b.unary("floor", b.unary("abs", x)))};
+});
+
+LOWER({"isnan"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  if (!hlo::is_float(x.type)) return Values{splat(ctx.b, 0, ElementType::Pred, x.shape)};
+  return Values{is_nan(ctx.b, x)};
+});
+
+// Activations and their gradients.
+LOWER({"relu", "relu_"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  return Values{ctx.b.binary("maximum", x, splat(ctx.b, 0, x.type, x.shape))};
+});
+LOWER({"threshold_backward", "threshold_backward.grad_input"}, [](LoweringContext& ctx) {
+  Value grad = ctx.tensor(0);
+  Value self = ctx.tensor(1);
+  Shape shape = broadcast_shapes(grad.shape, self.shape);
+  Value threshold = as(ctx.b, ctx.scalar(2, self.type), self.type, shape);
+  Value keep = ctx.b.compare("GT", broadcast_to(ctx.b, self, shape), threshold);
+  return Values{ctx.b.select(keep, broadcast_to(ctx.b, grad, shape), splat(ctx.b, 0, grad.type, shape))};
+});
+LOWER({"threshold", "threshold_", "threshold.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  Value threshold = as(ctx.b, ctx.scalar(1, x.type), x.type, x.shape);
+  Value value = as(ctx.b, ctx.scalar(2, x.type), x.type, x.shape);
+  return Values{ctx.b.select(ctx.b.compare("GT", x, threshold), x, value)};
+});
+
+// gelu(x) = x * cdf(x); cdf is 0.5 (1 + erf(x / sqrt 2)), or its tanh approximation.
+Value gelu_cdf(Builder& b, const Value& x, bool tanh_approx, Value* derivative) {
+  auto c = [&](double v) { return splat(b, v, x.type, x.shape); };
+  if (tanh_approx) {
+    Value x2 = b.binary("multiply", x, x);
+    Value inner = b.binary("multiply", c(0.7978845608028654),
+                           b.binary("add", x, b.binary("multiply", c(0.044715), b.binary("multiply", x2, x))));
+    Value t = b.unary("tanh", inner);
+    Value cdf = b.binary("multiply", c(0.5), b.binary("add", c(1), t));
+    if (derivative) {
+      // d/dx [x cdf] = cdf + x * 0.5 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+      Value dinner = b.binary("multiply", c(0.7978845608028654),
+                              b.binary("add", c(1), b.binary("multiply", c(3 * 0.044715), x2)));
+      Value dt = b.binary("multiply", b.binary("subtract", c(1), b.binary("multiply", t, t)), dinner);
+      *derivative = b.binary("add", cdf, b.binary("multiply", b.binary("multiply", x, c(0.5)), dt));
+    }
+    return cdf;
+  }
+  Value cdf = b.binary("multiply", c(0.5),
+                       b.binary("add", c(1), erf(b, b.binary("multiply", x, c(0.7071067811865476)))));
+  if (derivative) {
+    Value pdf = b.binary("multiply", c(0.3989422804014327),
+                         b.unary("exponential", b.binary("multiply", c(-0.5), b.binary("multiply", x, x))));
+    *derivative = b.binary("add", cdf, b.binary("multiply", x, pdf));
+  }
+  return cdf;
+}
+
+LOWER({"gelu", "gelu_", "gelu.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  bool tanh_approx = ctx.arg(1).toStringRef() == "tanh";
+  return Values{ctx.b.binary("multiply", x, gelu_cdf(ctx.b, x, tanh_approx, nullptr))};
+});
+LOWER({"gelu_backward", "gelu_backward.grad_input"}, [](LoweringContext& ctx) {
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value derivative;
+  gelu_cdf(ctx.b, x, ctx.arg(2).toStringRef() == "tanh", &derivative);
+  return Values{ctx.b.binary("multiply", grad, derivative)};
+});
+
+LOWER({"silu", "silu_", "silu.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  return Values{ctx.b.binary("multiply", x, ctx.b.unary("logistic", x))};
+});
+LOWER({"silu_backward", "silu_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value s = b.unary("logistic", x);
+  Value one = splat(b, 1, x.type, x.shape);
+  Value d = b.binary("multiply", s, b.binary("add", one, b.binary("multiply", x, b.binary("subtract", one, s))));
+  return Values{b.binary("multiply", grad, d)};
+});
+LOWER({"sigmoid_backward", "sigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), y = ctx.tensor(1);
+  Value d = b.binary("multiply", y, b.binary("subtract", splat(b, 1, y.type, y.shape), y));
+  return Values{b.binary("multiply", grad, d)};
+});
+LOWER({"tanh_backward", "tanh_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), y = ctx.tensor(1);
+  Value d = b.binary("subtract", splat(b, 1, y.type, y.shape), b.binary("multiply", y, y));
+  return Values{b.binary("multiply", grad, d)};
+});
+LOWER({"leaky_relu", "leaky_relu_", "leaky_relu.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Value slope = as(b, ctx.scalar(1, x.type), x.type, x.shape);
+  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), x, b.binary("multiply", x, slope))};
+});
+LOWER({"leaky_relu_backward", "leaky_relu_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value slope = as(b, ctx.scalar(2, x.type), x.type, x.shape);
+  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad, b.binary("multiply", grad, slope))};
+});
+LOWER({"hardtanh", "hardtanh_", "hardtanh.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  return Values{b.binary("minimum", b.binary("maximum", x, as(b, ctx.scalar(1, x.type), x.type, x.shape)),
+                         as(b, ctx.scalar(2, x.type), x.type, x.shape))};
+});
+LOWER({"hardtanh_backward", "hardtanh_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value lo = as(b, ctx.scalar(2, x.type), x.type, x.shape), hi = as(b, ctx.scalar(3, x.type), x.type, x.shape);
+  Value inside = b.binary("and", b.compare("GT", x, lo), b.compare("LT", x, hi));
+  return Values{b.select(inside, grad, splat(b, 0, grad.type, grad.shape))};
+});
+
+}  // namespace
+}  // namespace torch_tpu::aten

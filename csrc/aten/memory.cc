@@ -1,0 +1,229 @@
+// Kernels that are not computations: allocation, views (metadata only), cross-device copies
+// and reading a scalar back to the host.
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/TensorUtils.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "csrc/aten/common.h"
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/view_io.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+constexpr auto kKeys = c10::DispatchKey::PrivateUse1;
+
+c10::DeviceGuard guard_for(std::optional<c10::Device> device) {
+  int index = device && device->has_index() ? device->index() : current_device();
+  return c10::DeviceGuard(c10::Device(c10::DeviceType::PrivateUse1, index));
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!layout || *layout == c10::Layout::Strided,
+              "torch_tpu: only strided tensors are supported, got layout ", *layout);
+  auto guard = guard_for(device);
+  c10::ScalarType type = dtype.value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
+  (void)to_element_type(type);  // rejects dtypes the device lacks
+  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(kKeys), type,
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  auto guard = guard_for(device);
+  c10::ScalarType type = dtype.value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
+  (void)to_element_type(type);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(kKeys), type);
+}
+
+// Whole-storage contiguous copy of `tensor` on the device (a clone when it is a view).
+at::Tensor compact(const at::Tensor& tensor) {
+  if (covers_whole_storage(tensor)) return tensor;
+  at::Tensor out = empty_memory_format(tensor.sizes(), tensor.scalar_type(), std::nullopt,
+                                       tensor.device(), std::nullopt, std::nullopt);
+  out.copy_(tensor);
+  return out;
+}
+
+// Blocks until the device tensor's values are in `dst` (a dense host buffer of its dtype).
+void download(const at::Tensor& tensor, void* dst) {
+  at::Tensor dense = compact(tensor);
+  std::size_t nbytes = dense.numel() * dense.element_size();
+  if (nbytes == 0) return;
+  metrics().host_syncs++;
+  metrics().downloads++;
+  storage_buffer(dense)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+}
+
+void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {
+  at::Tensor src = src_cpu.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  if (!covers_whole_storage(dst)) {
+    at::Tensor staging = empty_memory_format(dst.sizes(), dst.scalar_type(), std::nullopt,
+                                             dst.device(), std::nullopt, std::nullopt);
+    upload_into(staging, src, non_blocking);
+    dst.copy_(staging);
+    return;
+  }
+  if (src.numel() == 0) return;
+  auto& runtime = Runtime::get();
+  hlo::ElementType type = to_element_type(dst.scalar_type());
+  std::vector<int64_t> dims{src.numel()};
+  PJRT_Device* device = runtime.device(dst.device().index());
+  metrics().uploads++;
+  pjrt::Buffer buffer =
+      non_blocking
+          ? runtime.client().upload_async(src.data_ptr(), to_pjrt_type(type), dims, device,
+                                          [keep = src.storage()]() {})
+          : runtime.client().upload(src.data_ptr(), to_pjrt_type(type), dims, device);
+  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+}
+
+const c10::FunctionSchema& copy_schema() {
+  static const c10::FunctionSchema& schema =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "").schema();
+  return schema;
+}
+
+// dst = src on the device, converting dtype and broadcasting as copy_ does.
+void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+  static const Lowering lowering = [](LoweringContext& ctx) {
+    const at::Tensor& dst_meta = ctx.tensor_meta(0);
+    Shape shape(dst_meta.sizes().begin(), dst_meta.sizes().end());
+    return Values{as(ctx.b, ctx.tensor(1), et(dst_meta.scalar_type()), shape)};
+  };
+  run_lowering("aten::copy_", lowering, copy_schema(), {dst, src, false});
+}
+
+at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  TORCH_CHECK(self.is_privateuseone() || self.is_cpu(), "torch_tpu: cannot copy into ",
+              self.device());
+  if (self.is_privateuseone() && src.is_privateuseone()) {
+    device_copy(self, src);
+  } else if (self.is_privateuseone()) {
+    TORCH_CHECK(src.is_cpu(), "torch_tpu: cannot copy from ", src.device(), " to tpu");
+    upload_into(self, src, non_blocking);
+  } else {
+    // tpu -> cpu: download densely in the source dtype, then let CPU copy_ convert/stride.
+    at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+    download(src, host.data_ptr());
+    self.copy_(host);
+  }
+  return self;
+}
+
+at::Tensor copy_from_kernel(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  copy_kernel(out, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize_kernel(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from_kernel(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  download(self.reshape({}), host.data_ptr());
+  return host.item();
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  int64_t needed = 1;
+  for (int64_t s : size) {
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+    needed *= s;
+  }
+  std::size_t nbytes = (needed + self.storage_offset()) * self.element_size();
+  if (nbytes > self.storage().nbytes()) {
+    // Grow: a new storage that keeps the old contents at the front.
+    at::Tensor old_host;
+    if (self.storage().nbytes() > 0 && device_storage(self).contents().buffer) {
+      at::Tensor old_view = at::detail::empty_generic({0}, device_allocator(),
+                                                      c10::DispatchKeySet(kKeys),
+                                                      self.scalar_type(), std::nullopt);
+      old_view.unsafeGetTensorImpl()->set_storage_keep_dtype(self.storage());
+      old_view.unsafeGetTensorImpl()->set_sizes_contiguous({storage_elements(self)});
+      old_host = old_view.cpu();
+    }
+    c10::DeviceGuard guard(self.device());
+    c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, device_allocator(), true);
+    self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(storage));
+    if (old_host.defined()) {
+      at::Tensor head = at::detail::empty_generic({0}, device_allocator(),
+                                                  c10::DispatchKeySet(kKeys), self.scalar_type(),
+                                                  std::nullopt);
+      head.unsafeGetTensorImpl()->set_storage_keep_dtype(self.storage());
+      head.unsafeGetTensorImpl()->set_sizes_contiguous({old_host.numel()});
+      head.copy_(old_host);
+    }
+  }
+  auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
+  self.unsafeGetTensorImpl()->empty_tensor_restride_symint(format);
+  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (format != c10::MemoryFormat::Contiguous) {
+    self.unsafeGetTensorImpl()->empty_tensor_restride(format);
+  }
+  return self;
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset,
+                                      c10::IntArrayRef size, c10::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t numel = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return set_source_storage_offset(self, std::move(source), 0, {numel}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_source_storage_offset(self, source.storage(), source.storage_offset(),
+                                   source.sizes(), source.strides());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("copy_", TORCH_FN(copy_kernel));
+  m.impl("_copy_from", TORCH_FN(copy_from_kernel));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_kernel));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten

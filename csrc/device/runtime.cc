@@ -1,0 +1,55 @@
+#include "csrc/device/runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace torch_tpu {
+namespace {
+std::mutex init_mutex;
+// Deliberately leaked: destroying a PJRT client during interpreter shutdown races with the
+// plugin's own static destructors.
+std::atomic<Runtime*> instance{nullptr};
+thread_local int thread_device = 0;
+}  // namespace
+
+void Runtime::initialize(const std::string& plugin_path,
+                         const std::vector<pjrt::ClientOption>& options) {
+  std::lock_guard<std::mutex> lock(init_mutex);
+  if (Runtime* existing = instance.load()) {
+    TORCH_CHECK(existing->plugin_path_ == plugin_path, "torch_tpu: already initialised with '",
+                existing->plugin_path_, "'; cannot switch to '", plugin_path, "'");
+    return;
+  }
+  auto plugin = pjrt::Plugin::load(plugin_path);
+  auto client = pjrt::Client::create(std::move(plugin), options);
+  TORCH_CHECK(!client->devices().empty(), "torch_tpu: the PJRT plugin '", plugin_path,
+              "' reports no addressable devices");
+  instance.store(new Runtime(plugin_path, std::move(client)));
+}
+
+bool Runtime::initialized() { return instance.load() != nullptr; }
+
+Runtime& Runtime::get() {
+  Runtime* runtime = instance.load();
+  TORCH_CHECK(runtime != nullptr,
+              "torch_tpu: the runtime is not initialised; import torch_tpu (or torch with "
+              "torch_tpu installed) first");
+  return *runtime;
+}
+
+PJRT_Device* Runtime::device(int index) const {
+  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "torch_tpu: device index ", index,
+                    " is out of range for ", device_count(), " tpu device(s)");
+  return client_->devices()[index].device;
+}
+
+int current_device() { return thread_device; }
+
+void set_current_device(int index) {
+  if (Runtime::initialized()) (void)Runtime::get().device(index);  // range check
+  thread_device = index;
+}
+
+}  // namespace torch_tpu

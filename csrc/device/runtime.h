@@ -1,0 +1,39 @@
+// The process-wide PJRT client and the devices it drives. Initialised once, from Python,
+// with the plugin that torch_tpu._plugin resolved.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "csrc/pjrt/client.h"
+
+namespace torch_tpu {
+
+class Runtime {
+ public:
+  // Loads the plugin and creates the client; idempotent for the same path. Throws
+  // std::runtime_error with the plugin's message on failure.
+  static void initialize(const std::string& plugin_path,
+                         const std::vector<pjrt::ClientOption>& options);
+  static bool initialized();
+  // The runtime; throws if initialize() has not run.
+  static Runtime& get();
+
+  pjrt::Client& client() const { return *client_; }
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  PJRT_Device* device(int index) const;
+  const std::string& plugin_path() const { return plugin_path_; }
+
+ private:
+  Runtime(std::string path, std::shared_ptr<pjrt::Client> client)
+      : plugin_path_(std::move(path)), client_(std::move(client)) {}
+  std::string plugin_path_;
+  std::shared_ptr<pjrt::Client> client_;
+};
+
+// The calling thread's current device index (torch.tpu.set_device).
+int current_device();
+void set_current_device(int index);
+
+}  // namespace torch_tpu

@@ -1,0 +1,64 @@
+// LoweringContext: turns an op's arguments into executable parameters.
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include "csrc/device/types.h"
+#include "csrc/dispatch/lowering.h"
+#include "csrc/dispatch/view_io.h"
+
+namespace torch_tpu {
+
+hlo::Value LoweringContext::storage_param(const at::Tensor& tensor, int index, int list_index) {
+  hlo::ElementType type = to_element_type(tensor.scalar_type());
+  params.push_back({ParamSource::Kind::Storage, index, list_index, type});
+  return b.parameter({storage_elements(tensor)}, type);
+}
+
+hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int list_index) {
+  if (tensor.device().is_cpu()) {
+    // Only 0-dim CPU tensors (Python numbers, torch.tensor(2.)) mix with device tensors;
+    // the dispatcher has already rejected any other CPU tensor.
+    hlo::ElementType type = to_element_type(tensor.scalar_type());
+    params.push_back({ParamSource::Kind::CpuScalarTensor, index, list_index, type});
+    return b.parameter({}, type);
+  }
+  return read_view(b, storage_param(tensor, index, list_index), tensor);
+}
+
+hlo::Value LoweringContext::tensor(int index) {
+  return tensor_at(args_.at(index).toTensor(), index, -1);
+}
+
+std::vector<hlo::Value> LoweringContext::tensors(int index) {
+  std::vector<hlo::Value> values;
+  auto list = args_.at(index).toTensorList();
+  for (size_t i = 0; i < list.size(); ++i) {
+    values.push_back(tensor_at(list.get(i), index, static_cast<int>(i)));
+  }
+  return values;
+}
+
+std::optional<hlo::Value> LoweringContext::optional_tensor(int index) {
+  const c10::IValue& value = args_.at(index);
+  if (value.isNone() || !value.toTensor().defined()) return std::nullopt;
+  return tensor(index);
+}
+
+hlo::Value LoweringContext::scalar(int index, hlo::ElementType type) {
+  params.push_back({ParamSource::Kind::Scalar, index, -1, type});
+  return b.parameter({}, type);
+}
+
+hlo::Value LoweringContext::random_bits(const hlo::Shape& shape, hlo::ElementType type) {
+  if (!rng_state_) {
+    params.push_back({ParamSource::Kind::RngState, -1, -1, hlo::ElementType::U64});
+    rng_state_ = b.parameter({2}, hlo::ElementType::U64);
+    uses_rng = true;
+  }
+  auto [next_state, bits] = b.rng_bit_generator(*rng_state_, shape, type);
+  rng_state_ = next_state;
+  rng_blocks += static_cast<uint64_t>(hlo::num_elements(shape) * hlo::byte_size(type) / 16 + 1);
+  return bits;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,467 @@
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/registration.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "csrc/device/generator.h"
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/device/types.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/view_io.h"
+#include "csrc/pjrt/compile_options.h"
+
+namespace torch_tpu {
+namespace {
+
+// Where each executable output goes.
+struct OutputPlan {
+  bool new_tensor = true;  // else: replaces the storage of a mutated argument
+  int arg = -1, list_index = -1;
+  hlo::Shape shape;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  hlo::ElementType buffer_type = hlo::ElementType::F32;
+};
+
+struct CacheEntry {
+  std::unique_ptr<pjrt::Executable> executable;
+  std::vector<ParamSource> params;
+  std::vector<OutputPlan> outputs;
+  // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
+  std::vector<int> returns;
+  uint64_t rng_blocks = 0;
+  bool uses_rng = false;
+};
+
+std::mutex cache_mutex;
+
+// Executions enqueued and not yet finished, for synchronize().
+std::mutex pending_mutex;
+std::condition_variable pending_done;
+int64_t pending_count = 0;
+std::unordered_map<std::string, std::shared_ptr<CacheEntry>> cache;
+
+void append_tensor_key(std::string& key, const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    key += "U;";
+    return;
+  }
+  key += c10::toString(tensor.scalar_type());
+  if (tensor.device().is_cpu()) {
+    key += "c;";
+    return;
+  }
+  key += "[";
+  for (int64_t size : tensor.sizes()) key += std::to_string(size) + ",";
+  if (!covers_whole_storage(tensor)) {
+    key += "|";
+    for (int64_t stride : tensor.strides()) key += std::to_string(stride) + ",";
+    key += "@" + std::to_string(tensor.storage_offset()) + "/" +
+           std::to_string(storage_elements(tensor));
+  }
+  key += "];";
+}
+
+void append_key(std::string& key, const c10::IValue& value) {
+  if (value.isTensor()) {
+    append_tensor_key(key, value.toTensor());
+  } else if (value.isTensorList()) {
+    key += "{";
+    for (const at::Tensor& tensor : value.toTensorList().vec()) append_tensor_key(key, tensor);
+    key += "}";
+  } else if (value.isList() && value.toListRef().size() > 0 &&
+             (value.toListRef()[0].isTensor() || value.toListRef()[0].isNone())) {
+    key += "{";
+    for (const c10::IValue& item : value.toListRef()) append_key(key, item);
+    key += "}";
+  } else if (value.isScalar()) {
+    // Runtime input: only its kind matters, never its value.
+    key += value.isDouble() ? "sd;" : value.isBool() ? "sb;" : "si;";
+  } else if (value.isNone()) {
+    key += "N;";
+  } else {
+    std::ostringstream text;
+    text << value;
+    key += text.str() + ";";
+  }
+}
+
+const at::Tensor* tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index) {
+  static thread_local at::Tensor element;
+  if (list_index < 0) return &args[arg].toTensor();
+  const c10::IValue& list = args[arg];
+  if (list.isTensorList()) {
+    element = list.toTensorList().get(list_index);
+  } else {
+    element = list.toListRef()[list_index].toTensor();
+  }
+  return &element;
+}
+
+// Rejects tensors on other devices, as torch does on CUDA; returns the op's device index.
+int check_devices(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  int device = -1;
+  auto visit = [&](const at::Tensor& tensor) {
+    if (!tensor.defined()) return;
+    if (tensor.device().is_cpu()) {
+      TORCH_CHECK(tensor.dim() == 0, "Expected all tensors to be on the same device, but found "
+                  "at least two devices, tpu:", device < 0 ? current_device() : device,
+                  " and cpu! (when checking argument for ", schema.name(), ")");
+      return;
+    }
+    TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
+                "Expected all tensors to be on the same device, but found a tensor on ",
+                tensor.device(), " (when checking argument for ", schema.name(), ")");
+    int index = tensor.device().index();
+    TORCH_CHECK(device < 0 || device == index, "Expected all tensors to be on the same device, "
+                "but found at least two devices, tpu:", device, " and tpu:", index, "!");
+    device = index;
+  };
+  for (const c10::IValue& value : args) {
+    if (value.isTensor()) {
+      visit(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList().vec()) visit(tensor);
+    } else if (value.isList()) {
+      for (const c10::IValue& item : value.toListRef()) {
+        if (item.isTensor()) visit(item.toTensor());
+      }
+    } else if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1 &&
+               device < 0) {
+      device = value.toDevice().has_index() ? value.toDevice().index() : current_device();
+    }
+  }
+  return device < 0 ? current_device() : device;
+}
+
+std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
+  std::vector<int> written;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) written.push_back(static_cast<int>(i));
+  }
+  return written;
+}
+
+hlo::Shape shape_of(const at::Tensor& tensor) {
+  return hlo::Shape(tensor.sizes().begin(), tensor.sizes().end());
+}
+
+std::string shape_text(const hlo::Shape& shape) { return "[" + hlo::join(shape) + "]"; }
+
+// Builds and compiles the executable for one key.
+std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
+                                        const c10::FunctionSchema& schema,
+                                        const Lowering& lowering,
+                                        std::vector<c10::IValue>& args, bool* resized) {
+  hlo::Builder builder;
+  LoweringContext ctx(builder, args);
+  std::vector<hlo::Value> results = lowering(ctx);
+  auto entry = std::make_shared<CacheEntry>();
+  std::vector<int> written = written_arguments(schema);
+  std::vector<hlo::Value> module_results;
+
+  if (written.empty()) {
+    for (const hlo::Value& result : results) {
+      OutputPlan plan;
+      plan.shape = result.shape;
+      plan.dtype = to_scalar_type(result.type);
+      plan.buffer_type = result.type;
+      entry->returns.push_back(static_cast<int>(entry->outputs.size()));
+      entry->outputs.push_back(plan);
+      module_results.push_back(builder.reshape(result, {hlo::num_elements(result.shape)}));
+    }
+  } else {
+    TORCH_INTERNAL_ASSERT(results.size() >= written.size(), op_name, ": lowering gave ",
+                          results.size(), " results for ", written.size(), " outputs");
+    const bool inplace = schema.name().size() > 0 && schema.name().back() == '_';
+    for (size_t r = 0; r < written.size(); ++r) {
+      const at::Tensor& target = args[written[r]].toTensor();
+      hlo::Value result = results[r];
+      hlo::Shape target_shape = shape_of(target);
+      if (result.shape != target_shape) {
+        if (!inplace && !args[written[r]].isNone()) {
+          // out=: resize the output as torch does, then key again.
+          at::native::resize_output(target, c10::IntArrayRef(result.shape));
+          *resized = true;
+          return nullptr;
+        }
+        TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
+                    " doesn't match the broadcast shape ", shape_text(result.shape));
+      }
+      c10::ScalarType result_dtype = to_scalar_type(result.type);
+      TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
+                  " can't be cast to the desired output type ", target.scalar_type());
+      hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
+      hlo::Value flat = covers_whole_storage(target)
+                            ? builder.reshape(converted, {storage_elements(target)})
+                            : write_view(builder, ctx.storage_param(target, written[r], -1),
+                                         converted, target);
+      OutputPlan plan;
+      plan.new_tensor = false;
+      plan.arg = written[r];
+      plan.shape = flat.shape;
+      plan.dtype = target.scalar_type();
+      plan.buffer_type = flat.type;
+      entry->returns.push_back(-(written[r] + 1));
+      entry->outputs.push_back(plan);
+      module_results.push_back(flat);
+    }
+  }
+  std::string module = builder.module(module_results);
+  if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
+    std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", op_name.c_str(), module.c_str());
+  }
+  metrics().compiles++;
+  try {
+    entry->executable =
+        Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+  } catch (const pjrt::Error& error) {
+    TORCH_CHECK(false, "torch_tpu: compiling ", op_name, " failed: ", error.what());
+  }
+  entry->params = std::move(ctx.params);
+  entry->rng_blocks = ctx.rng_blocks;
+  entry->uses_rng = ctx.uses_rng;
+  return entry;
+}
+
+template <typename T>
+void put(std::vector<char>& bytes, T value) {
+  bytes.resize(sizeof(T));
+  std::memcpy(bytes.data(), &value, sizeof(T));
+}
+
+// A Scalar as host bytes of `type`.
+std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type) {
+  std::vector<char> bytes;
+  using E = hlo::ElementType;
+  switch (type) {
+    case E::Pred: put(bytes, static_cast<uint8_t>(scalar.toBool())); break;
+    case E::S8: put(bytes, scalar.to<int8_t>()); break;
+    case E::S16: put(bytes, scalar.to<int16_t>()); break;
+    case E::S32: put(bytes, scalar.to<int32_t>()); break;
+    case E::S64: put(bytes, scalar.toLong()); break;
+    case E::U8: put(bytes, scalar.to<uint8_t>()); break;
+    case E::U16: put(bytes, scalar.to<uint16_t>()); break;
+    case E::U32: put(bytes, scalar.to<uint32_t>()); break;
+    case E::U64: put(bytes, scalar.to<uint64_t>()); break;
+    case E::F16: put(bytes, scalar.to<c10::Half>()); break;
+    case E::BF16: put(bytes, scalar.to<c10::BFloat16>()); break;
+    case E::F32: put(bytes, scalar.toFloat()); break;
+    case E::F64: put(bytes, scalar.toDouble()); break;
+  }
+  return bytes;
+}
+
+std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType type,
+                                           const hlo::Shape& shape, int device) {
+  metrics().uploads++;
+  auto& runtime = Runtime::get();
+  return std::make_shared<pjrt::Buffer>(
+      runtime.client().upload(data, to_pjrt_type(type), shape, runtime.device(device)));
+}
+
+std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10::IValue>& args,
+                                 int device) {
+  std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
+  inputs.reserve(entry.params.size());
+  for (const ParamSource& param : entry.params) {
+    switch (param.kind) {
+      case ParamSource::Kind::Storage: {
+        const at::Tensor& tensor = *tensor_of(args, param.arg, param.list_index);
+        inputs.push_back(storage_buffer(tensor));
+        break;
+      }
+      case ParamSource::Kind::Scalar: {
+        auto bytes = scalar_bytes(args[param.arg].toScalar(), param.type);
+        inputs.push_back(upload_bytes(bytes.data(), param.type, {}, device));
+        break;
+      }
+      case ParamSource::Kind::CpuScalarTensor: {
+        const at::Tensor& tensor = *tensor_of(args, param.arg, param.list_index);
+        auto bytes = scalar_bytes(tensor.item(), param.type);
+        inputs.push_back(upload_bytes(bytes.data(), param.type, {}, device));
+        break;
+      }
+      case ParamSource::Kind::RngState: {
+        auto generator = default_generator(static_cast<c10::DeviceIndex>(device));
+        std::array<uint64_t, 2> state;
+        {
+          std::lock_guard<std::mutex> lock(generator.mutex());
+          state = generator.get<DeviceGenerator>()->next_state(entry.rng_blocks);
+        }
+        inputs.push_back(upload_bytes(state.data(), hlo::ElementType::U64, {2}, device));
+        break;
+      }
+    }
+  }
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(inputs.size());
+  for (const auto& input : inputs) raw.push_back(input->raw());
+
+  metrics().executions++;
+  pjrt::ExecuteResult result = entry.executable->execute(raw, Runtime::get().device(device));
+  // Inputs stay alive until the device is done with them; outputs are usable at once (reads
+  // wait for their producer).
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex);
+    ++pending_count;
+  }
+  result.done.on_ready([inputs = std::move(inputs)](auto) mutable {
+    inputs.clear();
+    std::lock_guard<std::mutex> lock(pending_mutex);
+    if (--pending_count == 0) pending_done.notify_all();
+  });
+
+  std::vector<c10::IValue> outputs;
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  for (size_t i = 0; i < entry.outputs.size(); ++i) {
+    const OutputPlan& plan = entry.outputs[i];
+    auto buffer = std::make_shared<pjrt::Buffer>(std::move(result.outputs[i]));
+    if (plan.new_tensor) {
+      at::Tensor tensor = at::detail::empty_generic(
+          c10::IntArrayRef(plan.shape), device_allocator(),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), plan.dtype, std::nullopt);
+      device_storage(tensor).assign(std::move(buffer), plan.buffer_type);
+      outputs.emplace_back(std::move(tensor));
+    } else {
+      device_storage(args[plan.arg].toTensor()).assign(std::move(buffer), plan.buffer_type);
+      outputs.emplace_back(args[plan.arg]);
+    }
+  }
+  return outputs;
+}
+
+std::unordered_map<const void*, Lowering>& lowerings_by_schema() {
+  static std::unordered_map<const void*, Lowering> table;
+  return table;
+}
+
+std::vector<std::pair<std::string, Lowering>>& pending_lowerings() {
+  static std::vector<std::pair<std::string, Lowering>> table;
+  return table;
+}
+
+std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
+                                  const Lowering& lowering, std::vector<c10::IValue>& args) {
+  int device = check_devices(schema, args);
+  for (int attempt = 0;; ++attempt) {
+    std::string key = op_name;
+    key += "(";
+    for (const c10::IValue& value : args) append_key(key, value);
+    std::shared_ptr<CacheEntry> entry;
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex);
+      auto found = cache.find(key);
+      if (found != cache.end()) entry = found->second;
+    }
+    if (entry) {
+      metrics().cache_hits++;
+    } else {
+      metrics().cache_misses++;
+      bool resized = false;
+      entry = build_entry(op_name, schema, lowering, args, &resized);
+      if (resized) {
+        TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(cache_mutex);
+      cache.emplace(key, entry);
+    }
+    std::vector<c10::IValue> outputs = execute(*entry, args, device);
+    std::vector<c10::IValue> returns;
+    for (int index : entry->returns) {
+      returns.push_back(index >= 0 ? outputs[index] : args[-index - 1]);
+    }
+    return returns;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
+  DeviceStorage& storage = device_storage(tensor);
+  DeviceStorage::Contents contents = storage.contents();
+  hlo::ElementType type = to_element_type(tensor.scalar_type());
+  if (!contents.buffer) {
+    // Never written (torch.empty): its contents are unspecified; zeros are as good as any.
+    std::vector<char> zeros(storage.nbytes(), 0);
+    auto buffer = upload_bytes(zeros.data(), type, {storage_elements(tensor)}, storage.device());
+    storage.assign(buffer, type);
+    return buffer;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      contents.type == type, "torch_tpu: reading a storage written as ",
+      to_scalar_type(contents.type), " through a ", tensor.scalar_type(),
+      " tensor (Tensor.view(dtype) reinterpretation) is not supported yet");
+  return contents.buffer;
+}
+
+void register_lowering(std::initializer_list<const char*> names, Lowering lowering) {
+  for (const char* name : names) pending_lowerings().emplace_back(name, lowering);
+}
+
+void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const Lowering* lowering = nullptr;
+  {
+    auto& table = lowerings_by_schema();
+    auto found = table.find(&schema);
+    if (found == table.end()) {
+      std::string name = schema.name().substr(6);  // drop "aten::"
+      if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+      for (const auto& [pending_name, pending] : pending_lowerings()) {
+        if (pending_name == name) found = table.emplace(&schema, pending).first;
+      }
+    }
+    TORCH_INTERNAL_ASSERT(found != table.end(), "torch_tpu: no lowering for ", schema.name());
+    lowering = &found->second;
+  }
+  const size_t num_args = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
+  torch::jit::drop(*stack, num_args);
+  std::string op_name = schema.name() + "." + schema.overload_name();
+  for (c10::IValue& value : dispatch(op_name, schema, *lowering, args)) {
+    stack->push_back(std::move(value));
+  }
+}
+
+std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lowering& lowering,
+                                      const c10::FunctionSchema& schema,
+                                      std::vector<c10::IValue> args) {
+  return dispatch(key_prefix, schema, lowering, args);
+}
+
+void await_all_pending() {
+  std::unique_lock<std::mutex> lock(pending_mutex);
+  pending_done.wait(lock, [] { return pending_count == 0; });
+}
+
+int64_t cache_size() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return static_cast<int64_t>(cache.size());
+}
+
+void clear_cache() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  cache.clear();
+}
+
+// Names of every lowered op, for registration (see registration.cc).
+std::vector<std::string> lowered_op_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, lowering] : pending_lowerings()) names.push_back(name);
+  return names;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,62 @@
+#include "csrc/dispatch/registration.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "csrc/dispatch/dispatcher.h"
+
+namespace torch_tpu {
+namespace {
+
+bool cpu_fallback_enabled() {
+  const char* value = std::getenv("TORCH_TPU_CPU_FALLBACK");
+  return value != nullptr && std::string(value) == "1";
+}
+
+// Every op without a tpu kernel lands here: NotImplementedError naming the op, or (opt-in)
+// the CPU fallback with a warning once per op.
+void unimplemented_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = op.schema().operator_name().name + (op.schema().overload_name().empty()
+                                                                   ? ""
+                                                                   : "." + op.schema().overload_name());
+  if (!cpu_fallback_enabled()) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "The operator '", name, "' is not implemented for the tpu device yet. Set "
+        "TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU instead (slower; warns once per op).");
+  }
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (warned.insert(name).second) {
+      TORCH_WARN("torch_tpu: '", name, "' has no tpu kernel and runs on the CPU "
+                 "(TORCH_TPU_CPU_FALLBACK=1); this copies its tensors to the host and back.");
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unimplemented_fallback>());
+}
+
+}  // namespace
+
+void register_lowered_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static auto library = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    for (const std::string& name : lowered_op_names()) {
+      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+    }
+  });
+}
+
+}  // namespace torch_tpu

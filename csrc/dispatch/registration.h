@@ -1,0 +1,13 @@
+// Installs the lowered ops and the unimplemented-op fallback as PrivateUse1 kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torch_tpu {
+
+// Called once, when torch_tpu._C is imported (after every static LOWER registrar has run).
+void register_lowered_kernels();
+std::vector<std::string> lowered_op_names();
+
+}  // namespace torch_tpu

@@ -1,0 +1,76 @@
+#include "csrc/dispatch/view_io.h"
+
+#include <c10/core/TensorImpl.h>
+
+namespace torch_tpu {
+namespace {
+
+hlo::Shape sizes_of(const at::TensorBase& tensor) {
+  auto sizes = tensor.sizes();
+  return hlo::Shape(sizes.begin(), sizes.end());
+}
+
+// Linear storage index of every element: offset + sum_k iota_k * stride_k, shape sizes + [1].
+hlo::Value linear_indices(hlo::Builder& b, const at::TensorBase& tensor) {
+  hlo::Shape shape = sizes_of(tensor);
+  const auto type = hlo::ElementType::S64;
+  hlo::Value index = b.constant_int(tensor.storage_offset(), type, shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t stride = tensor.stride(static_cast<int64_t>(d));
+    if (stride == 0 || shape[d] == 1) continue;
+    hlo::Value term = b.binary("multiply", b.iota(shape, type, static_cast<int64_t>(d)),
+                               b.constant_int(stride, type, shape));
+    index = b.binary("add", index, term);
+  }
+  hlo::Shape with_vector = shape;
+  with_vector.push_back(1);
+  return b.reshape(index, with_vector);
+}
+
+bool is_dense_range(const at::TensorBase& tensor) { return tensor.is_contiguous(); }
+
+}  // namespace
+
+int64_t storage_elements(const at::TensorBase& tensor) {
+  return static_cast<int64_t>(tensor.storage().nbytes() / tensor.element_size());
+}
+
+bool covers_whole_storage(const at::TensorBase& tensor) {
+  return tensor.storage_offset() == 0 && tensor.is_contiguous() &&
+         tensor.numel() == storage_elements(tensor);
+}
+
+hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat, const at::TensorBase& tensor) {
+  hlo::Shape shape = sizes_of(tensor);
+  if (covers_whole_storage(tensor)) return b.reshape(flat, shape);
+  if (is_dense_range(tensor)) {
+    int64_t start = tensor.storage_offset();
+    hlo::Value range = b.slice(flat, {start}, {start + tensor.numel()}, {1});
+    return b.reshape(range, shape);
+  }
+  hlo::GatherDims dims;
+  dims.collapsed_slice_dims = {0};
+  dims.start_index_map = {0};
+  dims.index_vector_dim = static_cast<int64_t>(shape.size());
+  return b.gather(flat, linear_indices(b, tensor), dims, {1});
+}
+
+hlo::Value write_view(hlo::Builder& b, const hlo::Value& flat, const hlo::Value& values,
+                      const at::TensorBase& tensor) {
+  if (covers_whole_storage(tensor)) return b.reshape(values, flat.shape);
+  if (is_dense_range(tensor)) {
+    hlo::Value start = b.constant_int(tensor.storage_offset(), hlo::ElementType::S64);
+    return b.dynamic_update_slice(flat, b.reshape(values, {tensor.numel()}), {start});
+  }
+  hlo::ScatterDims dims;
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = tensor.dim();
+  // Overlapping views (stride 0) write one of the candidate values, as CPU does.
+  return b.scatter(flat, linear_indices(b, tensor), values, dims,
+                   [](hlo::Builder&, const std::vector<hlo::Value>& args) {
+                     return std::vector<hlo::Value>{args[1]};
+                   });
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,110 @@
+// torch_tpu._C: the Python face of the runtime (device queries, sync, memory, metrics).
+#include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "csrc/device/generator.h"
+
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/registration.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu {
+namespace {
+
+void initialize(const std::string& plugin_path, int64_t cpu_device_count) {
+  std::vector<pjrt::ClientOption> options;
+  if (cpu_device_count > 0) options.push_back({"cpu_device_count", cpu_device_count});
+  try {
+    Runtime::initialize(plugin_path, options);
+  } catch (const pjrt::Error& error) {
+    throw std::runtime_error(std::string("torch_tpu: cannot start the PJRT plugin '") +
+                             plugin_path + "': " + error.what());
+  }
+  register_lowered_kernels();
+}
+
+// Waits for every pending computation on `device` by waiting on the storages' buffers that
+// are still being produced. PJRT has no device-wide fence, so we track live buffers.
+void synchronize(const at::Tensor* only) {
+  metrics().host_syncs++;
+  if (only != nullptr) {
+    auto buffer = device_storage(*only).contents().buffer;
+    if (buffer) buffer->ready_event().await("tpu synchronize");
+    return;
+  }
+  await_all_pending();
+}
+
+py::dict memory_stats(int device) {
+  py::dict stats;
+  AllocatorStats allocator = allocator_stats(device);
+  stats["allocated_bytes.all.current"] = allocator.allocated_bytes;
+  stats["allocated_bytes.all.peak"] = allocator.peak_allocated_bytes;
+  stats["num_alloc_retries"] = 0;
+  stats["allocation.all.allocated"] = allocator.num_allocs;
+  auto& runtime = Runtime::get();
+  if (auto plugin_stats = runtime.client().memory_stats(runtime.device(device))) {
+    stats["device.bytes_in_use"] = plugin_stats->bytes_in_use;
+    if (plugin_stats->peak_bytes_in_use) stats["device.peak_bytes_in_use"] = *plugin_stats->peak_bytes_in_use;
+    if (plugin_stats->bytes_limit) stats["device.bytes_limit"] = *plugin_stats->bytes_limit;
+  }
+  return stats;
+}
+
+}  // namespace
+}  // namespace torch_tpu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_tpu;
+  m.doc() = "torch_tpu native runtime";
+  m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1);
+  m.def("_is_initialized", &Runtime::initialized);
+  m.def("_device_count", [] { return Runtime::initialized() ? Runtime::get().device_count() : 0; });
+  m.def("_current_device", &current_device);
+  m.def("_set_device", &set_current_device);
+  m.def("_synchronize", [](int) {
+    py::gil_scoped_release release;
+    synchronize(nullptr);
+  });
+  m.def("_device_name", [](int device) {
+    auto& runtime = Runtime::get();
+    (void)runtime.device(device);
+    return runtime.client().devices()[device].kind;
+  });
+  m.def("_device_properties", [](int device) {
+    auto& runtime = Runtime::get();
+    (void)runtime.device(device);
+    const auto& info = runtime.client().devices()[device];
+    py::dict properties;
+    properties["name"] = info.kind;
+    properties["description"] = info.description;
+    properties["platform_name"] = runtime.client().platform_name();
+    properties["platform_version"] = runtime.client().platform_version();
+    properties["pjrt_api_version"] = std::to_string(runtime.client().plugin().major_version()) +
+                                     "." +
+                                     std::to_string(runtime.client().plugin().minor_version());
+    properties["plugin_path"] = runtime.plugin_path();
+    auto stats = runtime.client().memory_stats(runtime.device(device));
+    properties["total_memory"] = stats && stats->bytes_limit ? *stats->bytes_limit : 0;
+    return properties;
+  });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", &reset_peak_allocator_stats);
+  m.def("_metrics", [] { return metrics().snapshot(); });
+  m.def("_reset_metrics", [] { metrics().reset(); });
+  m.def("_cache_size", &cache_size);
+  m.def("_clear_cache", &clear_cache);
+  m.def("_lowered_ops", &lowered_op_names);
+  m.def("_default_generator", [](int device) {
+    (void)Runtime::get().device(device);
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
+  });
+}

@@ -1,0 +1,92 @@
+"""Finding the PJRT plugin that torch_tpu drives.
+
+``TORCH_TPU_PJRT_PLUGIN`` selects it: a path to a plugin ``.so``, or one of ``cpu``, ``tpu``,
+``cuda``. Unset, the first installed of libtpu, the XLA CUDA plugin and the XLA CPU plugin is
+used, in that order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+ENV_VAR = "TORCH_TPU_PJRT_PLUGIN"
+
+_INSTALL_HINT = {
+    "cpu": "pip install lammps-jax-pjrt-cpu  (the XLA CPU PJRT plugin)",
+    "tpu": "pip install libtpu  (on a Cloud TPU VM)",
+    "cuda": "pip install jax-cuda13-pjrt  (the XLA CUDA plugin, on an NVIDIA GPU machine)",
+}
+
+
+class PluginNotFoundError(RuntimeError):
+    """No PJRT plugin could be found; the message says how to install one."""
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _find_cpu() -> Path | None:
+    root = _package_dir("lammps_jax_pjrt_cpu")
+    if root is not None and (root / "pjrt_c_api_cpu_plugin.so").exists():
+        return root / "pjrt_c_api_cpu_plugin.so"
+    root = _package_dir("xla_plugins")
+    if root is not None and (root / "xla_cpu_pjrt" / "xla_cpu_pjrt.so").exists():
+        return root / "xla_cpu_pjrt" / "xla_cpu_pjrt.so"
+    return None
+
+
+def _find_tpu() -> Path | None:
+    root = _package_dir("libtpu")
+    if root is not None and (root / "libtpu.so").exists():
+        return root / "libtpu.so"
+    return None
+
+
+def _find_cuda() -> Path | None:
+    root = _package_dir("jax_plugins")
+    if root is None:
+        return None
+    for name in ("xla_cuda13", "xla_cuda12"):
+        candidate = root / name / "xla_cuda_plugin.so"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+_FINDERS = {"tpu": _find_tpu, "cuda": _find_cuda, "cpu": _find_cpu}
+
+
+def resolve(spec: str | None = None) -> tuple[str, Path]:
+    """Returns (kind, path) of the plugin to load; raises PluginNotFoundError if none."""
+    spec = spec if spec is not None else os.environ.get(ENV_VAR, "")
+    spec = spec.strip()
+    if spec in _FINDERS:
+        path = _FINDERS[spec]()
+        if path is None:
+            raise PluginNotFoundError(
+                f"torch_tpu: {ENV_VAR}={spec} but no {spec} PJRT plugin is installed; "
+                f"install one with: {_INSTALL_HINT[spec]}"
+            )
+        return spec, path
+    if spec:
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise PluginNotFoundError(
+                f"torch_tpu: {ENV_VAR}={spec!r} is neither a file nor one of cpu, tpu, cuda"
+            )
+        return "custom", path
+    for kind in ("tpu", "cuda", "cpu"):
+        path = _FINDERS[kind]()
+        if path is not None:
+            return kind, path
+    hints = "; ".join(f"{k}: {v}" for k, v in _INSTALL_HINT.items())
+    raise PluginNotFoundError(
+        f"torch_tpu: no PJRT plugin found. Install one ({hints}) or set {ENV_VAR} to a "
+        "plugin's path."
+    )

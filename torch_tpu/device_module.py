@@ -1,0 +1,174 @@
+"""``torch.tpu``: device queries, synchronisation, RNG and memory statistics (torch.cuda parity)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from . import _C
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    description: str
+    platform_name: str
+    platform_version: str
+    pjrt_api_version: str
+    plugin_path: str
+    total_memory: int
+
+
+def _index(device: Any = None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def is_initialized() -> bool:
+    return bool(_C._is_initialized())
+
+
+def init() -> None:
+    """Present for torch.cuda parity: the runtime starts when torch_tpu loads."""
+
+
+def device_count() -> int:
+    return int(_C._device_count())
+
+
+def current_device() -> int:
+    return int(_C._current_device())
+
+
+def set_device(device: Any) -> None:
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise RuntimeError(f"tpu device index {index} out of range ({device_count()} devices)")
+    _C._set_device(index)
+
+
+class device:  # noqa: N801 - mirrors torch.cuda.device
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device: Any) -> None:
+        self.index = _index(device)
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        self.previous = current_device()
+        set_device(self.index)
+
+    def __exit__(self, *exc: object) -> None:
+        set_device(self.previous)
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits until every computation enqueued on the device has finished."""
+    _C._synchronize(_index(device))
+
+
+def get_device_name(device: Any = None) -> str:
+    return str(_C._device_name(_index(device)))
+
+
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    return DeviceProperties(**_C._device_properties(_index(device)))
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    return (0, 0)
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the current device's generator."""
+    default_generators[current_device()].manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for generator in default_generators:
+        generator.manual_seed(int(seed))
+
+
+def seed() -> None:
+    default_generators[current_device()].seed()
+
+
+def seed_all() -> None:
+    for generator in default_generators:
+        generator.seed()
+
+
+def initial_seed() -> int:
+    return int(default_generators[current_device()].initial_seed())
+
+
+def get_rng_state(device: Any = None) -> torch.Tensor:
+    return default_generators[_index(device)].get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+    default_generators[_index(device)].set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    for generator, state in zip(default_generators, new_states, strict=True):
+        generator.set_state(state)
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    return dict(_C._memory_stats(_index(device)))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return int(memory_stats(device)["allocated_bytes.all.current"])
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return int(memory_stats(device)["allocated_bytes.all.peak"])
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Device buffers are freed as soon as their last tensor goes; nothing is cached."""
+
+
+def _lazy_init() -> None:
+    """Called by torch's generic device code (e.g. torch.random.fork_rng)."""
+
+
+class _DefaultGenerators:
+    """torch.tpu.default_generators: the backend's generator of each device."""
+
+    def __getitem__(self, index: int) -> torch.Generator:
+        if not 0 <= index < device_count():
+            raise IndexError(f"tpu device index {index} out of range")
+        return _C._default_generator(index)
+
+    def __iter__(self) -> Iterator[torch.Generator]:
+        return (self[i] for i in range(device_count()))
+
+    def __len__(self) -> int:
+        return device_count()
+
+
+default_generators = _DefaultGenerators()
