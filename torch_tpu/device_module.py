@@ -152,6 +152,11 @@ def empty_cache() -> None:
     """Device buffers are freed as soon as their last tensor goes; nothing is cached."""
 
 
+def _is_in_bad_fork() -> bool:
+    """torch.random asks this before seeding; PJRT clients do not survive fork either way."""
+    return False
+
+
 def _lazy_init() -> None:
     """Called by torch's generic device code (e.g. torch.random.fork_rng)."""
 

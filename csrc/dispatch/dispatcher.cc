@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <condition_variable>
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -72,7 +73,7 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   key += "];";
 }
 
-void append_key(std::string& key, const c10::IValue& value) {
+void append_key(std::string& key, const c10::IValue& value, bool static_scalar = false) {
   if (value.isTensor()) {
     append_tensor_key(key, value.toTensor());
   } else if (value.isTensorList()) {
@@ -84,6 +85,11 @@ void append_key(std::string& key, const c10::IValue& value) {
     key += "{";
     for (const c10::IValue& item : value.toListRef()) append_key(key, item);
     key += "}";
+  } else if (value.isScalar() && static_scalar) {
+    std::ostringstream text;
+    text.precision(17);
+    text << value;
+    key += "S" + text.str() + ";";
   } else if (value.isScalar()) {
     // Runtime input: only its kind matters, never its value.
     key += value.isDouble() ? "sd;" : value.isBool() ? "sb;" : "si;";
@@ -144,6 +150,13 @@ int check_devices(const c10::FunctionSchema& schema, const std::vector<c10::IVal
   return device < 0 ? current_device() : device;
 }
 
+bool is_scalar_argument(const c10::FunctionSchema& schema, size_t index) {
+  if (index >= schema.arguments().size()) return false;  // run_lowering's extra arguments
+  c10::TypePtr type = schema.arguments()[index].type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  return type->kind() == c10::TypeKind::NumberType;
+}
+
 std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
   std::vector<int> written;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
@@ -162,60 +175,85 @@ std::string shape_text(const hlo::Shape& shape) { return "[" + hlo::join(shape) 
 // Builds and compiles the executable for one key.
 std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
                                         const c10::FunctionSchema& schema,
-                                        const Lowering& lowering,
+                                        const LoweringEntry& lowering,
                                         std::vector<c10::IValue>& args, bool* resized) {
   hlo::Builder builder;
   LoweringContext ctx(builder, args);
-  std::vector<hlo::Value> results = lowering(ctx);
+  std::vector<hlo::Value> results;
+  try {
+    results = lowering.fn(ctx);
+  } catch (const hlo::BuildError& error) {
+    TORCH_CHECK(false, op_name, ": ", error.what());
+  }
   auto entry = std::make_shared<CacheEntry>();
   std::vector<int> written = written_arguments(schema);
   std::vector<hlo::Value> module_results;
 
-  if (written.empty()) {
-    for (const hlo::Value& result : results) {
-      OutputPlan plan;
-      plan.shape = result.shape;
-      plan.dtype = to_scalar_type(result.type);
-      plan.buffer_type = result.type;
-      entry->returns.push_back(static_cast<int>(entry->outputs.size()));
-      entry->outputs.push_back(plan);
-      module_results.push_back(builder.reshape(result, {hlo::num_elements(result.shape)}));
-    }
-  } else {
-    TORCH_INTERNAL_ASSERT(results.size() >= written.size(), op_name, ": lowering gave ",
-                          results.size(), " results for ", written.size(), " outputs");
-    const bool inplace = schema.name().size() > 0 && schema.name().back() == '_';
-    for (size_t r = 0; r < written.size(); ++r) {
-      const at::Tensor& target = args[written[r]].toTensor();
-      hlo::Value result = results[r];
-      hlo::Shape target_shape = shape_of(target);
-      if (result.shape != target_shape) {
-        if (!inplace && !args[written[r]].isNone()) {
-          // out=: resize the output as torch does, then key again.
-          at::native::resize_output(target, c10::IntArrayRef(result.shape));
-          *resized = true;
-          return nullptr;
-        }
-        TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
-                    " doesn't match the broadcast shape ", shape_text(result.shape));
+  // Results come in schema order of the fresh (non-aliasing) returns, then one per mutated
+  // argument; returns that alias a mutated argument hand that argument back.
+  std::vector<bool> return_is_alias;
+  size_t fresh = 0;
+  for (const c10::Argument& ret : schema.returns()) {
+    bool alias = ret.alias_info() != nullptr;
+    return_is_alias.push_back(alias);
+    if (!alias) ++fresh;
+  }
+  TORCH_INTERNAL_ASSERT(results.size() >= fresh + written.size() ||
+                            (fresh == 0 && results.size() >= written.size()),
+                        op_name, ": lowering gave ", results.size(), " results for ", fresh,
+                        " returns and ", written.size(), " mutated arguments");
+  std::vector<int> fresh_outputs;
+  for (size_t r = 0; r < fresh; ++r) {
+    const hlo::Value& result = results[r];
+    OutputPlan plan;
+    plan.shape = result.shape;
+    plan.dtype = to_scalar_type(result.type);
+    plan.buffer_type = result.type;
+    fresh_outputs.push_back(static_cast<int>(entry->outputs.size()));
+    entry->outputs.push_back(plan);
+    module_results.push_back(builder.reshape(result, {hlo::num_elements(result.shape)}));
+  }
+  const bool inplace = !schema.name().empty() && schema.name().back() == '_';
+  for (size_t w = 0; w < written.size(); ++w) {
+    const c10::IValue& target_value = args[written[w]];
+    if (target_value.isNone()) continue;
+    const at::Tensor& target = target_value.toTensor();
+    hlo::Value result = results[fresh + w];
+    hlo::Shape target_shape = shape_of(target);
+    if (result.shape != target_shape) {
+      const auto& argument = schema.arguments()[written[w]];
+      if (!inplace && argument.kwarg_only()) {
+        // out=: resize the output as torch does, then key again.
+        at::native::resize_output(target, c10::IntArrayRef(result.shape));
+        *resized = true;
+        return nullptr;
       }
-      c10::ScalarType result_dtype = to_scalar_type(result.type);
-      TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
-                  " can't be cast to the desired output type ", target.scalar_type());
-      hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
-      hlo::Value flat = covers_whole_storage(target)
-                            ? builder.reshape(converted, {storage_elements(target)})
-                            : write_view(builder, ctx.storage_param(target, written[r], -1),
-                                         converted, target);
-      OutputPlan plan;
-      plan.new_tensor = false;
-      plan.arg = written[r];
-      plan.shape = flat.shape;
-      plan.dtype = target.scalar_type();
-      plan.buffer_type = flat.type;
-      entry->returns.push_back(-(written[r] + 1));
-      entry->outputs.push_back(plan);
-      module_results.push_back(flat);
+      TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
+                  " doesn't match the broadcast shape ", shape_text(result.shape));
+    }
+    c10::ScalarType result_dtype = to_scalar_type(result.type);
+    TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
+                " can't be cast to the desired output type ", target.scalar_type());
+    hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
+    hlo::Value flat = covers_whole_storage(target)
+                          ? builder.reshape(converted, {storage_elements(target)})
+                          : write_view(builder, ctx.storage_param(target, written[w], -1),
+                                       converted, target);
+    OutputPlan plan;
+    plan.new_tensor = false;
+    plan.arg = written[w];
+    plan.shape = flat.shape;
+    plan.dtype = target.scalar_type();
+    plan.buffer_type = flat.type;
+    entry->outputs.push_back(plan);
+    module_results.push_back(flat);
+  }
+  size_t next_fresh = 0, next_written = 0;
+  for (bool alias : return_is_alias) {
+    if (alias) {
+      entry->returns.push_back(-(written.at(next_written++) + 1));
+    } else {
+      entry->returns.push_back(fresh_outputs.at(next_fresh++));
     }
   }
   std::string module = builder.module(module_results);
@@ -342,23 +380,30 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   return outputs;
 }
 
-std::unordered_map<const void*, Lowering>& lowerings_by_schema() {
-  static std::unordered_map<const void*, Lowering> table;
+std::unordered_map<const void*, LoweringEntry>& lowerings_by_schema() {
+  static std::unordered_map<const void*, LoweringEntry> table;
   return table;
 }
 
-std::vector<std::pair<std::string, Lowering>>& pending_lowerings() {
-  static std::vector<std::pair<std::string, Lowering>> table;
+std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
+  static std::vector<std::pair<std::string, LoweringEntry>> table;
   return table;
 }
 
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
-                                  const Lowering& lowering, std::vector<c10::IValue>& args) {
+                                  const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
     key += "(";
-    for (const c10::IValue& value : args) append_key(key, value);
+    for (size_t i = 0; i < args.size(); ++i) {
+      // Only `Scalar` arguments are runtime inputs; int/float/bool arguments shape the
+      // computation and are part of the key, as are Scalars a lowering declares static.
+      bool is_static = !is_scalar_argument(schema, i) ||
+                       std::find(lowering.static_scalars.begin(), lowering.static_scalars.end(),
+                                 static_cast<int>(i)) != lowering.static_scalars.end();
+      append_key(key, args[i], is_static);
+    }
     std::shared_ptr<CacheEntry> entry;
     {
       std::lock_guard<std::mutex> lock(cache_mutex);
@@ -407,13 +452,16 @@ std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
   return contents.buffer;
 }
 
-void register_lowering(std::initializer_list<const char*> names, Lowering lowering) {
-  for (const char* name : names) pending_lowerings().emplace_back(name, lowering);
+void register_lowering(std::initializer_list<const char*> names, Lowering lowering,
+                       std::vector<int> static_scalars) {
+  for (const char* name : names) {
+    pending_lowerings().emplace_back(name, LoweringEntry{lowering, static_scalars});
+  }
 }
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const Lowering* lowering = nullptr;
+  const LoweringEntry* lowering = nullptr;
   {
     auto& table = lowerings_by_schema();
     auto found = table.find(&schema);
@@ -439,7 +487,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lowering& lowering,
                                       const c10::FunctionSchema& schema,
                                       std::vector<c10::IValue> args) {
-  return dispatch(key_prefix, schema, lowering, args);
+  return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args);
 }
 
 void await_all_pending() {

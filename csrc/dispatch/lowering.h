@@ -58,14 +58,23 @@ class LoweringContext {
 
 using Lowering = std::function<std::vector<hlo::Value>(LoweringContext&)>;
 
+struct LoweringEntry {
+  Lowering fn;
+  // Scalar arguments whose value shapes the computation (a norm's order): these are part of
+  // the cache key. Every other Scalar is a runtime input.
+  std::vector<int> static_scalars;
+};
+
 // Registers `lowering` for each named aten overload ("add.Tensor", "add_.Tensor", "add.out").
 // Arguments are read by their schema position; in-place and out= variants share a lowering with
 // the functional form, and the dispatcher writes results into the mutated arguments.
-void register_lowering(std::initializer_list<const char*> names, Lowering lowering);
+void register_lowering(std::initializer_list<const char*> names, Lowering lowering,
+                       std::vector<int> static_scalars = {});
 
 struct LoweringRegistrar {
-  LoweringRegistrar(std::initializer_list<const char*> names, Lowering lowering) {
-    register_lowering(names, std::move(lowering));
+  LoweringRegistrar(std::initializer_list<const char*> names, Lowering lowering,
+                    std::vector<int> static_scalars = {}) {
+    register_lowering(names, std::move(lowering), std::move(static_scalars));
   }
 };
 

@@ -1,0 +1,103 @@
+// Batch normalisation, composed of tpu ops. native_batch_norm updates the running statistics
+// in place without declaring it in its schema, so it is written as a kernel over other ops
+// rather than as one lowering.
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/var.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+namespace torch_tpu::aten {
+namespace {
+
+std::vector<int64_t> reduce_axes(const at::Tensor& input) {
+  std::vector<int64_t> axes{0};
+  for (int64_t d = 2; d < input.dim(); ++d) axes.push_back(d);
+  return axes;
+}
+
+// [C] -> [1, C, 1, ...] for broadcasting against the input.
+at::Tensor per_channel(const at::Tensor& t, const at::Tensor& input) {
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return t.reshape(shape);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  auto axes = reduce_axes(input);
+  at::Tensor compute = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16
+                           ? input.to(at::kFloat)
+                           : input;
+  at::Tensor mean, invstd;
+  if (training) {
+    at::Tensor var = at::var(compute, axes, /*correction=*/0, /*keepdim=*/false);
+    mean = at::mean(compute, axes);
+    invstd = at::rsqrt(var + eps);
+    int64_t count = input.numel() / input.size(1);
+    if (running_mean && running_mean->defined()) {
+      running_mean->mul_(1 - momentum).add_(mean.to(running_mean->scalar_type()), momentum);
+    }
+    if (running_var && running_var->defined()) {
+      at::Tensor unbiased = var * (static_cast<double>(count) / std::max<int64_t>(count - 1, 1));
+      running_var->mul_(1 - momentum).add_(unbiased.to(running_var->scalar_type()), momentum);
+    }
+  } else {
+    TORCH_CHECK(running_mean && running_mean->defined() && running_var && running_var->defined(),
+                "running_mean and running_var must be defined in evaluation mode");
+    mean = running_mean->to(compute.scalar_type());
+    invstd = at::rsqrt(running_var->to(compute.scalar_type()) + eps);
+  }
+  at::Tensor out = (compute - per_channel(mean, input)) * per_channel(invstd, input);
+  if (weight && weight->defined()) out = out * per_channel(weight->to(out.scalar_type()), input);
+  if (bias && bias->defined()) out = out + per_channel(bias->to(out.scalar_type()), input);
+  return {out.to(input.scalar_type()), mean, invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
+    bool train, double eps, std::array<bool, 3> output_mask) {
+  auto axes = reduce_axes(input);
+  at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
+  at::Tensor mean = train ? save_mean->to(at::kFloat) : running_mean->to(at::kFloat);
+  at::Tensor invstd =
+      train ? save_invstd->to(at::kFloat) : at::rsqrt(running_var->to(at::kFloat) + eps);
+  at::Tensor xhat = (x - per_channel(mean, input)) * per_channel(invstd, input);
+  at::Tensor grad_bias = at::sum(g, axes);
+  at::Tensor grad_weight = at::sum(g * xhat, axes);
+  at::Tensor w = weight && weight->defined() ? weight->to(at::kFloat)
+                                             : at::ones_like(mean);
+  at::Tensor grad_input;
+  if (output_mask[0]) {
+    if (train) {
+      int64_t count = input.numel() / input.size(1);
+      at::Tensor mean_g = per_channel(grad_bias / count, input);
+      at::Tensor mean_gx = per_channel(grad_weight / count, input);
+      grad_input = (g - mean_g - xhat * mean_gx) * per_channel(invstd * w, input);
+    } else {
+      grad_input = g * per_channel(invstd * w, input);
+    }
+    grad_input = grad_input.to(input.scalar_type());
+  }
+  at::Tensor param_type = weight && weight->defined() ? *weight : input;
+  return {grad_input, output_mask[1] ? grad_weight.to(param_type.scalar_type()) : at::Tensor(),
+          output_mask[2] ? grad_bias.to(param_type.scalar_type()) : at::Tensor()};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten

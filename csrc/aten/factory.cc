@@ -1,0 +1,191 @@
+// Fills, ranges and random numbers. Random bits come from the device generator (three-fry),
+// so sequences repeat under torch.tpu.manual_seed.
+#include <c10/util/Exception.h>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+Shape shape_of(const at::Tensor& tensor) { return Shape(tensor.sizes().begin(), tensor.sizes().end()); }
+
+LOWER({"fill_.Scalar", "fill.Scalar", "fill.Scalar_out"}, [](LoweringContext& ctx) {
+  const at::Tensor& self = ctx.tensor_meta(0);
+  ElementType t = et(self.scalar_type());
+  return Values{as(ctx.b, ctx.scalar(1, t), t, shape_of(self))};
+});
+LOWER({"fill_.Tensor", "fill.Tensor", "fill.Tensor_out"}, [](LoweringContext& ctx) {
+  const at::Tensor& self = ctx.tensor_meta(0);
+  TORCH_CHECK(ctx.tensor_meta(1).dim() == 0, "fill_ only supports 0-dimension value tensor but got "
+              "tensor with ", ctx.tensor_meta(1).dim(), " dimensions.");
+  ElementType t = et(self.scalar_type());
+  return Values{as(ctx.b, ctx.tensor(1), t, shape_of(self))};
+});
+LOWER({"zero_", "zero", "zero.out"}, [](LoweringContext& ctx) {
+  const at::Tensor& self = ctx.tensor_meta(0);
+  return Values{splat(ctx.b, 0, et(self.scalar_type()), shape_of(self))};
+});
+
+// arange.start_out(start, end, step, *, out): torch has sized `out` already.
+LOWER({"arange.start_out"}, [](LoweringContext& ctx) {
+  const at::Tensor& out = ctx.tensor_meta(3);
+  Shape shape = shape_of(out);
+  ElementType t = et(out.scalar_type());
+  ElementType acc = hlo::is_float(t) ? ElementType::F64 : ElementType::S64;
+  if (t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16) acc = ElementType::F32;
+  Value index = ctx.b.iota(shape, acc, 0);
+  Value start = as(ctx.b, ctx.scalar(0, acc), acc, shape);
+  Value step = as(ctx.b, ctx.scalar(2, acc), acc, shape);
+  return Values{ctx.b.convert(ctx.b.binary("add", start, ctx.b.binary("multiply", index, step)), t)};
+});
+
+// linspace.out(start, end, steps, *, out): symmetric from both ends, as torch's kernel.
+LOWER({"linspace.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& out = ctx.tensor_meta(3);
+  Shape shape = shape_of(out);
+  int64_t steps = ctx.arg(2).toInt();
+  ElementType t = et(out.scalar_type());
+  ElementType acc = t == ElementType::F64 ? ElementType::F64 : ElementType::F32;
+  Value start = as(b, ctx.scalar(0, acc), acc, shape);
+  Value end = as(b, ctx.scalar(1, acc), acc, shape);
+  Value index = b.iota(shape, acc, 0);
+  if (steps <= 1) return Values{b.convert(start, t)};
+  Value step = b.binary("divide", b.binary("subtract", end, start), splat(b, static_cast<double>(steps - 1), acc, shape));
+  Value from_start = b.binary("add", start, b.binary("multiply", step, index));
+  Value from_end = b.binary("subtract", end, b.binary("multiply", step, b.binary("subtract", splat(b, static_cast<double>(steps - 1), acc, shape), index)));
+  Value first_half = b.compare("LT", index, splat(b, static_cast<double>(steps / 2), acc, shape));
+  Value r = b.select(first_half, from_start, from_end);
+  if (!hlo::is_float(t)) r = b.unary("floor", r);
+  return Values{b.convert(r, t)};
+});
+
+Values eye(LoweringContext& ctx, int out_index) {
+  const at::Tensor& out = ctx.tensor_meta(out_index);
+  Shape shape = shape_of(out);
+  Value rows = ctx.b.iota(shape, ElementType::S64, 0);
+  Value cols = ctx.b.iota(shape, ElementType::S64, 1);
+  return {ctx.b.convert(ctx.b.compare("EQ", rows, cols), et(out.scalar_type()))};
+}
+LOWER({"eye.out"}, [](LoweringContext& ctx) { return eye(ctx, 1); });
+LOWER({"eye.m_out"}, [](LoweringContext& ctx) { return eye(ctx, 2); });
+
+// Uniform floats in [0, 1) from the top mantissa bits, in f32 (or f64 for double).
+Value uniform01(LoweringContext& ctx, const Shape& shape, ElementType t) {
+  Builder& b = ctx.b;
+  if (t == ElementType::F64) {
+    Value bits = ctx.random_bits(shape, ElementType::U64);
+    Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(12, ElementType::U64, shape));
+    Value one = b.constant_int(0x3FF0000000000000LL, ElementType::U64, shape);
+    Value f = b.bitcast_convert(b.binary("or", mantissa, one), ElementType::F64);
+    return b.binary("subtract", f, splat(b, 1.0, ElementType::F64, shape));
+  }
+  Value bits = ctx.random_bits(shape, ElementType::U32);
+  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, shape));
+  Value one = b.constant_int(0x3F800000, ElementType::U32, shape);
+  Value f = b.bitcast_convert(b.binary("or", mantissa, one), ElementType::F32);
+  return b.binary("subtract", f, splat(b, 1.0, ElementType::F32, shape));
+}
+
+ElementType compute_type(ElementType t) { return t == ElementType::F64 ? ElementType::F64 : ElementType::F32; }
+
+LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& self = ctx.tensor_meta(0);
+  Shape shape = shape_of(self);
+  ElementType t = et(self.scalar_type());
+  ElementType acc = compute_type(t);
+  double from = ctx.arg(1).toDouble(), to = ctx.arg(2).toDouble();
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  Value u = uniform01(ctx, shape, acc);
+  Value r = b.binary("add", splat(b, from, acc, shape), b.binary("multiply", u, splat(b, to - from, acc, shape)));
+  return Values{b.convert(r, t)};
+});
+
+// Box-Muller on two uniform streams.
+Value standard_normal(LoweringContext& ctx, const Shape& shape, ElementType acc) {
+  Builder& b = ctx.b;
+  Value u1 = uniform01(ctx, shape, acc);
+  Value u2 = uniform01(ctx, shape, acc);
+  Value one = splat(b, 1.0, acc, shape);
+  Value radius = b.unary("sqrt", b.binary("multiply", splat(b, -2.0, acc, shape), b.unary("log", b.binary("subtract", one, u1))));
+  Value angle = b.binary("multiply", splat(b, 6.283185307179586, acc, shape), u2);
+  return b.binary("multiply", radius, b.unary("cosine", angle));
+}
+
+LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& self = ctx.tensor_meta(0);
+  Shape shape = shape_of(self);
+  ElementType t = et(self.scalar_type());
+  ElementType acc = compute_type(t);
+  double mean = ctx.arg(1).toDouble(), std = ctx.arg(2).toDouble();
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  Value z = standard_normal(ctx, shape, acc);
+  Value r = b.binary("add", splat(b, mean, acc, shape), b.binary("multiply", z, splat(b, std, acc, shape)));
+  return Values{b.convert(r, t)};
+});
+
+LOWER({"bernoulli_.float", "bernoulli.p"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& self = ctx.tensor_meta(0);
+  Shape shape = shape_of(self);
+  double p = ctx.arg(1).toDouble();
+  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  Value u = uniform01(ctx, shape, ElementType::F32);
+  return Values{b.convert(b.compare("LT", u, splat(b, p, ElementType::F32, shape)), et(self.scalar_type()))};
+});
+LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& self = ctx.tensor_meta(0);
+  Shape shape = shape_of(self);
+  bool has_p = ctx.num_args() > 1 && ctx.arg(1).isTensor();
+  Value p = has_p ? ctx.tensor(1) : ctx.tensor(0);
+  p = as(b, p, ElementType::F32, shape);
+  Value u = uniform01(ctx, shape, ElementType::F32);
+  return Values{b.convert(b.compare("LT", u, p), et(self.scalar_type()))};
+});
+
+// random_.from(self, from, to?, generator): integers uniform in [from, to).
+LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.to", "random.to_out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        const at::Tensor& self = ctx.tensor_meta(0);
+        Shape shape = shape_of(self);
+        bool has_from = ctx.arg(1).isInt() && ctx.num_args() > 2 && !ctx.arg(2).isGenerator() &&
+                        (ctx.arg(2).isInt() || ctx.arg(2).isNone());
+        int64_t from = has_from ? ctx.arg(1).toInt() : 0;
+        c10::IValue to_value = has_from ? ctx.arg(2) : ctx.arg(1);
+        TORCH_CHECK(!to_value.isNone(), "torch_tpu: random_ without an upper bound is not supported");
+        int64_t to = to_value.toInt();
+        TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from,
+                    " >= to=", to);
+        uint64_t range = static_cast<uint64_t>(to - from);
+        Value bits = ctx.random_bits(shape, ElementType::U64);
+        Value r = b.binary("remainder", bits, b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
+        Value v = b.binary("add", b.convert(r, ElementType::S64), b.constant_int(from, ElementType::S64, shape));
+        return Values{b.convert(v, et(self.scalar_type()))};
+      });
+
+LOWER({"native_dropout", "native_dropout.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  double p = ctx.arg(1).toDouble();
+  bool train = ctx.arg(2).isNone() || ctx.arg(2).toBool();
+  if (!train || p == 0) return Values{x, splat(b, 1, ElementType::Pred, x.shape)};
+  Value keep = b.compare("GE", uniform01(ctx, x.shape, ElementType::F32), splat(b, p, ElementType::F32, x.shape));
+  double scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+  Value y = b.binary("multiply", b.select(keep, x, splat(b, 0, x.type, x.shape)), splat(b, scale, x.type, x.shape));
+  return Values{y, keep};
+});
+LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), mask = ctx.tensor(1);
+  Value scale = as(b, ctx.scalar(2, grad.type), grad.type, grad.shape);
+  Value kept = b.select(b.convert(mask, ElementType::Pred), grad, splat(b, 0, grad.type, grad.shape));
+  return Values{b.binary("multiply", kept, scale)};
+});
+
+}  // namespace
+}  // namespace torch_tpu::aten

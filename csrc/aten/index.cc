@@ -1,0 +1,327 @@
+// Concatenation and indexing: cat, index_select, gather, scatter(_add), index, index_put,
+// embedding backward, triangular masks.
+#include <c10/util/Exception.h>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+LOWER({"cat", "cat.out"}, [](LoweringContext& ctx) {
+  auto list = ctx.arg(0).toTensorList().vec();
+  TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  c10::ScalarType type = list[0].scalar_type();
+  for (const auto& t : list) type = c10::promoteTypes(type, t.scalar_type());
+  // Legacy: 1-D empty tensors are skipped whatever the other shapes.
+  int64_t rank = -1;
+  for (const auto& t : list) {
+    if (!(t.dim() == 1 && t.numel() == 0)) rank = t.dim();
+  }
+  std::vector<Value> values;
+  std::vector<Value> all = ctx.tensors(0);
+  if (rank < 0) return Values{splat(ctx.b, 0, et(type), {0})};
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), rank);
+  Shape reference;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].dim() == 1 && list[i].numel() == 0) continue;
+    TORCH_CHECK(list[i].dim() == rank, "Tensors must have same number of dimensions: got ", rank,
+                " and ", list[i].dim());
+    if (reference.empty()) reference = all[i].shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      TORCH_CHECK(d == dim || all[i].shape[d] == reference[d], "Sizes of tensors must match except "
+                  "in dimension ", dim, ". Expected size ", reference[d], " but got size ",
+                  all[i].shape[d], " for tensor number ", i, " in the list.");
+    }
+    values.push_back(ctx.b.convert(all[i], et(type)));
+  }
+  return Values{ctx.b.concatenate(values, dim)};
+});
+
+// Indices as s64 with negatives wrapped, checked in Debug mode later; here clamped by XLA.
+Value wrap_index(Builder& b, const Value& index, int64_t size) {
+  Value i = b.convert(index, ElementType::S64);
+  Value zero = splat(b, 0, ElementType::S64, i.shape);
+  return b.select(b.compare("LT", i, zero), b.binary("add", i, splat(b, static_cast<double>(size), ElementType::S64, i.shape)), i);
+}
+
+LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  Value index = ctx.tensor(2);
+  TORCH_CHECK_INDEX(index.rank() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32,
+              "index_select(): Expected dtype int32/int64 for index");
+  if (self.rank() == 0) return Values{self};
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  index = ctx.b.reshape(wrap_index(ctx.b, index, self.shape[dim]), {hlo::num_elements(index.shape), 1});
+  hlo::GatherDims dims;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (d != dim) dims.offset_dims.push_back(d);
+  }
+  dims.collapsed_slice_dims = {dim};
+  dims.start_index_map = {dim};
+  dims.index_vector_dim = 1;
+  Shape sizes = self.shape;
+  sizes[dim] = 1;
+  // Gather puts the batch (index) dim first; move it to `dim`.
+  Value g = ctx.b.gather(self, index, dims, sizes);
+  return Values{g};
+});
+
+// Full coordinates for gather/scatter along `dim`: every dim from iota except `dim`.
+Value coordinates(Builder& b, const Value& index, int64_t dim, int64_t size) {
+  Shape shape = index.shape;
+  Shape with_vector = shape;
+  with_vector.push_back(1);
+  std::vector<Value> parts;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    Value part = d == dim ? wrap_index(b, index, size) : b.iota(shape, ElementType::S64, d);
+    parts.push_back(b.reshape(part, with_vector));
+  }
+  return b.concatenate(parts, static_cast<int64_t>(shape.size()));
+}
+
+LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  Value index = ctx.tensor(2);
+  TORCH_CHECK(index.type == ElementType::S64, "gather(): Expected dtype int64 for index");
+  if (self.rank() == 0) return Values{ctx.b.reshape(self, index.shape)};
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  TORCH_CHECK(index.rank() == self.rank(), "Index tensor must have the same number of dimensions "
+              "as input tensor");
+  hlo::GatherDims dims;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    dims.collapsed_slice_dims.push_back(d);
+    dims.start_index_map.push_back(d);
+  }
+  dims.index_vector_dim = index.rank();
+  return Values{ctx.b.gather(self, coordinates(ctx.b, index, dim, self.shape[dim]), dims,
+                             Shape(self.rank(), 1))};
+});
+
+Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& index,
+                    const Value& src, const std::string& reduce) {
+  hlo::ScatterDims dims;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    dims.inserted_window_dims.push_back(d);
+    dims.scatter_dims_to_operand_dims.push_back(d);
+  }
+  dims.index_vector_dim = index.rank();
+  // Only the index's extent of src takes part.
+  Shape zeros(src.rank(), 0), ones(src.rank(), 1);
+  Value updates = b.slice(src, zeros, index.shape, ones);
+  return b.scatter(self, coordinates(b, index, dim, self.shape[dim]), updates, dims,
+                   [reduce](Builder& r, const std::vector<Value>& a) {
+                     if (reduce == "add") return std::vector<Value>{r.binary("add", a[0], a[1])};
+                     if (reduce == "multiply") return std::vector<Value>{r.binary("multiply", a[0], a[1])};
+                     return std::vector<Value>{a[1]};
+                   });
+}
+
+Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
+  Value self = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), std::max<int64_t>(self.rank(), 1));
+  Value index = ctx.tensor(2);
+  TORCH_CHECK(index.type == ElementType::S64, "scatter(): Expected dtype int64 for index");
+  Value src = ctx.arg(3).isTensor() ? ctx.b.convert(ctx.tensor(3), self.type)
+                                    : as(ctx.b, ctx.scalar(3, self.type), self.type, index.shape);
+  if (self.rank() == 0) return {self};
+  return {scatter_along(ctx.b, self, dim, index, src, reduce)};
+}
+
+LOWER({"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",
+       "scatter.value_out"},
+      [](LoweringContext& ctx) { return scatter_impl(ctx, ""); });
+LOWER({"scatter.reduce", "scatter_.reduce", "scatter.reduce_out", "scatter.value_reduce",
+       "scatter_.value_reduce", "scatter.value_reduce_out"},
+      [](LoweringContext& ctx) { return scatter_impl(ctx, ctx.arg(4).toStringRef()); });
+LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
+      [](LoweringContext& ctx) { return scatter_impl(ctx, "add"); });
+
+// Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
+// front, gathered with one coordinate vector per element of the broadcast index shape.
+struct IndexPlan {
+  Value transposed;              // self with indexed dims first
+  Value coordinates;             // broadcast_shape + [k]
+  Shape broadcast_shape;         // shape of the broadcast indices
+  std::vector<int64_t> indexed;  // self dims that are indexed
+  std::vector<int64_t> permutation;
+  bool adjacent = true;
+};
+
+IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
+  Builder& b = ctx.b;
+  const auto& list = ctx.arg(list_arg).toListRef();
+  IndexPlan plan;
+  std::vector<Value> indices;
+  int64_t position = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].isNone() || !list[i].toTensor().defined()) {
+      ++position;
+      continue;
+    }
+    const at::Tensor& t = list[i].toTensor();
+    TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != c10::kBool && t.scalar_type() != c10::kByte,
+                                "torch_tpu: boolean mask indexing has a data-dependent shape; "
+                                "use masked_fill/where, or TORCH_TPU_CPU_FALLBACK=1");
+    TORCH_CHECK_INDEX(position < self.rank(), "too many indices for tensor of dimension ", self.rank());
+    Value index = ctx.tensor_at(t, list_arg, static_cast<int>(i));
+    TORCH_CHECK_INDEX(index.type == ElementType::S64 || index.type == ElementType::S32,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+    plan.indexed.push_back(position);
+    indices.push_back(wrap_index(b, index, self.shape[position]));
+    ++position;
+  }
+  for (size_t i = 1; i < plan.indexed.size(); ++i) {
+    if (plan.indexed[i] != plan.indexed[i - 1] + 1) plan.adjacent = false;
+  }
+  for (const Value& index : indices) plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
+  Shape with_vector = plan.broadcast_shape;
+  with_vector.push_back(1);
+  std::vector<Value> parts;
+  for (const Value& index : indices) parts.push_back(b.reshape(broadcast_to(b, index, plan.broadcast_shape), with_vector));
+  plan.coordinates = b.concatenate(parts, static_cast<int64_t>(plan.broadcast_shape.size()));
+  plan.permutation = plan.indexed;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (std::find(plan.indexed.begin(), plan.indexed.end(), d) == plan.indexed.end()) plan.permutation.push_back(d);
+  }
+  plan.transposed = b.transpose(self, plan.permutation);
+  return plan;
+}
+
+LOWER({"index.Tensor", "index.Tensor_out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  IndexPlan plan = plan_index(ctx, self, 1);
+  const int64_t k = static_cast<int64_t>(plan.indexed.size());
+  const int64_t batch_rank = static_cast<int64_t>(plan.broadcast_shape.size());
+  hlo::GatherDims dims;
+  Shape slice_sizes = plan.transposed.shape;
+  for (int64_t d = 0; d < k; ++d) {
+    dims.collapsed_slice_dims.push_back(d);
+    dims.start_index_map.push_back(d);
+    slice_sizes[d] = 1;
+  }
+  for (int64_t d = k; d < self.rank(); ++d) dims.offset_dims.push_back(batch_rank + d - k);
+  dims.index_vector_dim = batch_rank;
+  Value out = b.gather(plan.transposed, plan.coordinates, dims, slice_sizes);
+  if (plan.adjacent && !plan.indexed.empty() && plan.indexed[0] > 0) {
+    // Result dims go where the indexed dims were: [before..., batch..., after...].
+    int64_t before = plan.indexed[0];
+    std::vector<int64_t> permutation;
+    for (int64_t d = 0; d < before; ++d) permutation.push_back(batch_rank + d);
+    for (int64_t d = 0; d < batch_rank; ++d) permutation.push_back(d);
+    for (int64_t d = batch_rank + before; d < out.rank(); ++d) permutation.push_back(d);
+    out = b.transpose(out, permutation);
+  }
+  return Values{out};
+});
+
+Values index_put(LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  IndexPlan plan = plan_index(ctx, self, 1);
+  Value values = b.convert(ctx.tensor(2), self.type);
+  bool accumulate = ctx.arg(3).toBool();
+  const int64_t k = static_cast<int64_t>(plan.indexed.size());
+  const int64_t batch_rank = static_cast<int64_t>(plan.broadcast_shape.size());
+  // Updates in gather-result layout: batch dims then the remaining dims.
+  Shape update_shape = plan.broadcast_shape;
+  for (int64_t d = k; d < self.rank(); ++d) update_shape.push_back(plan.transposed.shape[d]);
+  Shape natural = update_shape;
+  if (plan.adjacent && !plan.indexed.empty() && plan.indexed[0] > 0) {
+    int64_t before = plan.indexed[0];
+    natural.clear();
+    for (int64_t d = 0; d < before; ++d) natural.push_back(update_shape[batch_rank + d]);
+    for (int64_t d = 0; d < batch_rank; ++d) natural.push_back(update_shape[d]);
+    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(update_shape.size()); ++d) natural.push_back(update_shape[d]);
+    Value v = broadcast_to(b, values, natural);
+    std::vector<int64_t> inverse;
+    for (int64_t d = 0; d < batch_rank; ++d) inverse.push_back(before + d);
+    for (int64_t d = 0; d < before; ++d) inverse.push_back(d);
+    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(natural.size()); ++d) inverse.push_back(d);
+    values = b.transpose(v, inverse);
+  } else {
+    values = broadcast_to(b, values, update_shape);
+  }
+  hlo::ScatterDims dims;
+  for (int64_t d = 0; d < k; ++d) {
+    dims.inserted_window_dims.push_back(d);
+    dims.scatter_dims_to_operand_dims.push_back(d);
+  }
+  for (int64_t d = k; d < self.rank(); ++d) dims.update_window_dims.push_back(batch_rank + d - k);
+  dims.index_vector_dim = batch_rank;
+  Value scattered = b.scatter(plan.transposed, plan.coordinates, values, dims,
+                              [accumulate](Builder& r, const std::vector<Value>& a) {
+                                return std::vector<Value>{accumulate ? r.binary("add", a[0], a[1]) : a[1]};
+                              });
+  std::vector<int64_t> inverse(plan.permutation.size());
+  for (size_t i = 0; i < plan.permutation.size(); ++i) inverse[plan.permutation[i]] = static_cast<int64_t>(i);
+  return {b.transpose(scattered, inverse)};
+}
+LOWER({"_index_put_impl_", "_index_put_impl", "_index_put_impl.out", "index_put", "index_put.out"},
+      [](LoweringContext& ctx) { return index_put(ctx); });
+
+LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0);
+  Value indices = b.convert(ctx.tensor(1), ElementType::S64);
+  int64_t num_weights = ctx.arg(2).toInt();
+  int64_t padding_idx = ctx.arg(3).toInt();
+  TORCH_CHECK_NOT_IMPLEMENTED(!ctx.arg(4).toBool(), "torch_tpu: embedding scale_grad_by_freq");
+  int64_t dim = grad.shape.back();
+  int64_t n = hlo::num_elements(indices.shape);
+  Value flat_index = b.reshape(indices, {n, 1});
+  Value flat_grad = b.reshape(grad, {n, dim});
+  if (padding_idx >= 0) {
+    Value keep = b.compare("NE", b.reshape(indices, {n}), splat(b, static_cast<double>(padding_idx), ElementType::S64, {n}));
+    flat_grad = b.select(b.broadcast_in_dim(keep, {n, dim}, {0}), flat_grad, splat(b, 0, grad.type, {n, dim}));
+  }
+  hlo::ScatterDims dims;
+  dims.update_window_dims = {1};
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = 1;
+  Value zeros = splat(b, 0, grad.type, {num_weights, dim});
+  return Values{b.scatter(zeros, flat_index, flat_grad, dims, [](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{r.binary("add", a[0], a[1])};
+  })};
+});
+
+Values triangle(LoweringContext& ctx, bool upper) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  TORCH_CHECK(self.rank() >= 2, upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  int64_t diagonal = ctx.arg(1).toInt();
+  int64_t r = self.rank();
+  Value row = b.iota(self.shape, ElementType::S64, r - 2);
+  Value col = b.iota(self.shape, ElementType::S64, r - 1);
+  Value offset = b.binary("subtract", col, row);
+  Value keep = b.compare(upper ? "GE" : "LE", offset, splat(b, static_cast<double>(diagonal), ElementType::S64, self.shape));
+  return {b.select(keep, self, splat(b, 0, self.type, self.shape))};
+}
+LOWER({"triu", "triu_", "triu.out"}, [](LoweringContext& ctx) { return triangle(ctx, true); });
+LOWER({"tril", "tril_", "tril.out"}, [](LoweringContext& ctx) { return triangle(ctx, false); });
+
+LOWER({"flip", "flip.out"}, [](LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  std::vector<int64_t> dims;
+  for (int64_t d : ctx.arg(1).toIntVector()) dims.push_back(wrap_dim(d, self.rank()));
+  return Values{ctx.b.reverse(self, dims)};
+});
+
+LOWER({"constant_pad_nd", "constant_pad_nd.out"}, [](LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  auto pad = ctx.arg(1).toIntVector();
+  TORCH_CHECK(pad.size() % 2 == 0 && static_cast<int64_t>(pad.size() / 2) <= self.rank(),
+              "Length of pad must be even but instead it equals ", pad.size());
+  std::vector<int64_t> low(self.rank(), 0), high(self.rank(), 0), interior(self.rank(), 0);
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    int64_t d = self.rank() - 1 - static_cast<int64_t>(i);
+    low[d] = pad[2 * i];
+    high[d] = pad[2 * i + 1];
+  }
+  return Values{ctx.b.pad(self, ctx.scalar(2, self.type), low, high, interior)};
+});
+
+}  // namespace
+}  // namespace torch_tpu::aten

@@ -1,0 +1,129 @@
+// Losses: nll_loss (what cross_entropy lowers to) and mse_loss, forward and backward.
+#include <c10/util/Exception.h>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+constexpr int64_t kReductionNone = 0, kReductionMean = 1;
+
+// Per-sample picked log-probabilities and weights of nll_loss; self is [N, C] or [C].
+struct NllTerms {
+  Value picked;   // [N]: -w[t] * self[n, t], 0 where ignored
+  Value weights;  // [N]: w[t], 0 where ignored
+  Value onehot;   // [N, C]: w[t] where class == t
+};
+
+NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, int target_index, int weight_index,
+                   int ignore_index_arg) {
+  Builder& b = ctx.b;
+  int64_t n = self2d.shape[0], c = self2d.shape[1];
+  Value target = b.reshape(b.convert(ctx.tensor(target_index), ElementType::S64), {n});
+  int64_t ignore = ctx.arg(ignore_index_arg).toInt();
+  Value classes = b.iota({n, c}, ElementType::S64, 1);
+  Value hit = b.compare("EQ", classes, b.broadcast_in_dim(target, {n, c}, {0}));
+  Value class_weight = splat(b, 1, self2d.type, {n, c});
+  if (auto w = ctx.optional_tensor(weight_index)) class_weight = b.broadcast_in_dim(b.convert(*w, self2d.type), {n, c}, {1});
+  Value valid = b.compare("NE", target, splat(b, static_cast<double>(ignore), ElementType::S64, {n}));
+  Value valid2d = b.broadcast_in_dim(valid, {n, c}, {0});
+  Value zero = splat(b, 0, self2d.type, {n, c});
+  Value onehot = b.select(b.binary("and", hit, valid2d), class_weight, zero);
+  NllTerms terms;
+  terms.onehot = onehot;
+  terms.weights = sum(b, onehot, {1});
+  terms.picked = b.unary("negate", sum(b, b.binary("multiply", onehot, self2d), {1}));
+  return terms;
+}
+
+// nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
+LOWER({"nll_loss_forward", "nll_loss_forward.output"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  TORCH_CHECK(self.rank() == 1 || self.rank() == 2, "input tensor should be 1D or 2D");
+  const at::Tensor& target = ctx.tensor_meta(1);
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  int64_t batch = self.rank() == 2 ? self.shape[0] : 1;
+  TORCH_CHECK(target.numel() == batch, "Expected input batch_size (", batch,
+              ") to match target batch_size (", target.numel(), ").");
+  Value self2d = self.rank() == 2 ? self : b.reshape(self, {1, self.shape[0]});
+  NllTerms t = nll_terms(ctx, self2d, 1, 2, 4);
+  int64_t reduction = ctx.arg(3).toInt();
+  Value total_weight = sum(b, t.weights, {0});
+  if (reduction == kReductionNone) {
+    Value out = self.rank() == 2 ? t.picked : b.reshape(t.picked, {});
+    return Values{out, total_weight};
+  }
+  Value total = sum(b, t.picked, {0});
+  if (reduction == kReductionMean) total = b.binary("divide", total, total_weight);
+  return Values{total, total_weight};
+});
+
+// nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
+LOWER({"nll_loss_backward", "nll_loss_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), self = ctx.tensor(1);
+  Value self2d = self.rank() == 2 ? self : b.reshape(self, {1, self.shape[0]});
+  NllTerms t = nll_terms(ctx, self2d, 2, 3, 5);
+  int64_t reduction = ctx.arg(4).toInt();
+  Shape shape = self2d.shape;
+  Value scale;
+  if (reduction == kReductionNone) {
+    scale = b.broadcast_in_dim(b.reshape(grad, {shape[0]}), shape, {0});
+  } else {
+    Value g = b.reshape(grad, {});
+    if (reduction == kReductionMean) g = b.binary("divide", g, b.reshape(ctx.tensor(6), {}));
+    scale = broadcast_to(b, g, shape);
+  }
+  Value out = b.unary("negate", b.binary("multiply", t.onehot, scale));
+  return Values{b.reshape(out, self.shape)};
+});
+
+Value reduce_loss(Builder& b, const Value& loss, int64_t reduction) {
+  if (reduction == kReductionNone) return loss;
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < loss.rank(); ++d) dims.push_back(d);
+  Value total = sum(b, loss, dims);
+  if (reduction == kReductionMean) {
+    total = b.binary("divide", total, b.constant(static_cast<double>(hlo::num_elements(loss.shape)), loss.type));
+  }
+  return total;
+}
+
+LOWER({"mse_loss", "mse_loss.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(promoted_type(ctx, {0, 1}));
+  Value diff = b.binary("subtract", operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
+  return Values{reduce_loss(b, b.binary("multiply", diff, diff), ctx.arg(2).toInt())};
+});
+LOWER({"mse_loss_backward", "mse_loss_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Shape shape = operand_shape(ctx, {1, 2});
+  ElementType t = et(promoted_type(ctx, {1, 2}));
+  Value diff = b.binary("subtract", operand(ctx, 1, t, shape), operand(ctx, 2, t, shape));
+  double factor = ctx.arg(3).toInt() == kReductionMean ? 2.0 / hlo::num_elements(shape) : 2.0;
+  Value g = broadcast_to(b, b.convert(ctx.tensor(0), t), shape);
+  return Values{b.binary("multiply", b.binary("multiply", diff, splat(b, factor, t, shape)), g)};
+});
+
+Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (!hlo::is_float(x.type)) return {splat(b, finite ? 1 : 0, ElementType::Pred, x.shape)};
+  if (finite) {
+    Value a = b.unary("abs", x);
+    return {b.compare("LT", a, splat(b, INFINITY, x.type, x.shape))};
+  }
+  Value pos = b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape));
+  Value neg = b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape));
+  if (positive && negative) return {b.binary("or", pos, neg)};
+  return {positive ? pos : neg};
+}
+LOWER({"isinf"}, [](LoweringContext& ctx) { return classify(ctx, true, true, false); });
+LOWER({"isposinf", "isposinf.out"}, [](LoweringContext& ctx) { return classify(ctx, true, false, false); });
+LOWER({"isneginf", "isneginf.out"}, [](LoweringContext& ctx) { return classify(ctx, false, true, false); });
+LOWER({"isfinite"}, [](LoweringContext& ctx) { return classify(ctx, false, false, true); });
+
+}  // namespace
+}  // namespace torch_tpu::aten

@@ -1,0 +1,281 @@
+// Reductions: sum, mean, min/max (with indices), arg-min/max, var/std, any/all, norms, softmax.
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+Shape out_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return keepdim_shape(in, dims);
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) out.push_back(in[d]);
+  }
+  return out;
+}
+
+ElementType sum_type(const LoweringContext& ctx, int dtype_index, const Value& x) {
+  const c10::IValue& dtype = ctx.arg(dtype_index);
+  if (!dtype.isNone()) return et(dtype.toScalarType());
+  // Integer and bool sums accumulate in int64, as on CPU.
+  return hlo::is_float(x.type) ? x.type : ElementType::S64;
+}
+
+Value sum_impl(LoweringContext& ctx, int dims_index, bool keepdim, int dtype_index) {
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, dtype_index, x);
+  std::vector<int64_t> dims = dims_index < 0 ? reduce_dims(ctx, -1, x.rank()) : reduce_dims(ctx, dims_index, x.rank());
+  Value s = sum(ctx.b, ctx.b.convert(x, t), dims);
+  return ctx.b.reshape(s, out_shape(x.shape, dims, keepdim));
+}
+
+LOWER({"sum.dim_IntList", "sum.IntList_out"}, [](LoweringContext& ctx) {
+  return Values{sum_impl(ctx, 1, ctx.arg(2).toBool(), 3)};
+});
+LOWER({"sum", "sum.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, 1, x);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+  return Values{sum(ctx.b, ctx.b.convert(x, t), dims)};
+});
+
+Value mean_impl(LoweringContext& ctx, std::vector<int64_t> dims, bool keepdim, int dtype_index) {
+  Value x = ctx.tensor(0);
+  ElementType t = ctx.arg(dtype_index).isNone() ? x.type : et(ctx.arg(dtype_index).toScalarType());
+  TORCH_CHECK(hlo::is_float(t), "mean(): could not infer output dtype. Input dtype must be either "
+              "a floating point or complex dtype. Got: ", to_scalar_type(t));
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape[d];
+  // Accumulate low-precision floats in f32, as torch's CPU kernels do.
+  ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
+  Value s = sum(ctx.b, ctx.b.convert(x, acc), dims);
+  Value m = ctx.b.binary("divide", s, splat(ctx.b, static_cast<double>(count), acc, s.shape));
+  return ctx.b.reshape(ctx.b.convert(m, t), out_shape(x.shape, dims, keepdim));
+}
+LOWER({"mean.dim", "mean.out"}, [](LoweringContext& ctx) {
+  int64_t rank = ctx.tensor_meta(0).dim();
+  return Values{mean_impl(ctx, reduce_dims(ctx, 1, rank), ctx.arg(2).toBool(), 3)};
+});
+LOWER({"mean", "mean.dtype_out"}, [](LoweringContext& ctx) {
+  int64_t rank = ctx.tensor_meta(0).dim();
+  return Values{mean_impl(ctx, reduce_dims(ctx, -1, rank), false, 1)};
+});
+
+Value extreme(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max) {
+  if (is_max) return max_value(b, x, dims);
+  Value init = x.type == ElementType::S64 ? b.constant_int(std::numeric_limits<int64_t>::max(), x.type)
+                                          : b.constant(highest(x.type), x.type);
+  return b.reduce(x, init, dims, x.type == ElementType::Pred ? "and" : "minimum");
+}
+
+Values amax_amin(LoweringContext& ctx, bool is_max) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
+  for (int64_t d : dims) {
+    TORCH_CHECK_INDEX(x.shape[d] != 0, is_max ? "amax" : "amin", "(): Expected reduction dim ", d,
+                      " to have non-zero size.");
+  }
+  return {ctx.b.reshape(extreme(ctx.b, x, dims, is_max), out_shape(x.shape, dims, ctx.arg(2).toBool()))};
+}
+LOWER({"amax", "amax.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, true); });
+LOWER({"amin", "amin.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, false); });
+LOWER({"max", "max.unary_out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(hlo::num_elements(x.shape) > 0, "max(): Expected reduction dim to be specified for "
+              "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  return Values{extreme(ctx.b, x, reduce_dims(ctx, -1, x.rank()), true)};
+});
+LOWER({"min", "min.unary_out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(hlo::num_elements(x.shape) > 0, "min(): Expected reduction dim to be specified for "
+              "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  return Values{extreme(ctx.b, x, reduce_dims(ctx, -1, x.rank()), false)};
+});
+
+// (value, index) of the first max/min along `dim`; NaN wins, as on CPU.
+std::pair<Value, Value> arg_extreme(Builder& b, const Value& x, int64_t dim, bool is_max) {
+  Value index = b.iota(x.shape, ElementType::S64, dim);
+  Value init_value = is_max ? b.constant(lowest(x.type), x.type) : b.constant(highest(x.type), x.type);
+  if (x.type == ElementType::S64) {
+    init_value = b.constant_int(is_max ? std::numeric_limits<int64_t>::min()
+                                       : std::numeric_limits<int64_t>::max(), x.type);
+  }
+  auto results = b.reduce(
+      {x, index}, {init_value, b.constant_int(0, ElementType::S64)}, {dim},
+      [is_max](Builder& r, const std::vector<Value>& a) {
+        // a = (value_l, index_l, value_r, index_r)
+        Value better = r.compare(is_max ? "GT" : "LT", a[0], a[2]);
+        Value equal = r.compare("EQ", a[0], a[2]);
+        Value earlier = r.compare("LT", a[1], a[3]);
+        Value take_left = r.binary("or", better, r.binary("and", equal, earlier));
+        if (hlo::is_float(a[0].type)) {
+          Value left_nan = r.compare("NE", a[0], a[0]);
+          Value right_nan = r.compare("NE", a[2], a[2]);
+          take_left = r.select(left_nan, r.binary("or", r.unary("not", right_nan), earlier),
+                               r.binary("and", r.unary("not", right_nan), take_left));
+        }
+        return std::vector<Value>{r.select(take_left, a[0], a[2]), r.select(take_left, a[1], a[3])};
+      });
+  return {results[0], results[1]};
+}
+
+Values max_min_dim(LoweringContext& ctx, bool is_max) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  bool keepdim = ctx.arg(2).toBool();
+  if (x.rank() == 0) return {x, ctx.b.constant_int(0, ElementType::S64)};
+  TORCH_CHECK_INDEX(x.shape[dim] != 0, is_max ? "max" : "min", "(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+  auto [value, index] = arg_extreme(ctx.b, x, dim, is_max);
+  Shape shape = out_shape(x.shape, {dim}, keepdim);
+  return {ctx.b.reshape(value, shape), ctx.b.reshape(index, shape)};
+}
+LOWER({"max.dim", "max.dim_max"}, [](LoweringContext& ctx) { return max_min_dim(ctx, true); });
+LOWER({"min.dim", "min.dim_min"}, [](LoweringContext& ctx) { return max_min_dim(ctx, false); });
+
+Values argmax_argmin(LoweringContext& ctx, bool is_max) {
+  Value x = ctx.tensor(0);
+  bool keepdim = ctx.arg(2).toBool();
+  if (ctx.arg(1).isNone()) {
+    TORCH_CHECK(hlo::num_elements(x.shape) > 0, is_max ? "argmax" : "argmin",
+                "(): Expected reduction dim to be specified for input.numel() == 0.");
+    Value flat = ctx.b.reshape(x, {hlo::num_elements(x.shape)});
+    Value index = arg_extreme(ctx.b, flat, 0, is_max).second;
+    return {keepdim ? ctx.b.reshape(index, Shape(x.shape.size(), 1)) : index};
+  }
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  if (x.rank() == 0) return {ctx.b.constant_int(0, ElementType::S64)};
+  TORCH_CHECK_INDEX(x.shape[dim] != 0, is_max ? "argmax" : "argmin", "(): Expected reduction dim ",
+                    dim, " to have non-zero size.");
+  return {ctx.b.reshape(arg_extreme(ctx.b, x, dim, is_max).second, out_shape(x.shape, {dim}, keepdim))};
+}
+LOWER({"argmax", "argmax.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, true); });
+LOWER({"argmin", "argmin.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, false); });
+
+// var/std with a runtime correction: sum((x - mean)^2) / max(N - correction, 0).
+Value variance(LoweringContext& ctx, bool take_sqrt) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(hlo::is_float(x.type), "std and var only support floating point and complex dtypes");
+  std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
+  bool keepdim = ctx.arg(3).toBool();
+  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  Value xf = b.convert(x, acc);
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape[d];
+  Value mean = b.binary("divide", sum(b, xf, dims), splat(b, static_cast<double>(count), acc, out_shape(x.shape, dims, false)));
+  Value centered = b.binary("subtract", xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
+  Value squares = sum(b, b.binary("multiply", centered, centered), dims);
+  Value correction = ctx.arg(2).isNone() ? b.constant(1.0, acc) : ctx.scalar(2, acc);
+  Value denominator = b.binary("maximum", b.binary("subtract", b.constant(static_cast<double>(count), acc), correction),
+                               b.constant(0.0, acc));
+  Value var = b.binary("divide", squares, broadcast_to(b, denominator, squares.shape));
+  if (take_sqrt) var = b.unary("sqrt", var);
+  return b.reshape(b.convert(var, x.type), out_shape(x.shape, dims, keepdim));
+}
+LOWER({"var.correction", "var.correction_out"}, [](LoweringContext& ctx) { return Values{variance(ctx, false)}; });
+LOWER({"std.correction", "std.correction_out"}, [](LoweringContext& ctx) { return Values{variance(ctx, true)}; });
+
+Values any_all(LoweringContext& ctx, int dims_index, bool keepdim, bool is_any) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Value truth = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+  std::vector<int64_t> dims = reduce_dims(ctx, dims_index, x.rank());
+  Value r = b.reduce(truth, b.constant_int(is_any ? 0 : 1, ElementType::Pred), dims, is_any ? "or" : "and");
+  Value out = b.reshape(r, out_shape(x.shape, dims, keepdim));
+  // uint8 inputs keep their dtype, as on CPU.
+  return {x.type == ElementType::U8 ? b.convert(out, ElementType::U8) : out};
+}
+LOWER({"any", "any.all_out"}, [](LoweringContext& ctx) { return any_all(ctx, -1, false, true); });
+LOWER({"all", "all.all_out"}, [](LoweringContext& ctx) { return any_all(ctx, -1, false, false); });
+LOWER({"any.dim", "any.out", "any.dims", "any.dims_out"},
+      [](LoweringContext& ctx) { return any_all(ctx, 1, ctx.arg(2).toBool(), true); });
+LOWER({"all.dim", "all.out", "all.dims", "all.dims_out"},
+      [](LoweringContext& ctx) { return any_all(ctx, 1, ctx.arg(2).toBool(), false); });
+
+// linalg_vector_norm(self, ord, dim, keepdim, dtype): ord shapes the computation (static).
+LOWER(
+    {"linalg_vector_norm", "linalg_vector_norm.out"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value x = ctx.tensor(0);
+      double ord = ctx.arg(1).toScalar().toDouble();
+      ElementType t = ctx.arg(4).isNone() ? et(float_type(to_scalar_type(x.type))) : et(ctx.arg(4).toScalarType());
+      ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
+      Value a = b.unary("abs", b.convert(x, acc));
+      std::vector<int64_t> dims = reduce_dims(ctx, 2, x.rank());
+      bool keepdim = ctx.arg(3).toBool();
+      Value r;
+      if (std::isinf(ord)) {
+        r = extreme(b, a, dims, ord > 0);
+      } else if (ord == 0) {
+        r = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), dims);
+      } else if (ord == 1) {
+        r = sum(b, a, dims);
+      } else if (ord == 2) {
+        r = b.unary("sqrt", sum(b, b.binary("multiply", a, a), dims));
+      } else {
+        Value p = sum(b, b.binary("power", a, splat(b, ord, acc, a.shape)), dims);
+        r = b.binary("power", p, splat(b, 1.0 / ord, acc, p.shape));
+      }
+      return Values{b.reshape(b.convert(r, t), out_shape(x.shape, dims, keepdim))};
+    },
+    {1});
+
+Value softmax(Builder& b, const Value& x, int64_t dim, bool log) {
+  Value m = b.reshape(max_value(b, x, {dim}), keepdim_shape(x.shape, {dim}));
+  Value shifted = b.binary("subtract", x, broadcast_to(b, m, x.shape));
+  Value e = b.unary("exponential", shifted);
+  Value s = b.reshape(sum(b, e, {dim}), keepdim_shape(x.shape, {dim}));
+  if (log) return b.binary("subtract", shifted, broadcast_to(b, b.unary("log", s), x.shape));
+  return b.binary("divide", e, broadcast_to(b, s, x.shape));
+}
+
+Values softmax_forward(LoweringContext& ctx, bool log) {
+  Value x = ctx.tensor(0);
+  if (x.rank() == 0) x = ctx.b.reshape(x, {1});
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  bool half_to_float = ctx.arg(2).toBool();
+  ElementType out_type = half_to_float ? ElementType::F32 : x.type;
+  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  Value y = ctx.b.convert(softmax(ctx.b, ctx.b.convert(x, acc), dim, log), out_type);
+  return {ctx.b.reshape(y, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+}
+LOWER({"_softmax", "_softmax.out"}, [](LoweringContext& ctx) { return softmax_forward(ctx, false); });
+LOWER({"_log_softmax", "_log_softmax.out"}, [](LoweringContext& ctx) { return softmax_forward(ctx, true); });
+
+Values softmax_backward(LoweringContext& ctx, bool log) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), y = ctx.tensor(1);
+  Shape original = grad.shape;
+  if (grad.rank() == 0) {
+    grad = b.reshape(grad, {1});
+    y = b.reshape(y, {1});
+  }
+  int64_t dim = wrap_dim(ctx.arg(2).toInt(), grad.rank());
+  ElementType out_type = et(ctx.arg(3).toScalarType());
+  ElementType acc = (grad.type == ElementType::F16 || grad.type == ElementType::BF16) ? ElementType::F32 : grad.type;
+  grad = b.convert(grad, acc);
+  y = b.convert(y, acc);
+  Value r;
+  if (log) {
+    Value s = b.reshape(sum(b, grad, {dim}), keepdim_shape(grad.shape, {dim}));
+    r = b.binary("subtract", grad, b.binary("multiply", b.unary("exponential", y), broadcast_to(b, s, grad.shape)));
+  } else {
+    Value gy = b.binary("multiply", grad, y);
+    Value s = b.reshape(sum(b, gy, {dim}), keepdim_shape(grad.shape, {dim}));
+    r = b.binary("subtract", gy, b.binary("multiply", y, broadcast_to(b, s, grad.shape)));
+  }
+  return {b.reshape(b.convert(r, out_type), original)};
+}
+LOWER({"_softmax_backward_data", "_softmax_backward_data.out"},
+      [](LoweringContext& ctx) { return softmax_backward(ctx, false); });
+LOWER({"_log_softmax_backward_data", "_log_softmax_backward_data.out"},
+      [](LoweringContext& ctx) { return softmax_backward(ctx, true); });
+
+}  // namespace
+}  // namespace torch_tpu::aten
