@@ -408,3 +408,34 @@ LOWER({"hardtanh_backward", "hardtanh_backward.grad_input"}, [](LoweringContext&
 
 }  // namespace
 }  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+// lerp(self, end, weight) = self + weight * (end - self)
+LOWER({"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.Tensor",
+       "lerp.Tensor_out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        c10::ScalarType type = promoted_type(ctx, {0, 1});
+        Shape shape = operand_shape(ctx, {0, 1, 2});
+        ElementType t = et(type);
+        Value self = operand(ctx, 0, t, shape), end = operand(ctx, 1, t, shape);
+        Value weight = operand(ctx, 2, t, shape);
+        return Values{b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self)))};
+      });
+
+Values addc(LoweringContext& ctx, const char* op) {
+  Builder& b = ctx.b;
+  c10::ScalarType type = promoted_type(ctx, {0, 1, 2});
+  Shape shape = operand_shape(ctx, {0, 1, 2});
+  ElementType t = et(type);
+  Value term = b.binary(op, operand(ctx, 1, t, shape), operand(ctx, 2, t, shape));
+  Value value = as(b, ctx.scalar(3, t), t, shape);
+  return {b.binary("add", operand(ctx, 0, t, shape), b.binary("multiply", value, term))};
+}
+LOWER({"addcmul", "addcmul_", "addcmul.out"}, [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
+LOWER({"addcdiv", "addcdiv_", "addcdiv.out"}, [](LoweringContext& ctx) { return addc(ctx, "divide"); });
+
+}  // namespace
+}  // namespace torch_tpu::aten

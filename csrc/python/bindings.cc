@@ -7,7 +7,11 @@
 
 #include "csrc/device/generator.h"
 
+#include <chrono>
+
 #include "csrc/device/runtime.h"
+#include "csrc/hlo/builder.h"
+#include "csrc/pjrt/compile_options.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
@@ -58,6 +62,37 @@ py::dict memory_stats(int device) {
   return stats;
 }
 
+// For bench/: µs per PJRT execute of a 4x4 f32 `op` (add or matmul) with no torch in the way,
+// (enqueue only, then enqueue + wait), averaged over `iterations`.
+std::pair<double, double> bench_bare_execute(const std::string& op, int iterations) {
+  auto& runtime = Runtime::get();
+  hlo::Builder b;
+  hlo::Value x = b.parameter({4, 4}, hlo::ElementType::F32);
+  hlo::Value y = b.parameter({4, 4}, hlo::ElementType::F32);
+  hlo::Value out = op == "matmul" ? b.dot_general(x, y, {}, {}, {1}, {0}, hlo::ElementType::F32)
+                                  : b.binary("add", x, y);
+  auto executable =
+      runtime.client().compile(b.module({out}), pjrt::single_device_compile_options());
+  std::vector<float> host(16, 1.0f);
+  std::vector<int64_t> dims{4, 4};
+  PJRT_Device* device = runtime.device(current_device());
+  pjrt::Buffer a = runtime.client().upload(host.data(), PJRT_Buffer_Type_F32, dims, device);
+  std::vector<PJRT_Buffer*> args{a.raw(), a.raw()};
+  auto time = [&](bool wait) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) {
+      auto result = executable->execute(args, device);
+      if (wait) result.done.await();
+    }
+    auto stop = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::micro>(stop - start).count() / iterations;
+  };
+  time(true);  // warm-up
+  double enqueue = time(false);
+  double with_wait = time(true);
+  return {enqueue, with_wait};
+}
+
 }  // namespace
 }  // namespace torch_tpu
 
@@ -102,6 +137,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_size", &cache_size);
   m.def("_clear_cache", &clear_cache);
   m.def("_lowered_ops", &lowered_op_names);
+  m.def("_bench_bare_execute", [](const std::string& op, int iterations) {
+    py::gil_scoped_release release;
+    return bench_bare_execute(op, iterations);
+  });
   m.def("_default_generator", [](int device) {
     (void)Runtime::get().device(device);
     return py::reinterpret_steal<py::object>(

@@ -1,0 +1,68 @@
+"""Per-op dispatch cost on tpu (cache hits) next to torch CPU eager and a bare PJRT execute of
+the same computation, in one table from one run.
+
+    .venv/bin/python bench/dispatch_overhead.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch_tpu
+
+ITERATIONS = 2000
+REPEATS = 5
+
+
+def per_call_us(fn: Callable[[], object], sync: Callable[[], None]) -> float:
+    for _ in range(50):
+        fn()
+    sync()
+    samples = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(ITERATIONS):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / ITERATIONS * 1e6)
+    return statistics.median(samples)
+
+
+def bare_pjrt_us(op: str) -> tuple[float, float] | None:
+    bench = getattr(torch_tpu._C, "_bench_bare_execute", None)
+    if bench is None:
+        return None
+    return tuple(bench(op, ITERATIONS))  # type: ignore[return-value]
+
+
+def main() -> None:
+    a_cpu, b_cpu = torch.randn(4, 4), torch.randn(4, 4)
+    a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
+    cases = {"add 4x4": ("add", lambda x, y: x + y), "matmul 4x4": ("matmul", torch.matmul)}
+    print(f"{'op':<12} {'cpu eager':>10} {'tpu enqueue':>12} {'tpu +sync':>10} "
+          f"{'pjrt bare':>10} {'pjrt +wait':>11} {'tpu/cpu':>8} {'tpu/pjrt':>9}   (us per op)")
+    for name, (kind, fn) in cases.items():
+        cpu = per_call_us(lambda fn=fn: fn(a_cpu, b_cpu), lambda: None)
+        enqueue = per_call_us(lambda fn=fn: fn(a, b), lambda: None)
+        torch.tpu.synchronize()
+        synced = per_call_us(lambda fn=fn: fn(a, b), torch.tpu.synchronize)
+        bare = bare_pjrt_us(kind)
+        bare_text = f"{bare[0]:>10.2f} {bare[1]:>11.2f}" if bare else f"{'n/a':>10} {'n/a':>11}"
+        ratio = f"{enqueue / bare[0]:>9.1f}" if bare else f"{'n/a':>9}"
+        print(f"{name:<12} {cpu:>10.2f} {enqueue:>12.2f} {synced:>10.2f} {bare_text} "
+              f"{enqueue / cpu:>8.1f} {ratio}")
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    for _ in range(100):
+        a + b
+    torch.tpu.synchronize()
+    m = torch_tpu.metrics()
+    print(f"\n100 adds after warm-up: compiles={m['compiles']} cache_hits={m['cache_hits']} "
+          f"executions={m['executions']}")
+
+
+if __name__ == "__main__":
+    main()
