@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import torch
+
 import torch_tpu
 
 ITERATIONS = 2000
@@ -42,8 +43,10 @@ def main() -> None:
     a_cpu, b_cpu = torch.randn(4, 4), torch.randn(4, 4)
     a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
     cases = {"add 4x4": ("add", lambda x, y: x + y), "matmul 4x4": ("matmul", torch.matmul)}
-    print(f"{'op':<12} {'cpu eager':>10} {'tpu enqueue':>12} {'tpu +sync':>10} "
-          f"{'pjrt bare':>10} {'pjrt +wait':>11} {'tpu/cpu':>8} {'tpu/pjrt':>9}   (us per op)")
+    print(
+        f"{'op':<12} {'cpu eager':>10} {'tpu enqueue':>12} {'tpu +sync':>10} "
+        f"{'pjrt bare':>10} {'pjrt +wait':>11} {'tpu/cpu':>8} {'tpu/pjrt':>9}   (us per op)"
+    )
     for name, (kind, fn) in cases.items():
         cpu = per_call_us(lambda fn=fn: fn(a_cpu, b_cpu), lambda: None)
         enqueue = per_call_us(lambda fn=fn: fn(a, b), lambda: None)
@@ -52,16 +55,20 @@ def main() -> None:
         bare = bare_pjrt_us(kind)
         bare_text = f"{bare[0]:>10.2f} {bare[1]:>11.2f}" if bare else f"{'n/a':>10} {'n/a':>11}"
         ratio = f"{enqueue / bare[0]:>9.1f}" if bare else f"{'n/a':>9}"
-        print(f"{name:<12} {cpu:>10.2f} {enqueue:>12.2f} {synced:>10.2f} {bare_text} "
-              f"{enqueue / cpu:>8.1f} {ratio}")
+        print(
+            f"{name:<12} {cpu:>10.2f} {enqueue:>12.2f} {synced:>10.2f} {bare_text} "
+            f"{enqueue / cpu:>8.1f} {ratio}"
+        )
     torch.tpu.synchronize()
     torch_tpu.reset_metrics()
     for _ in range(100):
         a + b
     torch.tpu.synchronize()
     m = torch_tpu.metrics()
-    print(f"\n100 adds after warm-up: compiles={m['compiles']} cache_hits={m['cache_hits']} "
-          f"executions={m['executions']}")
+    print(
+        f"\n100 adds after warm-up: compiles={m['compiles']} cache_hits={m['cache_hits']} "
+        f"executions={m['executions']}"
+    )
 
 
 if __name__ == "__main__":

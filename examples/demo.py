@@ -20,8 +20,13 @@ def make_model() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.LayerNorm(64), nn.Linear(64, 4))
 
 
-def train(device: str, state: dict[str, torch.Tensor], data: torch.Tensor,
-          labels: torch.Tensor, steps: int) -> list[float]:
+def train(
+    device: str,
+    state: dict[str, torch.Tensor],
+    data: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int,
+) -> list[float]:
     model = make_model().to(device)
     model.load_state_dict(state)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)

@@ -98,7 +98,8 @@ int64_t wrap_dim(int64_t dim, int64_t rank) {
 
 std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank) {
   std::vector<int64_t> dims;
-  const c10::IValue& value = ctx.arg(index);
+  static const c10::IValue none;
+  const c10::IValue& value = index < 0 ? none : ctx.arg(index);
   if (!value.isNone()) {
     if (value.isInt()) {
       dims.push_back(value.toInt());

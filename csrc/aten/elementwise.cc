@@ -19,11 +19,9 @@ Values add_like(LoweringContext& ctx, const char* op) {
   ElementType t = et(type);
   Value a = operand(ctx, 0, t, shape);
   Value other = operand(ctx, 1, t, shape);
-  if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
-    c10::Scalar alpha = ctx.arg(2).toScalar();
-    if (!(alpha.isIntegral(true) && alpha.toLong() == 1)) {
-      other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, t), t, shape));
-    }
+  if (ctx.num_args() > 2 && ctx.arg(2).isScalar() && type != c10::ScalarType::Bool) {
+    // alpha is a runtime input: its value never selects the computation.
+    other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, t), t, shape));
   }
   if (type == c10::ScalarType::Bool) return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
   return {ctx.b.binary(op, a, other)};
@@ -264,6 +262,7 @@ TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
   })
 TORCH_TPU_SAME_UNARY(abs, "abs");
 TORCH_TPU_SAME_UNARY(sign, "sign");
+TORCH_TPU_SAME_UNARY(sgn, "sign");
 TORCH_TPU_SAME_UNARY(bitwise_not, "not");
 
 LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {

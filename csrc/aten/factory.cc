@@ -2,6 +2,8 @@
 // so sequences repeat under torch.tpu.manual_seed.
 #include <c10/util/Exception.h>
 
+#include <cmath>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -26,10 +28,15 @@ LOWER({"zero_", "zero", "zero.out"}, [](LoweringContext& ctx) {
   return Values{splat(ctx.b, 0, et(self.scalar_type()), shape_of(self))};
 });
 
-// arange.start_out(start, end, step, *, out): torch has sized `out` already.
+// arange.start_out(start, end, step, *, out): the bounds decide the length, so they are static.
 LOWER({"arange.start_out"}, [](LoweringContext& ctx) {
   const at::Tensor& out = ctx.tensor_meta(3);
-  Shape shape = shape_of(out);
+  double start_value = ctx.arg(0).toScalar().toDouble(), end_value = ctx.arg(1).toScalar().toDouble();
+  double step_value = ctx.arg(2).toScalar().toDouble();
+  TORCH_CHECK(step_value != 0, "step must be nonzero");
+  TORCH_CHECK((step_value > 0 && end_value >= start_value) || (step_value < 0 && end_value <= start_value),
+              "upper bound and larger bound inconsistent with step sign");
+  Shape shape{static_cast<int64_t>(std::ceil((end_value - start_value) / step_value))};
   ElementType t = et(out.scalar_type());
   ElementType acc = hlo::is_float(t) ? ElementType::F64 : ElementType::S64;
   if (t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16) acc = ElementType::F32;
@@ -37,14 +44,14 @@ LOWER({"arange.start_out"}, [](LoweringContext& ctx) {
   Value start = as(ctx.b, ctx.scalar(0, acc), acc, shape);
   Value step = as(ctx.b, ctx.scalar(2, acc), acc, shape);
   return Values{ctx.b.convert(ctx.b.binary("add", start, ctx.b.binary("multiply", index, step)), t)};
-});
+}, {0, 1, 2});
 
 // linspace.out(start, end, steps, *, out): symmetric from both ends, as torch's kernel.
 LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   const at::Tensor& out = ctx.tensor_meta(3);
-  Shape shape = shape_of(out);
   int64_t steps = ctx.arg(2).toInt();
+  Shape shape{steps};
   ElementType t = et(out.scalar_type());
   ElementType acc = t == ElementType::F64 ? ElementType::F64 : ElementType::F32;
   Value start = as(b, ctx.scalar(0, acc), acc, shape);
@@ -62,7 +69,9 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
 
 Values eye(LoweringContext& ctx, int out_index) {
   const at::Tensor& out = ctx.tensor_meta(out_index);
-  Shape shape = shape_of(out);
+  int64_t n = ctx.arg(0).toInt(), m = out_index == 2 ? ctx.arg(1).toInt() : n;
+  TORCH_CHECK(n >= 0 && m >= 0, "n and m must be greater or equal to 0, got ", n, " and ", m);
+  Shape shape{n, m};
   Value rows = ctx.b.iota(shape, ElementType::S64, 0);
   Value cols = ctx.b.iota(shape, ElementType::S64, 1);
   return {ctx.b.convert(ctx.b.compare("EQ", rows, cols), et(out.scalar_type()))};

@@ -182,7 +182,6 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
     }
   }
   auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
-  self.unsafeGetTensorImpl()->empty_tensor_restride_symint(format);
   self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
   if (format != c10::MemoryFormat::Contiguous) {
     self.unsafeGetTensorImpl()->empty_tensor_restride(format);

@@ -49,7 +49,8 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool queryEvent(void*) const override { return true; }
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
   bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeStream(const c10::Stream&) const override { await_pending(); }
+  void synchronizeDevice(const c10::DeviceIndex) const override { await_pending(); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, DeviceGuardImpl);

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 
 namespace torch_tpu {
@@ -43,6 +44,27 @@ PJRT_Device* Runtime::device(int index) const {
   TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "torch_tpu: device index ", index,
                     " is out of range for ", device_count(), " tpu device(s)");
   return client_->devices()[index].device;
+}
+
+namespace {
+std::mutex pending_mutex;
+std::condition_variable pending_done;
+int64_t pending_count = 0;
+}  // namespace
+
+void pending_started() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  ++pending_count;
+}
+
+void pending_finished() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  if (--pending_count == 0) pending_done.notify_all();
+}
+
+void await_pending() {
+  std::unique_lock<std::mutex> lock(pending_mutex);
+  pending_done.wait(lock, [] { return pending_count == 0; });
 }
 
 int current_device() { return thread_device; }

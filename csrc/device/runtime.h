@@ -32,6 +32,12 @@ class Runtime {
   std::shared_ptr<pjrt::Client> client_;
 };
 
+// Executions in flight, so that synchronize() can wait for all of them: PJRT has no
+// device-wide fence, so the dispatcher reports each enqueue and each completion.
+void pending_started();
+void pending_finished();
+void await_pending();
+
 // The calling thread's current device index (torch.tpu.set_device).
 int current_device();
 void set_current_device(int index);

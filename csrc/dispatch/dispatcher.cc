@@ -46,10 +46,6 @@ struct CacheEntry {
 
 std::mutex cache_mutex;
 
-// Executions enqueued and not yet finished, for synchronize().
-std::mutex pending_mutex;
-std::condition_variable pending_done;
-int64_t pending_count = 0;
 std::unordered_map<std::string, std::shared_ptr<CacheEntry>> cache;
 
 void append_tensor_key(std::string& key, const at::Tensor& tensor) {
@@ -351,14 +347,10 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   pjrt::ExecuteResult result = entry.executable->execute(raw, Runtime::get().device(device));
   // Inputs stay alive until the device is done with them; outputs are usable at once (reads
   // wait for their producer).
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex);
-    ++pending_count;
-  }
+  pending_started();
   result.done.on_ready([inputs = std::move(inputs)](auto) mutable {
     inputs.clear();
-    std::lock_guard<std::mutex> lock(pending_mutex);
-    if (--pending_count == 0) pending_done.notify_all();
+    pending_finished();
   });
 
   std::vector<c10::IValue> outputs;
@@ -490,10 +482,7 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
   return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args);
 }
 
-void await_all_pending() {
-  std::unique_lock<std::mutex> lock(pending_mutex);
-  pending_done.wait(lock, [] { return pending_count == 0; });
-}
+void await_all_pending() { await_pending(); }
 
 int64_t cache_size() {
   std::lock_guard<std::mutex> lock(cache_mutex);

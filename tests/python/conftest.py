@@ -1,0 +1,225 @@
+"""Shared fixtures and helpers: every tpu result is checked against PyTorch's own CPU result."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+TPU = torch.device("tpu")
+
+# (atol, rtol) per dtype for elementwise-style results. XLA's CPU compiler may evaluate
+# transcendental functions with different polynomial approximations than ATen, so float32 is
+# a little looser than torch.testing's default; reduced-precision types are looser still.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1e-2, 1.6e-2),
+}
+
+
+def tolerances(dtype: torch.dtype) -> dict[str, float]:
+    """atol/rtol keyword arguments for comparing results of `dtype` (0 for exact types)."""
+    atol, rtol = TOLERANCES.get(dtype, (0.0, 0.0))
+    return {"atol": atol, "rtol": rtol}
+
+
+def to_device(obj: Any, device: torch.device | str) -> Any:
+    """Copies every tensor inside `obj` (nested lists/tuples/dicts) to `device`."""
+    if isinstance(obj, torch.Tensor):
+        out = obj.detach().to(device)
+        if obj.requires_grad:
+            out.requires_grad_(True)
+        return out
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(to_device(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def clone_tree(obj: Any) -> Any:
+    """Clones every tensor inside `obj`, keeping requires_grad (leaves stay leaves)."""
+    if isinstance(obj, torch.Tensor):
+        out = obj.detach().clone()
+        if obj.requires_grad:
+            out.requires_grad_(True)
+        return out
+    if isinstance(obj, list):
+        return [clone_tree(o) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(clone_tree(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: clone_tree(v) for k, v in obj.items()}
+    return obj
+
+
+def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from tensors_in(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from tensors_in(o)
+
+
+def assert_on_tpu(obj: Any) -> None:
+    """Every tensor inside `obj` lives on the tpu device."""
+    for t in tensors_in(obj):
+        assert t.device.type == "tpu", f"expected a tpu tensor, got one on {t.device}"
+
+
+def assert_same(
+    actual: Any,
+    expected: Any,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    check_dtype: bool = True,
+    equal_nan: bool = True,
+) -> None:
+    """Compares a (tree of) tpu result(s) with the CPU one(s), after moving them to the CPU."""
+    actual_cpu = to_device(actual, "cpu")
+    expected = to_device(expected, "cpu")
+    if atol is None and rtol is None:
+        dtypes = [t.dtype for t in tensors_in(expected)]
+        kw = tolerances(dtypes[0]) if dtypes else {}
+        atol, rtol = kw.get("atol"), kw.get("rtol")
+        if atol == 0.0 and rtol == 0.0:
+            atol = rtol = None  # torch.testing's defaults: exact for integers and bool
+    torch.testing.assert_close(
+        actual_cpu,
+        expected,
+        atol=atol,
+        rtol=rtol,
+        check_dtype=check_dtype,
+        equal_nan=equal_nan,
+    )
+
+
+def assert_close_to_cpu(
+    fn: Callable[..., Any],
+    *cpu_args: Any,
+    atol: float | None = None,
+    rtol: float | None = None,
+    check_dtype: bool = True,
+    check_args: bool = True,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """Runs `fn` on CPU tensors and on the same tensors copied to tpu; compares the results.
+
+    Tensor arguments may be nested in lists, tuples and dicts (kwargs too). The caller's tensors
+    are not modified: each side runs on its own copy. With `check_args`, the arguments are also
+    compared after the call, so in-place functions are checked through their side effects.
+    Returns (tpu_result, cpu_result).
+    """
+    tpu_args = to_device(cpu_args, TPU)
+    tpu_kwargs = to_device(kwargs, TPU)
+    ref_args = clone_tree(cpu_args)
+    ref_kwargs = clone_tree(kwargs)
+    expected = fn(*ref_args, **ref_kwargs)
+    actual = fn(*tpu_args, **tpu_kwargs)
+    assert_on_tpu(actual)
+    assert_same(actual, expected, atol=atol, rtol=rtol, check_dtype=check_dtype)
+    if check_args:
+        assert_same(tpu_args, ref_args, atol=atol, rtol=rtol, check_dtype=check_dtype)
+        assert_same(tpu_kwargs, ref_kwargs, atol=atol, rtol=rtol, check_dtype=check_dtype)
+    return actual, expected
+
+
+def assert_grads_close_to_cpu(
+    fn: Callable[..., Any],
+    *cpu_args: Any,
+    atol: float | None = None,
+    rtol: float | None = None,
+    **kwargs: Any,
+) -> None:
+    """Like assert_close_to_cpu, then backpropagates the same upstream gradient on both devices
+    and compares the gradients of every argument that requires grad."""
+    tpu_args = to_device(cpu_args, TPU)
+    ref_args = clone_tree(cpu_args)
+    tpu_kwargs = to_device(kwargs, TPU)
+    ref_kwargs = clone_tree(kwargs)
+    expected = fn(*ref_args, **ref_kwargs)
+    actual = fn(*tpu_args, **tpu_kwargs)
+    assert_on_tpu(actual)
+    assert_same(actual, expected, atol=atol, rtol=rtol)
+    outs_cpu = [t for t in tensors_in(expected) if t.requires_grad]
+    outs_tpu = [t for t in tensors_in(actual) if t.requires_grad]
+    assert len(outs_cpu) == len(outs_tpu) > 0
+    gen = torch.Generator().manual_seed(1234)
+    grads = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs_cpu]
+    torch.autograd.backward(outs_cpu, grads)
+    torch.autograd.backward(outs_tpu, [g.to(TPU) for g in grads])
+    leaves_cpu = [t for t in tensors_in((ref_args, ref_kwargs)) if t.requires_grad]
+    leaves_tpu = [t for t in tensors_in((tpu_args, tpu_kwargs)) if t.requires_grad]
+    assert len(leaves_cpu) == len(leaves_tpu) > 0
+    for got, want in zip(leaves_tpu, leaves_cpu, strict=True):
+        assert want.grad is not None
+        assert got.grad is not None, "the tpu leaf got no gradient"
+        assert got.grad.device.type == "tpu"
+        assert_same(got.grad, want.grad, atol=atol, rtol=rtol)
+
+
+@pytest.fixture
+def tpu() -> torch.device:
+    return TPU
+
+
+@pytest.fixture(autouse=True)
+def seed() -> int:
+    """Seeds Python's, torch's CPU and the tpu generators, so each test sees the same data."""
+    value = 0
+    random.seed(value)
+    torch.manual_seed(value)
+    torch.tpu.manual_seed_all(value)
+    return value
+
+
+# Known gaps of the foundation issue: each listed test fails today for a missing or incomplete
+# kernel (see the closing note). They run as strict xfails, so one that starts passing fails the
+# suite until it is removed from this list; nothing is skipped or hidden.
+KNOWN_GAPS: tuple[str, ...] = (
+    "test_device.py::test_explicit_generator",
+    "test_ops.py::test_binary_float32_special_values",
+    "test_ops.py::test_mean_var_std[var_mean-torch.float32]",
+    "test_ops.py::test_mean_var_std[var_mean-torch.bfloat16]",
+    "test_ops.py::test_mean_var_std[var_mean-torch.float16]",
+    "test_ops.py::test_mean_var_std[std_mean_all-torch.float32]",
+    "test_ops.py::test_mean_var_std[std_mean_all-torch.bfloat16]",
+    "test_ops.py::test_mean_var_std[std_mean_all-torch.float16]",
+    "test_ops.py::test_max_min_nan_propagates",
+    "test_ops.py::test_prod",
+    "test_ops.py::test_cumsum",
+    "test_ops.py::test_boolean_mask_index",
+    "test_ops.py::test_index_put_bool_mask[torch.float32]",
+    "test_ops.py::test_index_put_bool_mask[torch.int64]",
+    "test_ops.py::test_scatter_reduce",
+    "test_ops.py::test_index_add_copy_fill",
+    "test_ops.py::test_print_and_repr",
+    "test_ops.py::test_activations[elu-torch.float32]",
+    "test_ops.py::test_activations[elu-torch.bfloat16]",
+    "test_ops.py::test_activations[elu-torch.float16]",
+    "test_ops.py::test_activations[softplus-torch.float32]",
+    "test_ops.py::test_activations[softplus-torch.bfloat16]",
+    "test_ops.py::test_activations[softplus-torch.float16]",
+    "test_ops.py::test_activations[mish-torch.float32]",
+    "test_ops.py::test_activations[mish-torch.bfloat16]",
+    "test_ops.py::test_activations[mish-torch.float16]",
+    "test_ops.py::test_cross_entropy_3d",
+    "test_ops.py::test_backward[index_select]",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        node = item.nodeid.split("tests/python/")[-1]
+        if node in KNOWN_GAPS:
+            item.add_marker(pytest.mark.xfail(strict=True, reason="known gap: not implemented yet"))

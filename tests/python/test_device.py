@@ -1,0 +1,267 @@
+"""Autoload, the torch.tpu module API and plugin selection."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+# The mission's snippet, verbatim (no `import torch_tpu`), then one line that reports the device.
+MISSION_SNIPPET = textwrap.dedent(
+    """\
+    import torch
+    device = torch.device("tpu")
+    x = torch.randn((4, 4), device=device)
+    y = torch.ones((4, 4), device=device)
+    result = torch.matmul(x, y).cpu()
+    """
+)
+REPORT = textwrap.dedent(
+    """\
+    print(f"Executed on device: {x.device}")
+    expected = x.cpu() @ y.cpu()
+    print("matches cpu:", torch.allclose(result, expected, atol=1e-5, rtol=1e-5))
+    """
+)
+
+
+def run_python(
+    code: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.pop("TORCH_TPU_PJRT_PLUGIN", None)
+    full_env.pop("TORCH_TPU_CPU_FALLBACK", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=full_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_mission_snippet_runs_without_import(tmp_path: Path) -> None:
+    assert "import torch_tpu" not in MISSION_SNIPPET
+    # Run from an empty folder so that torch_tpu is found as an installed package, not from cwd.
+    proc = run_python(MISSION_SNIPPET + REPORT, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Executed on device: tpu:0" in proc.stdout
+    assert "matches cpu: True" in proc.stdout
+
+
+def test_autoloaded_without_import() -> None:
+    proc = run_python(
+        "import sys, torch\n"
+        "print('loaded', 'torch_tpu' in sys.modules, hasattr(torch, 'tpu'))\n"
+        "print(torch.empty(2, device='tpu').device)\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "loaded True True" in proc.stdout
+    assert "tpu:0" in proc.stdout
+
+
+def test_device_object(tpu: torch.device) -> None:
+    assert tpu.type == "tpu"
+    t = torch.empty(3, device=tpu)
+    assert t.device == torch.device("tpu", 0)
+    assert t.is_cpu is False
+    assert str(t.device) == "tpu:0"
+    # generate_methods_for_privateuse1_backend: Tensor.tpu() / is_tpu / Module.tpu().
+    assert torch.ones(2).tpu().device.type == "tpu"
+    assert t.is_tpu  # type: ignore[attr-defined]
+    m = torch.nn.Linear(2, 2).tpu()  # type: ignore[operator]
+    assert m.weight.device.type == "tpu"
+
+
+def test_availability_and_devices() -> None:
+    assert torch.tpu.is_available()
+    assert torch.tpu.is_initialized()
+    assert torch.tpu.device_count() >= 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    torch.tpu.set_device("tpu:0")
+    torch.tpu.set_device(torch.device("tpu", 0))
+    assert torch.tpu.current_device() == 0
+    with torch.tpu.device(0):
+        assert torch.tpu.current_device() == 0
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.tpu.set_device(torch.tpu.device_count())
+    with pytest.raises(ValueError):
+        torch.tpu.set_device(torch.device("cpu"))
+
+
+def test_accelerator() -> None:
+    accelerator = torch.accelerator.current_accelerator()
+    assert accelerator is not None
+    assert accelerator.type == "tpu"
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.device_count() == torch.tpu.device_count()
+
+
+def test_synchronize(tpu: torch.device) -> None:
+    a = torch.arange(16, dtype=torch.float32).to(tpu)
+    b = a * 2 + 1
+    torch.tpu.synchronize()
+    torch.tpu.synchronize(0)
+    torch.tpu.synchronize(tpu)
+    torch.accelerator.synchronize()
+    torch.testing.assert_close(b.cpu(), torch.arange(16, dtype=torch.float32) * 2 + 1)
+
+
+def test_device_name_and_properties() -> None:
+    name = torch.tpu.get_device_name()
+    assert isinstance(name, str) and name
+    assert torch.tpu.get_device_name(0) == name
+    props = torch.tpu.get_device_properties()
+    assert props.name == name
+    assert props.platform_name
+    assert props.pjrt_api_version
+    assert Path(props.plugin_path).is_file()
+    assert isinstance(props.total_memory, int)
+    assert torch.tpu.get_device_properties(torch.device("tpu:0")) == props
+
+
+def test_manual_seed_repeats_randn(tpu: torch.device) -> None:
+    torch.tpu.manual_seed(123)
+    a = torch.randn(64, device=tpu).cpu()
+    b = torch.randn(64, device=tpu).cpu()
+    torch.tpu.manual_seed(123)
+    c = torch.randn(64, device=tpu).cpu()
+    torch.testing.assert_close(a, c, atol=0, rtol=0)
+    assert not torch.equal(a, b), "consecutive draws must differ"
+    torch.tpu.manual_seed_all(7)
+    d = torch.randn(64, device=tpu).cpu()
+    torch.tpu.manual_seed_all(7)
+    torch.testing.assert_close(torch.randn(64, device=tpu).cpu(), d, atol=0, rtol=0)
+    assert torch.tpu.initial_seed() == 7
+    # torch.manual_seed seeds every device's generator too, as with CUDA.
+    torch.manual_seed(99)
+    e = torch.randn(64, device=tpu).cpu()
+    torch.manual_seed(99)
+    torch.testing.assert_close(torch.randn(64, device=tpu).cpu(), e, atol=0, rtol=0)
+
+
+def test_randn_statistics(tpu: torch.device) -> None:
+    x = torch.randn(4096, device=tpu).cpu()
+    assert abs(x.mean().item()) < 0.1
+    assert abs(x.std().item() - 1.0) < 0.1
+    u = torch.rand(4096, device=tpu).cpu()
+    assert 0.0 <= u.min().item() and u.max().item() < 1.0
+    assert abs(u.mean().item() - 0.5) < 0.05
+
+
+def test_rng_state_roundtrip(tpu: torch.device) -> None:
+    torch.tpu.manual_seed(5)
+    torch.randn(8, device=tpu)
+    state = torch.tpu.get_rng_state()
+    assert isinstance(state, torch.Tensor) and state.device.type == "cpu"
+    expected = torch.randn(32, device=tpu).cpu()
+    torch.randn(32, device=tpu)  # advance the stream
+    torch.tpu.set_rng_state(state)
+    torch.testing.assert_close(torch.randn(32, device=tpu).cpu(), expected, atol=0, rtol=0)
+    states = torch.tpu.get_rng_state_all()
+    assert len(states) == torch.tpu.device_count()
+    after = torch.randn(32, device=tpu).cpu()
+    torch.tpu.set_rng_state_all(states)
+    torch.testing.assert_close(torch.randn(32, device=tpu).cpu(), after, atol=0, rtol=0)
+
+
+def test_fork_rng(tpu: torch.device) -> None:
+    torch.tpu.manual_seed(11)
+    with torch.random.fork_rng(device_type="tpu"):
+        inside = torch.randn(16, device=tpu).cpu()
+    outside = torch.randn(16, device=tpu).cpu()
+    torch.testing.assert_close(inside, outside, atol=0, rtol=0)
+
+
+def test_explicit_generator(tpu: torch.device) -> None:
+    g = torch.Generator(device=tpu)
+    g.manual_seed(3)
+    a = torch.randn(16, device=tpu, generator=g).cpu()
+    g.manual_seed(3)
+    b = torch.randn(16, device=tpu, generator=g).cpu()
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_memory_stats_move(tpu: torch.device) -> None:
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == before
+    nbytes = 1024 * 1024 * 4
+    t = torch.empty(1024 * 1024, dtype=torch.float32, device=tpu)
+    t.copy_(torch.ones(1024 * 1024))  # write it, so a device buffer surely exists
+    torch.tpu.synchronize()
+    during = torch.tpu.memory_allocated()
+    assert during - before >= nbytes
+    assert torch.tpu.max_memory_allocated() >= during
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == during
+    assert stats["allocated_bytes.all.peak"] >= during
+    u = t + 1  # a second buffer of the same size
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() - before >= 2 * nbytes
+    peak = torch.tpu.max_memory_allocated()
+    del t, u
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() == before
+    assert torch.tpu.max_memory_allocated() == peak  # the peak stays until reset
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == before
+    torch.tpu.empty_cache()
+
+
+def test_plugin_path_points_to_a_file() -> None:
+    import torch_tpu
+
+    assert Path(torch_tpu.plugin_path()).is_file()
+    metrics = torch_tpu.metrics()
+    assert isinstance(metrics, dict) and metrics
+
+
+def test_missing_plugin_path_is_a_clear_error() -> None:
+    proc = run_python("import torch", env={"TORCH_TPU_PJRT_PLUGIN": "/nonexistent.so"})
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)  # an exception, not a crash
+    assert "/nonexistent.so" in proc.stderr
+    assert "TORCH_TPU_PJRT_PLUGIN" in proc.stderr
+    assert "neither a file nor one of cpu, tpu, cuda" in proc.stderr
+
+
+def test_file_that_is_not_a_plugin_is_a_clear_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "not_a_plugin.so"
+    bogus.write_bytes(b"\0" * 64)
+    proc = run_python("import torch", env={"TORCH_TPU_PJRT_PLUGIN": str(bogus)})
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert str(bogus) in proc.stderr
+    assert "cannot load PJRT plugin" in proc.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
+)
+def test_tpu_plugin_not_installed_says_how_to_install() -> None:
+    proc = run_python("import torch", env={"TORCH_TPU_PJRT_PLUGIN": "tpu"})
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "TORCH_TPU_PJRT_PLUGIN=tpu" in proc.stderr
+    assert "no tpu PJRT plugin is installed" in proc.stderr
+    assert "pip install libtpu" in proc.stderr
+
+
+def test_explicit_cpu_plugin_selection() -> None:
+    proc = run_python(
+        "import torch, torch_tpu\n"
+        "print('kind', torch_tpu._state['kind'])\n"
+        "print((torch.ones(3).to('tpu') * 2).cpu().tolist())\n",
+        env={"TORCH_TPU_PJRT_PLUGIN": "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "kind cpu" in proc.stdout
+    assert "[2.0, 2.0, 2.0]" in proc.stdout

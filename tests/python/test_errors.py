@@ -1,0 +1,168 @@
+"""Errors a PyTorch user expects: the same exception types as on CPU, never a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+# An op with no tpu kernel, chosen because nothing in torch_tpu's scope lowers it.
+UNIMPLEMENTED_OP = "aten::special_bessel_j0"
+
+
+def unimplemented(x: torch.Tensor) -> torch.Tensor:
+    return torch.special.bessel_j0(x)
+
+
+def test_mismatched_devices(tpu: torch.device) -> None:
+    a = torch.ones(4, 6, device=tpu)
+    b = torch.ones(4, 6)
+    with pytest.raises(RuntimeError, match="same device"):
+        a + b
+    with pytest.raises(RuntimeError, match="same device"):
+        b * a
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mm(torch.ones(6, 4), a.t())
+    with pytest.raises(RuntimeError):
+        a.add_(b)
+    # A zero-dim CPU tensor is a scalar and may mix with any device, as with CUDA.
+    torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.full((4, 6), 3.0))
+    # The process is still healthy.
+    torch.testing.assert_close((a * 2).cpu(), torch.full((4, 6), 2.0))
+
+
+def test_shape_mismatch(tpu: torch.device) -> None:
+    a = torch.ones(4, 6, device=tpu)
+    b = torch.ones(5, 6, device=tpu)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        a + b
+    with pytest.raises(RuntimeError):
+        a.add_(torch.ones(2, 4, 6, device=tpu))  # in-place cannot broadcast self
+    with pytest.raises(RuntimeError):
+        a.view(5, 5)
+    with pytest.raises(RuntimeError):
+        torch.cat([a, torch.ones(4, 5, device=tpu)])
+    torch.testing.assert_close((a + a).cpu(), torch.full((4, 6), 2.0))
+
+
+def test_mm_bad_shapes(tpu: torch.device) -> None:
+    a = torch.ones(4, 6, device=tpu)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(a, a)
+    with pytest.raises(RuntimeError):
+        torch.matmul(a, torch.ones(5, device=tpu))
+    with pytest.raises(RuntimeError):
+        torch.bmm(a, a)
+    torch.testing.assert_close(torch.mm(a, a.t()).cpu(), torch.full((4, 4), 6.0))
+
+
+def test_inplace_dtype_cast_error_matches_cpu(tpu: torch.device) -> None:
+    cpu_int = torch.ones(4, dtype=torch.int64)
+    with pytest.raises(RuntimeError) as cpu_error:
+        cpu_int.add_(torch.ones(4) * 0.5)
+    tpu_int = cpu_int.to(tpu)
+    with pytest.raises(RuntimeError) as tpu_error:
+        tpu_int.add_(torch.ones(4, device=tpu) * 0.5)
+    assert "can't be cast" in str(cpu_error.value)
+    assert str(tpu_error.value) == str(cpu_error.value)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        tpu_int.mul_(1.5)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.ones(4, dtype=torch.bool, device=tpu).add_(tpu_int)
+    # The failed ops left the tensor untouched.
+    assert torch.equal(tpu_int.cpu(), torch.ones(4, dtype=torch.int64))
+
+
+def test_integer_alpha_with_float_error(tpu: torch.device) -> None:
+    a = torch.ones(4, dtype=torch.int32, device=tpu)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+        torch.add(a, a, alpha=0.5)
+
+
+def test_index_out_of_range_is_an_error_not_a_crash(tpu: torch.device) -> None:
+    a = torch.ones(4, 6, device=tpu)
+    with pytest.raises(IndexError):
+        a[4]
+    with pytest.raises((IndexError, RuntimeError)):
+        a.select(1, 7)
+
+
+def test_item_on_multi_element_tensor(tpu: torch.device) -> None:
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(3, device=tpu).item()
+
+
+def test_unimplemented_op_raises_not_implemented(tpu: torch.device) -> None:
+    x = torch.linspace(0, 3, 6).to(tpu)
+    with pytest.raises(NotImplementedError) as info:
+        unimplemented(x)
+    message = str(info.value)
+    assert UNIMPLEMENTED_OP in message
+    assert "tpu" in message
+    assert "TORCH_TPU_CPU_FALLBACK=1" in message
+    # A second call raises the same way and the process keeps working.
+    with pytest.raises(NotImplementedError):
+        unimplemented(x)
+    torch.testing.assert_close((x * 2).cpu(), torch.linspace(0, 3, 6) * 2)
+
+
+def test_unimplemented_linalg_op_raises_not_implemented(tpu: torch.device) -> None:
+    a = torch.eye(3).to(tpu)
+    with pytest.raises(NotImplementedError, match="TORCH_TPU_CPU_FALLBACK"):
+        torch.linalg.svd(a)
+
+
+FALLBACK_SCRIPT = textwrap.dedent(
+    """\
+    import warnings
+    import torch
+    x = torch.linspace(0, 3, 6)
+    t = x.to("tpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # count every warning the C++ side raises
+        first = torch.special.bessel_j0(t)
+        second = torch.special.bessel_j0(t * 1)
+        u, s, vh = torch.linalg.svd(torch.diag(torch.tensor([3.0, 2.0, 1.0])).to("tpu"))
+    print("device", first.device, second.device, s.device)
+    print("close", torch.allclose(first.cpu(), torch.special.bessel_j0(x)))
+    print("svd", s.cpu().tolist())
+    messages = [str(w.message) for w in caught]
+    print("bessel_warnings", sum("special_bessel_j0" in m for m in messages))
+    print("svd_warnings", sum("svd" in m for m in messages))
+    for m in messages:
+        print("warning:", m)
+    """
+)
+
+
+def test_cpu_fallback_opt_in_runs_and_warns_once() -> None:
+    env = dict(os.environ, TORCH_TPU_CPU_FALLBACK="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", FALLBACK_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "device tpu:0 tpu:0 tpu:0" in out
+    assert "close True" in out
+    assert "svd [3.0, 2.0, 1.0]" in out
+    assert "bessel_warnings 1" in out, out
+    assert "svd_warnings 1" in out, out
+    assert "TORCH_TPU_CPU_FALLBACK=1" in out
+
+
+def test_errors_inside_autograd_backward_are_catchable(tpu: torch.device) -> None:
+    x = torch.ones(4, device=tpu, requires_grad=True)
+    y = (x * 2).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 2.0))
