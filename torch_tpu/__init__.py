@@ -8,9 +8,21 @@ from __future__ import annotations
 
 import os
 
-import torch
 
-from . import _plugin
+def _autoload() -> None:
+    """Entry point for torch's backend autoload (``torch.backends`` group).
+
+    Defined before ``import torch``: when torch_tpu itself is imported first, torch's autoload
+    finds this half-initialised module; the initialisation at the bottom then does the work.
+    """
+    initialize = globals().get("_initialize")
+    if initialize is not None:
+        initialize()
+
+
+import torch  # noqa: E402
+
+from . import _plugin  # noqa: E402
 
 __all__ = ["metrics", "reset_metrics", "plugin_path"]
 
@@ -33,11 +45,6 @@ def _initialize() -> None:
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
     _state.update(initialized=True, plugin=str(path), kind=kind)
-
-
-def _autoload() -> None:
-    """Entry point for torch's backend autoload (``torch.backends`` group)."""
-    _initialize()
 
 
 def plugin_path() -> str:
