@@ -30,7 +30,10 @@ class CMakeBuild(build_ext):
         built = next(build_dir.glob("_C*.so"))
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built, target)
+        # Copy then rename: overwriting a loaded .so in place crashes processes using it.
+        staging = target.with_suffix(".so.tmp")
+        shutil.copy2(built, staging)
+        staging.replace(target)
 
 
 setup(

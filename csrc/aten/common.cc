@@ -158,10 +158,29 @@ double highest(ElementType type) {
   }
 }
 
+Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y) {
+  if (x.type == ElementType::Pred) return b.binary(op == "maximum" ? "or" : "and", x, y);
+  Value r = b.binary(op, x, y);
+  if (!hlo::is_float(x.type)) return r;
+  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, r));
+}
+
+Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max) {
+  Value init;
+  if (x.type == ElementType::S64) {
+    init = b.constant_int(is_max ? std::numeric_limits<int64_t>::min()
+                                 : std::numeric_limits<int64_t>::max(), x.type);
+  } else {
+    init = b.constant(is_max ? lowest(x.type) : highest(x.type), x.type);
+  }
+  const std::string op = is_max ? "maximum" : "minimum";
+  return b.reduce({x}, {init}, dims, [&op](Builder& r, const std::vector<Value>& args) {
+    return std::vector<Value>{extremum(r, op, args[0], args[1])};
+  })[0];
+}
+
 Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
-  Value init = x.type == ElementType::S64 ? b.constant_int(std::numeric_limits<int64_t>::min(), x.type)
-                                          : b.constant(lowest(x.type), x.type);
-  return b.reduce(x, init, dims, x.type == ElementType::Pred ? "or" : "maximum");
+  return reduce_extremum(b, x, dims, true);
 }
 
 Value erf(Builder& b, const Value& x) {

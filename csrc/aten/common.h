@@ -42,6 +42,11 @@ std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t 
 // Shape with `dims` kept as size 1 (keepdim=True).
 Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims);
 Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
+// stablehlo maximum/minimum ("maximum" or "minimum") that propagate NaN from either operand,
+// as torch does (XLA's CPU lowering keeps the second operand's number).
+Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y);
+// max (is_max) or min over `dims`, NaN-propagating for floats.
+Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max);
 Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims);
 double lowest(ElementType type);
 double highest(ElementType type);

@@ -82,8 +82,14 @@ LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
 LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Tensor_Scalar",
        "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Scalar", "pow.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "power"); });
-LOWER({"maximum", "maximum.out"}, [](LoweringContext& ctx) { return binary_promoted(ctx, "maximum"); });
-LOWER({"minimum", "minimum.out"}, [](LoweringContext& ctx) { return binary_promoted(ctx, "minimum"); });
+Values extremum_promoted(LoweringContext& ctx, const char* op) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  return {extremum(ctx.b, op, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
+}
+LOWER({"maximum", "maximum.out"}, [](LoweringContext& ctx) { return extremum_promoted(ctx, "maximum"); });
+LOWER({"minimum", "minimum.out"}, [](LoweringContext& ctx) { return extremum_promoted(ctx, "minimum"); });
 LOWER({"atan2", "atan2_", "atan2.out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "atan2", true); });
 LOWER({"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out",
@@ -198,10 +204,10 @@ Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape);
   if (min_index >= 0 && !ctx.arg(min_index).isNone()) {
-    x = ctx.b.binary("maximum", x, operand(ctx, min_index, t, shape));
+    x = extremum(ctx.b, "maximum", x, operand(ctx, min_index, t, shape));
   }
   if (max_index >= 0 && !ctx.arg(max_index).isNone()) {
-    x = ctx.b.binary("minimum", x, operand(ctx, max_index, t, shape));
+    x = extremum(ctx.b, "minimum", x, operand(ctx, max_index, t, shape));
   }
   return {x};
 }
@@ -298,7 +304,7 @@ LOWER({"isnan"}, [](LoweringContext& ctx) {
 // Activations and their gradients.
 LOWER({"relu", "relu_"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  return Values{ctx.b.binary("maximum", x, splat(ctx.b, 0, x.type, x.shape))};
+  return Values{extremum(ctx.b, "maximum", x, splat(ctx.b, 0, x.type, x.shape))};
 });
 LOWER({"threshold_backward", "threshold_backward.grad_input"}, [](LoweringContext& ctx) {
   Value grad = ctx.tensor(0);
@@ -435,6 +441,109 @@ Values addc(LoweringContext& ctx, const char* op) {
 }
 LOWER({"addcmul", "addcmul_", "addcmul.out"}, [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
 LOWER({"addcdiv", "addcdiv_", "addcdiv.out"}, [](LoweringContext& ctx) { return addc(ctx, "divide"); });
+
+}  // namespace
+}  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+// elu(self, alpha, scale, input_scale): x > 0 ? scale x : scale alpha (exp(x input_scale) - 1)
+LOWER({"elu", "elu_", "elu.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
+  Value alpha = s(1), scale = s(2), input_scale = s(3);
+  Value negative = b.binary("multiply", b.binary("multiply", scale, alpha),
+                            b.unary("exponential_minus_one", b.binary("multiply", x, input_scale)));
+  Value positive = b.binary("multiply", scale, x);
+  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), positive, negative)};
+});
+// elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
+LOWER({"elu_backward", "elu_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(5);
+  auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
+  Value alpha = s(1), scale = s(2), input_scale = s(3);
+  Value negative_coefficient = b.binary("multiply", alpha, scale);
+  Value negative = ctx.arg(4).toBool()
+                       ? b.binary("multiply", input_scale, b.binary("add", x, negative_coefficient))
+                       : b.binary("multiply", b.binary("multiply", input_scale, negative_coefficient),
+                                  b.unary("exponential", b.binary("multiply", x, input_scale)));
+  Value slope = b.select(b.compare("LE", x, splat(b, 0, x.type, x.shape)), negative, scale);
+  return Values{b.binary("multiply", grad, slope)};
+});
+
+// softplus(x) = log1p(exp(beta x)) / beta, or x where beta x > threshold.
+Value softplus(Builder& b, const Value& x, const Value& beta, const Value& threshold) {
+  Value scaled = b.binary("multiply", x, beta);
+  Value soft = b.binary("divide", b.unary("log_plus_one", b.unary("exponential", scaled)), beta);
+  return b.select(b.compare("GT", scaled, threshold), x, soft);
+}
+LOWER({"softplus", "softplus.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  return Values{softplus(b, x, as(b, ctx.scalar(1, x.type), x.type, x.shape),
+                         as(b, ctx.scalar(2, x.type), x.type, x.shape))};
+});
+LOWER({"softplus_backward", "softplus_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value beta = as(b, ctx.scalar(2, x.type), x.type, x.shape);
+  Value threshold = as(b, ctx.scalar(3, x.type), x.type, x.shape);
+  Value scaled = b.binary("multiply", x, beta);
+  Value d = b.unary("logistic", scaled);
+  return Values{b.select(b.compare("GT", scaled, threshold), grad, b.binary("multiply", grad, d))};
+});
+
+// mish(x) = x tanh(softplus(x)), softplus with beta 1, threshold 20 as torch's kernel.
+LOWER({"mish", "mish_", "mish.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Value sp = softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape));
+  return Values{b.binary("multiply", x, b.unary("tanh", sp))};
+});
+LOWER({"mish_backward"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  Value t = b.unary("tanh", softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape)));
+  Value one = splat(b, 1, x.type, x.shape);
+  Value d = b.binary("add", t, b.binary("multiply", b.binary("multiply", x, b.unary("logistic", x)),
+                                        b.binary("subtract", one, b.binary("multiply", t, t))));
+  return Values{b.binary("multiply", grad, d)};
+});
+
+}  // namespace
+}  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+double largest_finite(ElementType type) {
+  switch (type) {
+    case ElementType::F16: return 65504.0;
+    case ElementType::BF16: return 3.3895313892515355e38;
+    case ElementType::F32: return 3.4028234663852886e38;
+    default: return 1.7976931348623157e308;
+  }
+}
+
+// nan_to_num(self, nan?, posinf?, neginf?): the replacements are floats, part of the key.
+LOWER({"nan_to_num", "nan_to_num_", "nan_to_num.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (!hlo::is_float(x.type)) return Values{x};
+  auto value_or = [&](int index, double fallback) {
+    return ctx.arg(index).isNone() ? fallback : ctx.arg(index).toDouble();
+  };
+  double big = largest_finite(x.type);
+  Value nan = splat(b, value_or(1, 0.0), x.type, x.shape);
+  Value posinf = splat(b, value_or(2, big), x.type, x.shape);
+  Value neginf = splat(b, value_or(3, -big), x.type, x.shape);
+  Value out = b.select(is_nan(b, x), nan, x);
+  out = b.select(b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape)), posinf, out);
+  return Values{b.select(b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape)), neginf, out)};
+});
 
 }  // namespace
 }  // namespace torch_tpu::aten

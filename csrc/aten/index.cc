@@ -128,6 +128,75 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
   return {scatter_along(ctx.b, self, dim, index, src, reduce)};
 }
 
+// Scatters `updates` (shaped like self with `dim` of length index.numel()) into self along
+// `dim` at the positions `index` (rank <= 1), combining by `op` ("" replaces).
+Value scatter_slices(Builder& b, const Value& self, int64_t dim, const Value& index,
+                     const Value& updates, const std::string& op) {
+  std::vector<int64_t> to_front{dim};
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (d != dim) to_front.push_back(d);
+  }
+  std::vector<int64_t> back(to_front.size());
+  for (size_t i = 0; i < to_front.size(); ++i) back[to_front[i]] = static_cast<int64_t>(i);
+  int64_t count = hlo::num_elements(index.shape);
+  Value coordinates = b.reshape(wrap_index(b, index, self.shape[dim]), {count, 1});
+  hlo::ScatterDims dims;
+  for (int64_t d = 1; d < self.rank(); ++d) dims.update_window_dims.push_back(d);
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = 1;
+  Value scattered = b.scatter(b.transpose(self, to_front), coordinates, b.transpose(updates, to_front), dims,
+                              [op](Builder& r, const std::vector<Value>& a) {
+                                if (op.empty()) return std::vector<Value>{a[1]};
+                                return std::vector<Value>{r.binary(op, a[0], a[1])};
+                              });
+  return b.transpose(scattered, back);
+}
+
+Shape with_dim(const Shape& shape, int64_t dim, int64_t size) {
+  Shape out = shape;
+  out[dim] = size;
+  return out;
+}
+
+// index_add(self, dim, index, source, alpha)
+LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  if (self.rank() == 0) self = b.reshape(self, {1});
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  Value index = ctx.tensor(2);
+  Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
+  Value source = b.reshape(b.convert(ctx.tensor(3), self.type), update_shape);
+  source = b.binary("multiply", source, as(b, ctx.scalar(4, self.type), self.type, update_shape));
+  Value out = scatter_slices(b, self, dim, index, source, self.type == ElementType::Pred ? "or" : "add");
+  return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+});
+LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  if (self.rank() == 0) self = b.reshape(self, {1});
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  Value index = ctx.tensor(2);
+  Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
+  Value source = b.reshape(b.convert(ctx.tensor(3), self.type), update_shape);
+  Value out = scatter_slices(b, self, dim, index, source, "");
+  return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+});
+LOWER({"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Scalar_out",
+       "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value self = ctx.tensor(0);
+        if (self.rank() == 0) self = b.reshape(self, {1});
+        int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+        Value index = ctx.tensor(2);
+        Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
+        Value value = operand(ctx, 3, self.type, update_shape);
+        Value out = scatter_slices(b, self, dim, index, value, "");
+        return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+      });
+
 LOWER({"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",
        "scatter.value_out"},
       [](LoweringContext& ctx) { return scatter_impl(ctx, ""); });
@@ -136,6 +205,62 @@ LOWER({"scatter.reduce", "scatter_.reduce", "scatter.reduce_out", "scatter.value
       [](LoweringContext& ctx) { return scatter_impl(ctx, ctx.arg(4).toStringRef()); });
 LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
       [](LoweringContext& ctx) { return scatter_impl(ctx, "add"); });
+
+// scatter_reduce(self, dim, index, src, reduce, include_self): sum, prod, mean, amax, amin.
+LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), std::max<int64_t>(self.rank(), 1));
+  Value index = ctx.tensor(2);
+  Value src = b.convert(ctx.tensor(3), self.type);
+  const std::string reduce = ctx.arg(4).toStringRef();
+  bool include_self = ctx.arg(5).toBool();
+  if (self.rank() == 0) return Values{self};
+  ElementType t = self.type;
+  // Where no index lands, self is kept whatever include_self says.
+  Value hit = scatter_along(b, splat(b, 0, ElementType::S64, self.shape), dim, index,
+                            splat(b, 1, ElementType::S64, index.shape), "add");
+  Value touched = b.compare("GT", hit, splat(b, 0, ElementType::S64, self.shape));
+  auto identity_where_touched = [&](double identity) {
+    if (include_self) return self;
+    return b.select(touched, splat(b, identity, t, self.shape), self);
+  };
+  if (reduce == "sum" || reduce == "mean") {
+    Value total = scatter_along(b, identity_where_touched(0), dim, index, src, "add");
+    if (reduce == "sum") return Values{total};
+    Value count = b.binary("add", hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
+    count = b.select(b.compare("EQ", count, splat(b, 0, ElementType::S64, self.shape)),
+                     splat(b, 1, ElementType::S64, self.shape), count);
+    Value mean = b.binary("divide", total, b.convert(count, t));
+    if (!hlo::is_float(t)) {
+      // Integer mean rounds toward negative infinity, as torch's floor division.
+      Value c = b.convert(count, t);
+      Value fix = b.binary("and", b.compare("NE", b.binary("remainder", total, c), splat(b, 0, t, self.shape)),
+                           b.compare("LT", total, splat(b, 0, t, self.shape)));
+      mean = b.select(fix, b.binary("subtract", mean, splat(b, 1, t, self.shape)), mean);
+    }
+    return Values{b.select(touched, mean, self)};
+  }
+  if (reduce == "prod") {
+    return Values{scatter_along(b, identity_where_touched(1), dim, index, src, "multiply")};
+  }
+  TORCH_CHECK(reduce == "amax" || reduce == "amin", "reduce argument must be either sum, prod, "
+              "mean, amax or amin, got ", reduce);
+  bool is_max = reduce == "amax";
+  Value base = identity_where_touched(is_max ? lowest(t) : highest(t));
+  hlo::ScatterDims dims;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    dims.inserted_window_dims.push_back(d);
+    dims.scatter_dims_to_operand_dims.push_back(d);
+  }
+  dims.index_vector_dim = index.rank();
+  Shape zeros(src.rank(), 0), ones(src.rank(), 1);
+  Value updates = b.slice(src, zeros, index.shape, ones);
+  return Values{b.scatter(base, coordinates(b, index, dim, self.shape[dim]), updates, dims,
+                          [is_max](Builder& r, const std::vector<Value>& a) {
+                            return std::vector<Value>{extremum(r, is_max ? "maximum" : "minimum", a[0], a[1])};
+                          })};
+});
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
 // front, gathered with one coordinate vector per element of the broadcast index shape.
@@ -188,7 +313,8 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
   return plan;
 }
 
-LOWER({"index.Tensor", "index.Tensor_out"}, [](LoweringContext& ctx) {
+// "@index" is called by the index.Tensor kernel (data_dependent.cc) once masks are expanded.
+LOWER({"@index", "index.Tensor_out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
   IndexPlan plan = plan_index(ctx, self, 1);
@@ -258,7 +384,7 @@ Values index_put(LoweringContext& ctx) {
   for (size_t i = 0; i < plan.permutation.size(); ++i) inverse[plan.permutation[i]] = static_cast<int64_t>(i);
   return {b.transpose(scattered, inverse)};
 }
-LOWER({"_index_put_impl_", "_index_put_impl", "_index_put_impl.out", "index_put", "index_put.out"},
+LOWER({"@index_put", "_index_put_impl", "_index_put_impl.out", "index_put.out"},
       [](LoweringContext& ctx) { return index_put(ctx); });
 
 LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringContext& ctx) {

@@ -15,11 +15,11 @@ struct NllTerms {
   Value onehot;   // [N, C]: w[t] where class == t
 };
 
-NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, int target_index, int weight_index,
-                   int ignore_index_arg) {
+NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, const Value& target_values,
+                   int weight_index, int ignore_index_arg) {
   Builder& b = ctx.b;
   int64_t n = self2d.shape[0], c = self2d.shape[1];
-  Value target = b.reshape(b.convert(ctx.tensor(target_index), ElementType::S64), {n});
+  Value target = b.reshape(b.convert(target_values, ElementType::S64), {n});
   int64_t ignore = ctx.arg(ignore_index_arg).toInt();
   Value classes = b.iota({n, c}, ElementType::S64, 1);
   Value hit = b.compare("EQ", classes, b.broadcast_in_dim(target, {n, c}, {0}));
@@ -36,6 +36,37 @@ NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, int target_index, 
   return terms;
 }
 
+// nll_loss(2d)_forward's (output, total_weight) over samples `flat` [n, C]; the arguments
+// (target, weight?, reduction, ignore_index) sit at positions 1-4 in both schemas.
+Values nll_forward(LoweringContext& ctx, const Value& flat, const Shape& unreduced_shape) {
+  Builder& b = ctx.b;
+  NllTerms t = nll_terms(ctx, flat, ctx.tensor(1), 2, 4);
+  int64_t reduction = ctx.arg(3).toInt();
+  Value total_weight = sum(b, t.weights, {0});
+  if (reduction == kReductionNone) return {b.reshape(t.picked, unreduced_shape), total_weight};
+  Value total = sum(b, t.picked, {0});
+  if (reduction == kReductionMean) total = b.binary("divide", total, total_weight);
+  return {total, total_weight};
+}
+
+// The gradient [n, C] over samples `flat`; (grad_output, self, target, weight?, reduction,
+// ignore_index, total_weight) sit at the same positions in both backward schemas.
+Value nll_backward(LoweringContext& ctx, const Value& flat) {
+  Builder& b = ctx.b;
+  NllTerms t = nll_terms(ctx, flat, ctx.tensor(2), 3, 5);
+  Value grad = ctx.tensor(0);
+  int64_t reduction = ctx.arg(4).toInt();
+  Value scale;
+  if (reduction == kReductionNone) {
+    scale = b.broadcast_in_dim(b.reshape(grad, {flat.shape[0]}), flat.shape, {0});
+  } else {
+    Value g = b.reshape(grad, {});
+    if (reduction == kReductionMean) g = b.binary("divide", g, b.reshape(ctx.tensor(6), {}));
+    scale = broadcast_to(b, g, flat.shape);
+  }
+  return b.unary("negate", b.binary("multiply", t.onehot, scale));
+}
+
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
 LOWER({"nll_loss_forward", "nll_loss_forward.output"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -47,36 +78,46 @@ LOWER({"nll_loss_forward", "nll_loss_forward.output"}, [](LoweringContext& ctx) 
   TORCH_CHECK(target.numel() == batch, "Expected input batch_size (", batch,
               ") to match target batch_size (", target.numel(), ").");
   Value self2d = self.rank() == 2 ? self : b.reshape(self, {1, self.shape[0]});
-  NllTerms t = nll_terms(ctx, self2d, 1, 2, 4);
-  int64_t reduction = ctx.arg(3).toInt();
-  Value total_weight = sum(b, t.weights, {0});
-  if (reduction == kReductionNone) {
-    Value out = self.rank() == 2 ? t.picked : b.reshape(t.picked, {});
-    return Values{out, total_weight};
-  }
-  Value total = sum(b, t.picked, {0});
-  if (reduction == kReductionMean) total = b.binary("divide", total, total_weight);
-  return Values{total, total_weight};
+  return nll_forward(ctx, self2d, self.rank() == 2 ? Shape{self.shape[0]} : Shape{});
 });
 
 // nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
 LOWER({"nll_loss_backward", "nll_loss_backward.grad_input"}, [](LoweringContext& ctx) {
+  Value self = ctx.tensor(1);
+  Value self2d = self.rank() == 2 ? self : ctx.b.reshape(self, {1, self.shape[0]});
+  return Values{ctx.b.reshape(nll_backward(ctx, self2d), self.shape)};
+});
+
+// [N, C, d...] -> [N * d..., C]: spatial positions become samples.
+Value samples_by_class(Builder& b, const Value& self) {
+  std::vector<int64_t> permutation{0};
+  for (int64_t d = 2; d < self.rank(); ++d) permutation.push_back(d);
+  permutation.push_back(1);
+  int64_t c = self.shape[1];
+  return b.reshape(b.transpose(self, permutation), {hlo::num_elements(self.shape) / c, c});
+}
+
+// nll_loss2d_forward(self [N, C, H, W], target [N, H, W], weight?, reduction, ignore_index)
+LOWER({"nll_loss2d_forward", "nll_loss2d_forward.output"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value grad = ctx.tensor(0), self = ctx.tensor(1);
-  Value self2d = self.rank() == 2 ? self : b.reshape(self, {1, self.shape[0]});
-  NllTerms t = nll_terms(ctx, self2d, 2, 3, 5);
-  int64_t reduction = ctx.arg(4).toInt();
-  Shape shape = self2d.shape;
-  Value scale;
-  if (reduction == kReductionNone) {
-    scale = b.broadcast_in_dim(b.reshape(grad, {shape[0]}), shape, {0});
-  } else {
-    Value g = b.reshape(grad, {});
-    if (reduction == kReductionMean) g = b.binary("divide", g, b.reshape(ctx.tensor(6), {}));
-    scale = broadcast_to(b, g, shape);
-  }
-  Value out = b.unary("negate", b.binary("multiply", t.onehot, scale));
-  return Values{b.reshape(out, self.shape)};
+  Value self = ctx.tensor(0);
+  TORCH_CHECK(self.rank() == 4, "only batches of spatial inputs supported (4D tensors), but got "
+              "input of size: [", hlo::join(self.shape), "]");
+  const at::Tensor& target = ctx.tensor_meta(1);
+  TORCH_CHECK(target.dim() == 3 && target.size(0) == self.shape[0] && target.size(1) == self.shape[2] &&
+                  target.size(2) == self.shape[3],
+              "only batches of spatial targets supported (3D tensors) matching the input");
+  return nll_forward(ctx, samples_by_class(b, self), {self.shape[0], self.shape[2], self.shape[3]});
+});
+
+// nll_loss2d_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
+LOWER({"nll_loss2d_backward", "nll_loss2d_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(1);
+  Value out = nll_backward(ctx, samples_by_class(b, self));
+  // [N*H*W, C] -> [N, H, W, C] -> [N, C, H, W]
+  Value nhwc = b.reshape(out, {self.shape[0], self.shape[2], self.shape[3], self.shape[1]});
+  return Values{b.transpose(nhwc, {0, 3, 1, 2})};
 });
 
 Value reduce_loss(Builder& b, const Value& loss, int64_t reduction) {

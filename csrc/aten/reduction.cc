@@ -66,10 +66,7 @@ LOWER({"mean", "mean.dtype_out"}, [](LoweringContext& ctx) {
 });
 
 Value extreme(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max) {
-  if (is_max) return max_value(b, x, dims);
-  Value init = x.type == ElementType::S64 ? b.constant_int(std::numeric_limits<int64_t>::max(), x.type)
-                                          : b.constant(highest(x.type), x.type);
-  return b.reduce(x, init, dims, x.type == ElementType::Pred ? "and" : "minimum");
+  return reduce_extremum(b, x, dims, is_max);
 }
 
 Values amax_amin(LoweringContext& ctx, bool is_max) {
@@ -156,8 +153,9 @@ Values argmax_argmin(LoweringContext& ctx, bool is_max) {
 LOWER({"argmax", "argmax.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, true); });
 LOWER({"argmin", "argmin.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, false); });
 
-// var/std with a runtime correction: sum((x - mean)^2) / max(N - correction, 0).
-Value variance(LoweringContext& ctx, bool take_sqrt) {
+// var/std with a runtime correction: sum((x - mean)^2) / max(N - correction, 0). Returns
+// {var or std, mean}.
+Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   TORCH_CHECK(hlo::is_float(x.type), "std and var only support floating point and complex dtypes");
@@ -175,10 +173,52 @@ Value variance(LoweringContext& ctx, bool take_sqrt) {
                                b.constant(0.0, acc));
   Value var = b.binary("divide", squares, broadcast_to(b, denominator, squares.shape));
   if (take_sqrt) var = b.unary("sqrt", var);
-  return b.reshape(b.convert(var, x.type), out_shape(x.shape, dims, keepdim));
+  Shape shape = out_shape(x.shape, dims, keepdim);
+  return {b.reshape(b.convert(var, x.type), shape), b.reshape(b.convert(mean, x.type), shape)};
 }
-LOWER({"var.correction", "var.correction_out"}, [](LoweringContext& ctx) { return Values{variance(ctx, false)}; });
-LOWER({"std.correction", "std.correction_out"}, [](LoweringContext& ctx) { return Values{variance(ctx, true)}; });
+LOWER({"var.correction", "var.correction_out"},
+      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, false)[0]}; });
+LOWER({"std.correction", "std.correction_out"},
+      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, true)[0]}; });
+LOWER({"var_mean.correction", "var_mean.correction_out"},
+      [](LoweringContext& ctx) { return variance_and_mean(ctx, false); });
+LOWER({"std_mean.correction", "std_mean.correction_out"},
+      [](LoweringContext& ctx) { return variance_and_mean(ctx, true); });
+
+Value product(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  if (x.type == ElementType::Pred) return b.reduce(x, b.constant_int(1, x.type), dims, "and");
+  return b.reduce(x, b.constant(1.0, x.type), dims, "multiply");
+}
+LOWER({"prod", "prod.out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, 1, x);
+  return Values{product(ctx.b, ctx.b.convert(x, t), reduce_dims(ctx, -1, x.rank()))};
+});
+LOWER({"prod.dim_int", "prod.int_out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, 3, x);
+  std::vector<int64_t> dims = x.rank() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{wrap_dim(ctx.arg(1).toInt(), x.rank())};
+  Value p = product(ctx.b, ctx.b.convert(x, t), dims);
+  return Values{ctx.b.reshape(p, out_shape(x.shape, dims, ctx.arg(2).toBool()))};
+});
+
+// Inclusive scan along `dim`: a window covering everything before each position.
+Value scan(Builder& b, const Value& x, int64_t dim, const std::string& op, double identity) {
+  if (x.rank() == 0) return x;
+  std::vector<int64_t> window(x.rank(), 1), ones(x.rank(), 1);
+  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
+  window[dim] = x.shape[dim];
+  padding[dim] = {x.shape[dim] - 1, 0};
+  return b.reduce_window(x, b.constant(identity, x.type), window, ones, ones, ones, padding, op);
+}
+Values scan_op(LoweringContext& ctx, const std::string& op, double identity) {
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, 2, x);
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  return {scan(ctx.b, ctx.b.convert(x, t), dim, op, identity)};
+}
+LOWER({"cumsum", "cumsum_", "cumsum.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "add", 0); });
+LOWER({"cumprod", "cumprod_", "cumprod.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "multiply", 1); });
 
 Values any_all(LoweringContext& ctx, int dims_index, bool keepdim, bool is_any) {
   Builder& b = ctx.b;

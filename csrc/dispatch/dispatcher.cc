@@ -328,7 +328,13 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
         break;
       }
       case ParamSource::Kind::RngState: {
-        auto generator = default_generator(static_cast<c10::DeviceIndex>(device));
+        at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
+        for (const c10::IValue& value : args) {
+          if (value.isGenerator() && value.toGenerator().defined()) generator = value.toGenerator();
+        }
+        TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+                    "Expected a 'tpu' device type for generator but found '",
+                    generator.device().type(), "'");
         std::array<uint64_t, 2> state;
         {
           std::lock_guard<std::mutex> lock(generator.mutex());
@@ -484,6 +490,13 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
 
 void await_all_pending() { await_pending(); }
 
+const Lowering& find_lowering(const std::string& name) {
+  for (const auto& [pending_name, pending] : pending_lowerings()) {
+    if (pending_name == name) return pending.fn;
+  }
+  TORCH_INTERNAL_ASSERT(false, "torch_tpu: no lowering named ", name);
+}
+
 int64_t cache_size() {
   std::lock_guard<std::mutex> lock(cache_mutex);
   return static_cast<int64_t>(cache.size());
@@ -497,7 +510,9 @@ void clear_cache() {
 // Names of every lowered op, for registration (see registration.cc).
 std::vector<std::string> lowered_op_names() {
   std::vector<std::string> names;
-  for (const auto& [name, lowering] : pending_lowerings()) names.push_back(name);
+  for (const auto& [name, lowering] : pending_lowerings()) {
+    if (name.front() != '@') names.push_back(name);
+  }
   return names;
 }
 

@@ -23,6 +23,10 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
                                       const c10::FunctionSchema& schema,
                                       std::vector<c10::IValue> args);
 
+// A registered lowering by name; names starting with '@' are internal lowerings that kernels
+// call through run_lowering and that are not installed as op kernels themselves.
+const Lowering& find_lowering(const std::string& name);
+
 // The storage's current buffer, created as zeros if the storage was never written.
 std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor);
 

@@ -186,36 +186,7 @@ def seed() -> int:
 # Known gaps of the foundation issue: each listed test fails today for a missing or incomplete
 # kernel (see the closing note). They run as strict xfails, so one that starts passing fails the
 # suite until it is removed from this list; nothing is skipped or hidden.
-KNOWN_GAPS: tuple[str, ...] = (
-    "test_device.py::test_explicit_generator",
-    "test_ops.py::test_binary_float32_special_values",
-    "test_ops.py::test_mean_var_std[var_mean-torch.float32]",
-    "test_ops.py::test_mean_var_std[var_mean-torch.bfloat16]",
-    "test_ops.py::test_mean_var_std[var_mean-torch.float16]",
-    "test_ops.py::test_mean_var_std[std_mean_all-torch.float32]",
-    "test_ops.py::test_mean_var_std[std_mean_all-torch.bfloat16]",
-    "test_ops.py::test_mean_var_std[std_mean_all-torch.float16]",
-    "test_ops.py::test_max_min_nan_propagates",
-    "test_ops.py::test_prod",
-    "test_ops.py::test_cumsum",
-    "test_ops.py::test_boolean_mask_index",
-    "test_ops.py::test_index_put_bool_mask[torch.float32]",
-    "test_ops.py::test_index_put_bool_mask[torch.int64]",
-    "test_ops.py::test_scatter_reduce",
-    "test_ops.py::test_index_add_copy_fill",
-    "test_ops.py::test_print_and_repr",
-    "test_ops.py::test_activations[elu-torch.float32]",
-    "test_ops.py::test_activations[elu-torch.bfloat16]",
-    "test_ops.py::test_activations[elu-torch.float16]",
-    "test_ops.py::test_activations[softplus-torch.float32]",
-    "test_ops.py::test_activations[softplus-torch.bfloat16]",
-    "test_ops.py::test_activations[softplus-torch.float16]",
-    "test_ops.py::test_activations[mish-torch.float32]",
-    "test_ops.py::test_activations[mish-torch.bfloat16]",
-    "test_ops.py::test_activations[mish-torch.float16]",
-    "test_ops.py::test_cross_entropy_3d",
-    "test_ops.py::test_backward[index_select]",
-)
+KNOWN_GAPS: tuple[str, ...] = ()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

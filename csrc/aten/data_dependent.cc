@@ -1,0 +1,99 @@
+// Ops whose output shape depends on tensor values (nonzero, boolean-mask indexing,
+// masked_select): an explicit host round trip finds the positions, then the device gathers or
+// scatters with integer indices. The round trip is a sync point, as on CUDA.
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/clone.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/nonzero.h>
+#include <torch/library.h>
+
+#include "csrc/dispatch/dispatcher.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+at::Tensor nonzero_kernel(const at::Tensor& self) {
+  return at::nonzero(self.cpu()).to(self.device());
+}
+
+bool is_mask(const std::optional<at::Tensor>& index) {
+  return index.has_value() && index->defined() &&
+         (index->scalar_type() == at::kBool || index->scalar_type() == at::kByte);
+}
+
+// Each mask becomes one long index per dimension it covers, as torch's expandTensors does.
+IndexList expand_masks(const at::Tensor& self, const IndexList& indices) {
+  IndexList expanded;
+  int64_t dim = 0;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!is_mask(index)) {
+      expanded.push_back(index);
+      ++dim;
+      continue;
+    }
+    const at::Tensor& mask = *index;
+    for (int64_t j = 0; j < mask.dim(); ++j) {
+      TORCH_CHECK_INDEX(dim + j < self.dim() && mask.size(j) == self.size(dim + j),
+                        "The shape of the mask ", mask.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(),
+                        " at index ", dim + j);
+    }
+    at::Tensor coordinates = nonzero_kernel(mask);
+    for (int64_t j = 0; j < mask.dim(); ++j) expanded.push_back(coordinates.select(1, j));
+    dim += mask.dim();
+  }
+  return expanded;
+}
+
+const c10::FunctionSchema& schema(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).schema();
+}
+
+at::Tensor index_kernel(const at::Tensor& self, const IndexList& indices) {
+  static const auto& index_schema = schema("aten::index", "Tensor");
+  auto results = run_lowering("aten::index.Tensor", find_lowering("@index"), index_schema,
+                              {self, expand_masks(self, indices)});
+  return results[0].toTensor();
+}
+
+at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                            bool accumulate, bool unsafe) {
+  // self[mask] = scalar over the whole tensor needs no round trip: it is a select.
+  if (indices.size() == 1 && is_mask(indices.get(0)) && !accumulate && values.numel() == 1 &&
+      indices.get(0)->sizes() == self.sizes()) {
+    return self.masked_fill_(indices.get(0)->to(at::kBool), values.reshape({}));
+  }
+  static const auto& put_schema = schema("aten::_index_put_impl_", "");
+  run_lowering("aten::_index_put_impl_", find_lowering("@index_put"), put_schema,
+               {self, expand_masks(self, indices), values, accumulate, unsafe});
+  return self;
+}
+
+at::Tensor index_put_kernel(const at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                     bool accumulate) {
+  at::Tensor out = at::clone(self);
+  return index_put_impl_kernel(out, indices, values, accumulate, false);
+}
+
+at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [values, expanded_mask] = at::expand_outplace(self, mask);
+  IndexList indices;
+  indices.push_back(*expanded_mask);
+  return index_kernel(*values, indices);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", TORCH_FN(nonzero_kernel));
+  m.impl("index.Tensor", TORCH_FN(index_kernel));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_kernel));
+  m.impl("index_put", TORCH_FN(index_put_kernel));
+  m.impl("masked_select", TORCH_FN(masked_select_kernel));
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten
