@@ -22,8 +22,16 @@ class CMakeBuild(build_ext):
         build_dir.mkdir(parents=True, exist_ok=True)
         if not (build_dir / "build.ninja").exists():
             subprocess.check_call(
-                ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
-                 f"-DPython3_EXECUTABLE={sys.executable}"]
+                [
+                    "cmake",
+                    "-S",
+                    str(ROOT),
+                    "-B",
+                    str(build_dir),
+                    "-G",
+                    "Ninja",
+                    f"-DPython3_EXECUTABLE={sys.executable}",
+                ]
             )
         jobs = os.environ.get("TORCH_TPU_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])

@@ -44,19 +44,20 @@ def main() -> None:
     a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
     cases = {"add 4x4": ("add", lambda x, y: x + y), "matmul 4x4": ("matmul", torch.matmul)}
     print(
-        f"{'op':<12} {'cpu eager':>10} {'tpu enqueue':>12} {'tpu +sync':>10} "
+        f"{'op':<12} {'cpu eager':>10} {'tpu enqueue':>12} {'tpu op+sync':>11} "
         f"{'pjrt bare':>10} {'pjrt +wait':>11} {'tpu/cpu':>8} {'tpu/pjrt':>9}   (us per op)"
     )
     for name, (kind, fn) in cases.items():
         cpu = per_call_us(lambda fn=fn: fn(a_cpu, b_cpu), lambda: None)
         enqueue = per_call_us(lambda fn=fn: fn(a, b), lambda: None)
         torch.tpu.synchronize()
-        synced = per_call_us(lambda fn=fn: fn(a, b), torch.tpu.synchronize)
+        # Each op followed by a device-wide sync: the cost of one op run to completion.
+        synced = per_call_us(lambda fn=fn: (fn(a, b), torch.tpu.synchronize()), lambda: None)
         bare = bare_pjrt_us(kind)
         bare_text = f"{bare[0]:>10.2f} {bare[1]:>11.2f}" if bare else f"{'n/a':>10} {'n/a':>11}"
         ratio = f"{enqueue / bare[0]:>9.1f}" if bare else f"{'n/a':>9}"
         print(
-            f"{name:<12} {cpu:>10.2f} {enqueue:>12.2f} {synced:>10.2f} {bare_text} "
+            f"{name:<12} {cpu:>10.2f} {enqueue:>12.2f} {synced:>11.2f} {bare_text} "
             f"{enqueue / cpu:>8.1f} {ratio}"
         )
     torch.tpu.synchronize()

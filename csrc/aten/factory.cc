@@ -79,21 +79,18 @@ Values eye(LoweringContext& ctx, int out_index) {
 LOWER({"eye.out"}, [](LoweringContext& ctx) { return eye(ctx, 1); });
 LOWER({"eye.m_out"}, [](LoweringContext& ctx) { return eye(ctx, 2); });
 
-// Uniform floats in [0, 1) from the top mantissa bits, in f32 (or f64 for double).
+// Uniform floats in [0, 1): random mantissa bits under the exponent of 1.0 give [1, 2).
 Value uniform01(LoweringContext& ctx, const Shape& shape, ElementType t) {
   Builder& b = ctx.b;
-  if (t == ElementType::F64) {
-    Value bits = ctx.random_bits(shape, ElementType::U64);
-    Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(12, ElementType::U64, shape));
-    Value one = b.constant_int(0x3FF0000000000000LL, ElementType::U64, shape);
-    Value f = b.bitcast_convert(b.binary("or", mantissa, one), ElementType::F64);
-    return b.binary("subtract", f, splat(b, 1.0, ElementType::F64, shape));
-  }
-  Value bits = ctx.random_bits(shape, ElementType::U32);
-  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, shape));
-  Value one = b.constant_int(0x3F800000, ElementType::U32, shape);
-  Value f = b.bitcast_convert(b.binary("or", mantissa, one), ElementType::F32);
-  return b.binary("subtract", f, splat(b, 1.0, ElementType::F32, shape));
+  const bool wide = t == ElementType::F64;
+  const ElementType bits_type = wide ? ElementType::U64 : ElementType::U32;
+  const ElementType float_type = wide ? ElementType::F64 : ElementType::F32;
+  const int64_t exponent_bits = wide ? 12 : 9;  // sign + exponent width
+  const int64_t one = wide ? 0x3FF0000000000000LL : 0x3F800000;
+  Value bits = ctx.random_bits(shape, bits_type);
+  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(exponent_bits, bits_type, shape));
+  Value f = b.bitcast_convert(b.binary("or", mantissa, b.constant_int(one, bits_type, shape)), float_type);
+  return b.binary("subtract", f, splat(b, 1.0, float_type, shape));
 }
 
 ElementType compute_type(ElementType t) { return t == ElementType::F64 ? ElementType::F64 : ElementType::F32; }

@@ -308,6 +308,21 @@ Value adaptive_matrix(Builder& b, int64_t in, int64_t out, ElementType t) {
   return b.binary("divide", b.convert(inside, t), width);
 }
 
+// Applies the averaging matrices over the last two dims of `x`: out = mh x mw^T. Forward
+// contracts the input sizes (matrix dim 1); backward, with the same matrices, the output sizes
+// (matrix dim 0), which is the transpose.
+Value apply_adaptive(Builder& b, const Value& x, const Value& mh, const Value& mw,
+                     int64_t contracted_dim) {
+  int64_t r = x.rank();
+  Value along_w = b.dot_general(x, mw, {}, {}, {r - 1}, {contracted_dim}, x.type);  // [..., h, w']
+  Value along_h = b.dot_general(along_w, mh, {}, {}, {r - 2}, {contracted_dim}, x.type);  // [..., w', h']
+  std::vector<int64_t> permutation;
+  for (int64_t d = 0; d < r - 2; ++d) permutation.push_back(d);
+  permutation.push_back(r - 1);
+  permutation.push_back(r - 2);
+  return b.transpose(along_h, permutation);
+}
+
 LOWER({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
@@ -315,14 +330,7 @@ LOWER({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, [](LoweringContext& 
   int64_t r = x.rank();
   Value mh = adaptive_matrix(b, x.shape[r - 2], size[0], x.type);
   Value mw = adaptive_matrix(b, x.shape[r - 1], size[1], x.type);
-  // Contract W then H: result dims come out as [batch..., H, ow] then moved back in place.
-  Value along_w = b.dot_general(x, mw, {}, {}, {r - 1}, {1}, x.type);  // [..., H, ow]
-  Value along_h = b.dot_general(along_w, mh, {}, {}, {r - 2}, {1}, x.type);  // [..., ow, oh]
-  std::vector<int64_t> permutation;
-  for (int64_t d = 0; d < r - 2; ++d) permutation.push_back(d);
-  permutation.push_back(r - 1);
-  permutation.push_back(r - 2);
-  return Values{b.transpose(along_h, permutation)};
+  return Values{apply_adaptive(b, x, mh, mw, 1)};
 });
 LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -330,13 +338,7 @@ LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"}, []
   int64_t r = self.rank();
   Value mh = adaptive_matrix(b, self.shape[r - 2], grad.shape[r - 2], grad.type);
   Value mw = adaptive_matrix(b, self.shape[r - 1], grad.shape[r - 1], grad.type);
-  Value along_w = b.dot_general(grad, mw, {}, {}, {r - 1}, {0}, grad.type);  // [..., oh, W]
-  Value along_h = b.dot_general(along_w, mh, {}, {}, {r - 2}, {0}, grad.type);  // [..., W, H]
-  std::vector<int64_t> permutation;
-  for (int64_t d = 0; d < r - 2; ++d) permutation.push_back(d);
-  permutation.push_back(r - 1);
-  permutation.push_back(r - 2);
-  return Values{b.transpose(along_h, permutation)};
+  return Values{apply_adaptive(b, grad, mh, mw, 0)};
 });
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)

@@ -53,7 +53,6 @@ hlo::Value LoweringContext::random_bits(const hlo::Shape& shape, hlo::ElementTyp
   if (!rng_state_) {
     params.push_back({ParamSource::Kind::RngState, -1, -1, hlo::ElementType::U64});
     rng_state_ = b.parameter({2}, hlo::ElementType::U64);
-    uses_rng = true;
   }
   auto [next_state, bits] = b.rng_bit_generator(*rng_state_, shape, type);
   rng_state_ = next_state;

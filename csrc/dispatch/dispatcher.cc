@@ -8,7 +8,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
-#include <condition_variable>
 #include <algorithm>
 #include <mutex>
 #include <sstream>
@@ -41,7 +40,6 @@ struct CacheEntry {
   // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
   std::vector<int> returns;
   uint64_t rng_blocks = 0;
-  bool uses_rng = false;
 };
 
 std::mutex cache_mutex;
@@ -93,21 +91,18 @@ void append_key(std::string& key, const c10::IValue& value, bool static_scalar =
     key += "N;";
   } else {
     std::ostringstream text;
+    text.precision(17);
     text << value;
     key += text.str() + ";";
   }
 }
 
-const at::Tensor* tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index) {
-  static thread_local at::Tensor element;
-  if (list_index < 0) return &args[arg].toTensor();
+// The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.
+at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index) {
+  if (list_index < 0) return args[arg].toTensor();
   const c10::IValue& list = args[arg];
-  if (list.isTensorList()) {
-    element = list.toTensorList().get(list_index);
-  } else {
-    element = list.toListRef()[list_index].toTensor();
-  }
-  return &element;
+  if (list.isTensorList()) return list.toTensorList().get(list_index);
+  return list.toListRef()[list_index].toTensor();
 }
 
 // Rejects tensors on other devices, as torch does on CUDA; returns the op's device index.
@@ -265,7 +260,6 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   }
   entry->params = std::move(ctx.params);
   entry->rng_blocks = ctx.rng_blocks;
-  entry->uses_rng = ctx.uses_rng;
   return entry;
 }
 
@@ -312,8 +306,7 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   for (const ParamSource& param : entry.params) {
     switch (param.kind) {
       case ParamSource::Kind::Storage: {
-        const at::Tensor& tensor = *tensor_of(args, param.arg, param.list_index);
-        inputs.push_back(storage_buffer(tensor));
+        inputs.push_back(storage_buffer(tensor_of(args, param.arg, param.list_index)));
         break;
       }
       case ParamSource::Kind::Scalar: {
@@ -322,8 +315,7 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
         break;
       }
       case ParamSource::Kind::CpuScalarTensor: {
-        const at::Tensor& tensor = *tensor_of(args, param.arg, param.list_index);
-        auto bytes = scalar_bytes(tensor.item(), param.type);
+        auto bytes = scalar_bytes(tensor_of(args, param.arg, param.list_index).item(), param.type);
         inputs.push_back(upload_bytes(bytes.data(), param.type, {}, device));
         break;
       }
@@ -378,8 +370,15 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   return outputs;
 }
 
-std::unordered_map<const void*, LoweringEntry>& lowerings_by_schema() {
-  static std::unordered_map<const void*, LoweringEntry> table;
+// A lowering bound to the op it serves, found once per op and kept by schema address.
+struct BoundLowering {
+  LoweringEntry lowering;
+  std::string op_name;  // "aten::add.Tensor", the cache key's prefix
+};
+
+std::mutex bound_mutex;
+std::unordered_map<const void*, BoundLowering>& lowerings_by_schema() {
+  static std::unordered_map<const void*, BoundLowering> table;
   return table;
 }
 
@@ -459,25 +458,30 @@ void register_lowering(std::initializer_list<const char*> names, Lowering loweri
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const LoweringEntry* lowering = nullptr;
+  const BoundLowering* bound = nullptr;
   {
+    // Autograd runs backward on its own thread: the table is shared.
+    std::lock_guard<std::mutex> lock(bound_mutex);
     auto& table = lowerings_by_schema();
     auto found = table.find(&schema);
     if (found == table.end()) {
       std::string name = schema.name().substr(6);  // drop "aten::"
       if (!schema.overload_name().empty()) name += "." + schema.overload_name();
       for (const auto& [pending_name, pending] : pending_lowerings()) {
-        if (pending_name == name) found = table.emplace(&schema, pending).first;
+        if (pending_name == name) {
+          found = table.emplace(&schema, BoundLowering{pending, schema.name() + "." +
+                                                                    schema.overload_name()})
+                      .first;
+        }
       }
     }
     TORCH_INTERNAL_ASSERT(found != table.end(), "torch_tpu: no lowering for ", schema.name());
-    lowering = &found->second;
+    bound = &found->second;  // stable: unordered_map never moves its elements
   }
   const size_t num_args = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
   torch::jit::drop(*stack, num_args);
-  std::string op_name = schema.name() + "." + schema.overload_name();
-  for (c10::IValue& value : dispatch(op_name, schema, *lowering, args)) {
+  for (c10::IValue& value : dispatch(bound->op_name, schema, bound->lowering, args)) {
     stack->push_back(std::move(value));
   }
 }

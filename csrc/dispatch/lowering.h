@@ -48,8 +48,7 @@ class LoweringContext {
   hlo::Value storage_param(const at::Tensor& tensor, int index, int list_index);
 
   std::vector<ParamSource> params;
-  uint64_t rng_blocks = 0;
-  bool uses_rng = false;
+  uint64_t rng_blocks = 0;  // 128-bit blocks of random bits the computation draws
 
  private:
   const std::vector<c10::IValue>& args_;

@@ -193,20 +193,14 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def test_transformer_encoder_layer_adamw() -> None:
+@pytest.mark.parametrize(
+    "make_model",
+    [TinyTransformer, HandWrittenAttentionBlock],
+    ids=["encoder_layer", "hand_written"],
+)
+def test_transformer_adamw(make_model: Callable[[], nn.Module]) -> None:
     train_side_by_side(
-        TinyTransformer(),
-        copy_task(),
-        lm_loss,
-        lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3),
-        rtol=1e-2,
-        atol=1e-4,
-    )
-
-
-def test_hand_written_attention_adamw() -> None:
-    train_side_by_side(
-        HandWrittenAttentionBlock(),
+        make_model(),
         copy_task(),
         lm_loss,
         lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3),
