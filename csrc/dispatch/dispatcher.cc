@@ -299,6 +299,29 @@ std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType ty
       runtime.client().upload(data, to_pjrt_type(type), shape, runtime.device(device)));
 }
 
+// Device copies of recently used scalar values (alpha = 1, a learning rate, eps): buffers are
+// immutable, so one upload serves every later op that passes the same value.
+std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::ElementType type,
+                                            int device) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> buffers;
+  constexpr size_t kMaxEntries = 4096;
+  std::vector<char> bytes = scalar_bytes(scalar, type);
+  std::string key(bytes.begin(), bytes.end());
+  key += static_cast<char>(type);
+  key += std::to_string(device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = buffers.find(key);
+    if (found != buffers.end()) return found->second;
+  }
+  auto buffer = upload_bytes(bytes.data(), type, {}, device);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (buffers.size() >= kMaxEntries) buffers.clear();  // e.g. a step counter: start over
+  buffers.emplace(key, buffer);
+  return buffer;
+}
+
 std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10::IValue>& args,
                                  int device) {
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
@@ -310,13 +333,12 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
         break;
       }
       case ParamSource::Kind::Scalar: {
-        auto bytes = scalar_bytes(args[param.arg].toScalar(), param.type);
-        inputs.push_back(upload_bytes(bytes.data(), param.type, {}, device));
+        inputs.push_back(scalar_buffer(args[param.arg].toScalar(), param.type, device));
         break;
       }
       case ParamSource::Kind::CpuScalarTensor: {
-        auto bytes = scalar_bytes(tensor_of(args, param.arg, param.list_index).item(), param.type);
-        inputs.push_back(upload_bytes(bytes.data(), param.type, {}, device));
+        inputs.push_back(scalar_buffer(tensor_of(args, param.arg, param.list_index).item(),
+                                       param.type, device));
         break;
       }
       case ParamSource::Kind::RngState: {
