@@ -19,6 +19,7 @@ class DeviceProperties:
     platform_version: str
     pjrt_api_version: str
     plugin_path: str
+    ffi_custom_calls: bool
     total_memory: int
 
 

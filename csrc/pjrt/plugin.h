@@ -27,6 +27,9 @@ class Plugin {
   // and the slot is set. Older plugins have shorter tables.
   bool has_slot(std::size_t offset) const;
 
+  // True if the plugin lists an extension of `type` (FFI custom calls, layouts, ...).
+  bool has_extension(PJRT_Extension_Type type) const;
+
   // Plugin attributes (PJRT_Plugin_Attributes) as "key=value" lines, for diagnostics.
   std::string attributes() const;
 

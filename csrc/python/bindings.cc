@@ -126,6 +126,8 @@ PYBIND11_MODULE(_C, m) {
                                      "." +
                                      std::to_string(runtime.client().plugin().minor_version());
     properties["plugin_path"] = runtime.plugin_path();
+    properties["ffi_custom_calls"] =
+        runtime.client().plugin().has_extension(PJRT_Extension_Type_FFI);
     auto stats = runtime.client().memory_stats(runtime.device(device));
     properties["total_memory"] = stats && stats->bytes_limit ? *stats->bytes_limit : 0;
     return properties;
@@ -137,6 +139,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_size", &cache_size);
   m.def("_clear_cache", &clear_cache);
   m.def("_lowered_ops", &lowered_op_names);
+  m.def(
+      "_compile",
+      [](const std::string& mlir_text) {
+        py::gil_scoped_release release;
+        // Raises RuntimeError carrying the compiler's message on failure.
+        Runtime::get().client().compile(mlir_text, pjrt::single_device_compile_options());
+      },
+      "Compiles a StableHLO module on the current plugin (a diagnostic; nothing is cached).");
   m.def("_bench_bare_execute", [](const std::string& op, int iterations) {
     py::gil_scoped_release release;
     return bench_bare_execute(op, iterations);

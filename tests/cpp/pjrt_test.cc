@@ -38,6 +38,11 @@ TEST(Plugin, LoadsAndReportsVersion) {
   EXPECT_EQ(client->platform_name(), "cpu");
 }
 
+TEST(Plugin, OffersFfiCustomCalls) {
+  // The CPU plugin was chosen partly for this: custom kernels reach XLA through FFI.
+  EXPECT_TRUE(test_client()->plugin().has_extension(PJRT_Extension_Type_FFI));
+}
+
 TEST(Plugin, MissingFileIsAClearError) {
   try {
     Plugin::load("/nonexistent/plugin.so");

@@ -166,3 +166,26 @@ def test_errors_inside_autograd_backward_are_catchable(tpu: torch.device) -> Non
         y.backward()
     assert x.grad is not None
     torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 2.0))
+
+
+def test_compile_failure_is_runtime_error_with_plugin_message(tpu: torch.device) -> None:
+    import torch_tpu
+
+    bad_module = "func.func public @main(%x: tensor<2xf32>) -> tensor<3xf32> { return %x }"
+    with pytest.raises(RuntimeError, match="PJRT_Client_Compile") as info:
+        torch_tpu._C._compile(bad_module)
+    # The compiler's own words come through, not just our prefix.
+    assert len(str(info.value)) > len("PJRT_Client_Compile: ")
+    good_module = (
+        "func.func public @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  %0 = stablehlo.add %x, %x : tensor<2xf32>\n  return %0 : tensor<2xf32>\n}"
+    )
+    torch_tpu._C._compile(good_module)
+    torch.testing.assert_close((torch.ones(2, device=tpu) * 3).cpu(), torch.full((2,), 3.0))
+
+
+def test_device_properties_report_plugin(tpu: torch.device) -> None:
+    properties = torch.tpu.get_device_properties(tpu)
+    assert properties.platform_name == "cpu"
+    assert properties.pjrt_api_version.startswith("0.")
+    assert properties.ffi_custom_calls
