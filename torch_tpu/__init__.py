@@ -6,7 +6,10 @@ so ``torch.device("tpu")`` works without ``import torch_tpu``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import Literal
 
 
 def _autoload() -> None:
@@ -24,7 +27,17 @@ import torch  # noqa: E402
 
 from . import _plugin  # noqa: E402
 
-__all__ = ["metrics", "reset_metrics", "plugin_path"]
+__all__ = [
+    "EagerMode",
+    "eager_mode",
+    "get_eager_mode",
+    "metrics",
+    "plugin_path",
+    "reset_metrics",
+    "set_eager_mode",
+]
+
+EagerMode = Literal["strict", "debug", "defer_and_fuse"]
 
 _state: dict[str, object] = {}
 
@@ -50,6 +63,32 @@ def _initialize() -> None:
 def plugin_path() -> str:
     """Path of the PJRT plugin in use."""
     return str(_state["plugin"])
+
+
+def set_eager_mode(mode: EagerMode) -> None:
+    """Selects how eager ops run: "strict" (default; each op enqueued asynchronously), "debug"
+    (each op waited for, indexing ops bounds-checked) or "defer_and_fuse" (ops gathered into
+    fused executables). Pending deferred work is materialized first."""
+    from . import _C
+
+    _C._set_eager_mode(mode)
+
+
+def get_eager_mode() -> EagerMode:
+    from . import _C
+
+    return _C._get_eager_mode()  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def eager_mode(mode: EagerMode) -> Iterator[None]:
+    """Runs the block in `mode`, restoring the previous mode afterwards."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
 
 
 def metrics() -> dict[str, int]:

@@ -18,6 +18,7 @@
 #include "csrc/aten/common.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
+#include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/view_io.h"
@@ -71,7 +72,13 @@ void download(const at::Tensor& tensor, void* dst) {
   if (nbytes == 0) return;
   metrics().host_syncs++;
   metrics().downloads++;
-  storage_buffer(dense)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+  try {
+    storage_buffer(dense)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+  } catch (const pjrt::Error&) {
+    raise_async_error();  // names the op that failed, if it was asynchronous work
+    throw;
+  }
+  raise_async_error();  // a sync point: report earlier asynchronous failures here
 }
 
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {

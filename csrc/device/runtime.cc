@@ -62,7 +62,12 @@ void pending_finished() {
   if (--pending_count == 0) pending_done.notify_all();
 }
 
+std::atomic<void (*)()> materialize_hook{nullptr};
+
+void set_materialize_hook(void (*hook)()) { materialize_hook = hook; }
+
 void await_pending() {
+  if (auto hook = materialize_hook.load()) hook();
   std::unique_lock<std::mutex> lock(pending_mutex);
   pending_done.wait(lock, [] { return pending_count == 0; });
 }

@@ -37,6 +37,9 @@ class Runtime {
 void pending_started();
 void pending_finished();
 void await_pending();
+// Called by await_pending() first, to run work that is recorded but not yet enqueued
+// (DeferAndFuse's pending graph); the dispatcher installs it.
+void set_materialize_hook(void (*hook)());
 
 // The calling thread's current device index (torch.tpu.set_device).
 int current_device();

@@ -56,6 +56,25 @@ DeviceAllocator allocator_instance;
 
 }  // namespace
 
+std::mutex& pending_slots_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+DeviceStorage::~DeviceStorage() {
+  if (contents_.pending) {
+    std::lock_guard<std::mutex> lock(pending_slots_mutex());
+    contents_.pending->owner = nullptr;
+  }
+}
+
+void DeviceStorage::assign_pending(std::shared_ptr<PendingSlot> slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  contents_.buffer.reset();
+  contents_.type = slot->type;
+  contents_.pending = std::move(slot);
+}
+
 DeviceStorage::Contents DeviceStorage::contents() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return contents_;
@@ -65,6 +84,7 @@ void DeviceStorage::assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementTyp
   std::lock_guard<std::mutex> lock(mutex_);
   contents_.buffer = std::move(buffer);
   contents_.type = type;
+  contents_.pending.reset();
 }
 
 DeviceStorage& device_storage(const c10::Storage& storage) {

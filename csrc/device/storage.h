@@ -19,9 +19,26 @@ class TensorBase;
 
 namespace torch_tpu {
 
+class DeviceStorage;
+
+// Marks a storage whose next contents are a value of a fused graph that has not run yet
+// (DeferAndFuse). The graph realizes it into a buffer when it runs.
+struct PendingSlot {
+  uint64_t epoch = 0;  // the graph it belongs to
+  int value = -1;      // the value's index in that graph
+  hlo::ElementType type = hlo::ElementType::F32;
+  DeviceStorage* owner = nullptr;  // cleared (under pending_slots_mutex) when the storage dies
+};
+
+// Held while a pending slot's owner is read or cleared.
+std::mutex& pending_slots_mutex();
+
 class DeviceStorage {
  public:
   DeviceStorage(std::size_t nbytes, int device) : nbytes_(nbytes), device_(device) {}
+  ~DeviceStorage();
+  DeviceStorage(const DeviceStorage&) = delete;
+  DeviceStorage& operator=(const DeviceStorage&) = delete;
 
   std::size_t nbytes() const { return nbytes_; }
   int device() const { return device_; }
@@ -29,10 +46,13 @@ class DeviceStorage {
   struct Contents {
     std::shared_ptr<pjrt::Buffer> buffer;  // flat rank-1 array; null until first written
     hlo::ElementType type = hlo::ElementType::U8;
+    std::shared_ptr<PendingSlot> pending;  // set: the contents are a pending fused-graph value
   };
   Contents contents() const;
   // Swaps in a new flat buffer holding the whole storage as elements of `type`.
   void assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type);
+  // The contents become a pending value (the previous buffer is released).
+  void assign_pending(std::shared_ptr<PendingSlot> slot);
 
  private:
   const std::size_t nbytes_;

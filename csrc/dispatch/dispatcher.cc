@@ -1,14 +1,19 @@
 #include "csrc/dispatch/dispatcher.h"
+
+#include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/registration.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/isfinite.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -17,30 +22,15 @@
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
+#include "csrc/dispatch/debug_checks.h"
+#include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
 
 namespace torch_tpu {
 namespace {
-
-// Where each executable output goes.
-struct OutputPlan {
-  bool new_tensor = true;  // else: replaces the storage of a mutated argument
-  int arg = -1, list_index = -1;
-  hlo::Shape shape;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  hlo::ElementType buffer_type = hlo::ElementType::F32;
-};
-
-struct CacheEntry {
-  std::unique_ptr<pjrt::Executable> executable;
-  std::vector<ParamSource> params;
-  std::vector<OutputPlan> outputs;
-  // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
-  std::vector<int> returns;
-  uint64_t rng_blocks = 0;
-};
 
 std::mutex cache_mutex;
 
@@ -97,16 +87,10 @@ void append_key(std::string& key, const c10::IValue& value, bool static_scalar =
   }
 }
 
-// The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.
-at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index) {
-  if (list_index < 0) return args[arg].toTensor();
-  const c10::IValue& list = args[arg];
-  if (list.isTensorList()) return list.toTensorList().get(list_index);
-  return list.toListRef()[list_index].toTensor();
-}
 
 // Rejects tensors on other devices, as torch does on CUDA; returns the op's device index.
 int check_devices(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  // (In Debug mode dispatch() also checks indexing ops' indices against their bounds.)
   int device = -1;
   auto visit = [&](const at::Tensor& tensor) {
     if (!tensor.defined()) return;
@@ -247,7 +231,15 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
       entry->returns.push_back(fresh_outputs.at(next_fresh++));
     }
   }
-  std::string module = builder.module(module_results);
+  static std::atomic<uint64_t> next_id{1};
+  entry->id = next_id++;
+  entry->op_name = op_name;
+  entry->function = builder.function("main", true, module_results);
+  for (const hlo::Value& parameter : builder.parameters()) {
+    entry->param_types.push_back(parameter.tensor_type());
+  }
+  for (const hlo::Value& result : module_results) entry->result_types.push_back(result.tensor_type());
+  std::string module = hlo::wrap_module(entry->function);
   if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
     std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", op_name.c_str(), module.c_str());
   }
@@ -322,42 +314,15 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   return buffer;
 }
 
+// Runs one op now (Strict: enqueue and return; Debug: wait for it, so errors name the op).
 std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10::IValue>& args,
-                                 int device) {
+                                 int device, bool wait) {
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
   inputs.reserve(entry.params.size());
   for (const ParamSource& param : entry.params) {
-    switch (param.kind) {
-      case ParamSource::Kind::Storage: {
-        inputs.push_back(storage_buffer(tensor_of(args, param.arg, param.list_index)));
-        break;
-      }
-      case ParamSource::Kind::Scalar: {
-        inputs.push_back(scalar_buffer(args[param.arg].toScalar(), param.type, device));
-        break;
-      }
-      case ParamSource::Kind::CpuScalarTensor: {
-        inputs.push_back(scalar_buffer(tensor_of(args, param.arg, param.list_index).item(),
-                                       param.type, device));
-        break;
-      }
-      case ParamSource::Kind::RngState: {
-        at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
-        for (const c10::IValue& value : args) {
-          if (value.isGenerator() && value.toGenerator().defined()) generator = value.toGenerator();
-        }
-        TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-                    "Expected a 'tpu' device type for generator but found '",
-                    generator.device().type(), "'");
-        std::array<uint64_t, 2> state;
-        {
-          std::lock_guard<std::mutex> lock(generator.mutex());
-          state = generator.get<DeviceGenerator>()->next_state(entry.rng_blocks);
-        }
-        inputs.push_back(upload_bytes(state.data(), hlo::ElementType::U64, {2}, device));
-        break;
-      }
-    }
+    inputs.push_back(param.kind == ParamSource::Kind::Storage
+                         ? storage_buffer(tensor_of(args, param.arg, param.list_index))
+                         : value_param_buffer(param, entry, args, device));
   }
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(inputs.size());
@@ -365,23 +330,30 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
 
   metrics().executions++;
   pjrt::ExecuteResult result = entry.executable->execute(raw, Runtime::get().device(device));
-  // Inputs stay alive until the device is done with them; outputs are usable at once (reads
-  // wait for their producer).
-  pending_started();
-  result.done.on_ready([inputs = std::move(inputs)](auto) mutable {
-    inputs.clear();
-    pending_finished();
-  });
+  if (wait) {
+    try {
+      result.done.await();
+    } catch (const pjrt::Error& error) {
+      TORCH_CHECK(false, "torch_tpu: ", entry.op_name, " failed on the device: ", error.what());
+    }
+  } else {
+    // Inputs stay alive until the device is done with them; outputs are usable at once (reads
+    // wait for their producer). A failure is reported at the next sync point.
+    pending_started();
+    result.done.on_ready([inputs = std::move(inputs), op = entry.op_name](auto error) mutable {
+      inputs.clear();
+      if (consume_injected_fault()) error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
+      if (error) record_async_error(op, error->what());
+      pending_finished();
+    });
+  }
 
   std::vector<c10::IValue> outputs;
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const OutputPlan& plan = entry.outputs[i];
     auto buffer = std::make_shared<pjrt::Buffer>(std::move(result.outputs[i]));
     if (plan.new_tensor) {
-      at::Tensor tensor = at::detail::empty_generic(
-          c10::IntArrayRef(plan.shape), device_allocator(),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), plan.dtype, std::nullopt);
+      at::Tensor tensor = new_output_tensor(plan, device);
       device_storage(tensor).assign(std::move(buffer), plan.buffer_type);
       outputs.emplace_back(std::move(tensor));
     } else {
@@ -390,6 +362,18 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
     }
   }
   return outputs;
+}
+
+// TORCH_TPU_CHECK_FINITE=1: an op's floating outputs must hold no NaN or Inf.
+void check_finite(const CacheEntry& entry, const std::vector<c10::IValue>& outputs) {
+  for (const c10::IValue& value : outputs) {
+    if (!value.isTensor()) continue;
+    const at::Tensor& tensor = value.toTensor();
+    if (!c10::isFloatingType(tensor.scalar_type()) || tensor.numel() == 0) continue;
+    bool finite = at::isfinite(tensor).all().item<bool>();
+    TORCH_CHECK(finite, "torch_tpu: ", entry.op_name, " produced NaN or Inf "
+                "(TORCH_TPU_CHECK_FINITE=1 reports the first op that does)");
+  }
 }
 
 // A lowering bound to the op it serves, found once per op and kept by schema address.
@@ -412,6 +396,7 @@ std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
+  if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
     key += "(";
@@ -442,7 +427,14 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       std::lock_guard<std::mutex> lock(cache_mutex);
       cache.emplace(key, entry);
     }
-    std::vector<c10::IValue> outputs = execute(*entry, args, device);
+    EagerMode mode = eager_mode();
+    std::vector<c10::IValue> outputs =
+        mode == EagerMode::DeferAndFuse ? defer(entry, args, device)
+                                        : execute(*entry, args, device, mode == EagerMode::Debug);
+    if (check_finite_enabled() && mode != EagerMode::DeferAndFuse &&
+        entry->op_name.rfind("aten::isfinite", 0) != 0 && entry->op_name.rfind("aten::all", 0) != 0) {
+      check_finite(*entry, outputs);
+    }
     std::vector<c10::IValue> returns;
     for (int index : entry->returns) {
       returns.push_back(index >= 0 ? outputs[index] : args[-index - 1]);
@@ -453,9 +445,81 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
 
 }  // namespace
 
+at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index) {
+  if (list_index < 0) return args[arg].toTensor();
+  const c10::IValue& list = args[arg];
+  if (list.isTensorList()) return list.toTensorList().get(list_index);
+  return list.toListRef()[list_index].toTensor();
+}
+
+std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const CacheEntry& entry,
+                                                 const std::vector<c10::IValue>& args,
+                                                 int device) {
+  switch (param.kind) {
+    case ParamSource::Kind::Scalar:
+      return scalar_buffer(args[param.arg].toScalar(), param.type, device);
+    case ParamSource::Kind::CpuScalarTensor:
+      return scalar_buffer(tensor_of(args, param.arg, param.list_index).item(), param.type,
+                           device);
+    case ParamSource::Kind::RngState: {
+      at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
+      for (const c10::IValue& value : args) {
+        if (value.isGenerator() && value.toGenerator().defined()) generator = value.toGenerator();
+      }
+      TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+                  "Expected a 'tpu' device type for generator but found '",
+                  generator.device().type(), "'");
+      std::array<uint64_t, 2> state;
+      {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        state = generator.get<DeviceGenerator>()->next_state(entry.rng_blocks);
+      }
+      return upload_bytes(state.data(), hlo::ElementType::U64, {2}, device);
+    }
+    case ParamSource::Kind::Storage:
+      break;
+  }
+  TORCH_INTERNAL_ASSERT(false, "torch_tpu: storage parameters are read with storage_buffer");
+}
+
+at::Tensor new_output_tensor(const OutputPlan& plan, int device) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  return at::detail::empty_generic(c10::IntArrayRef(plan.shape), device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), plan.dtype,
+                                   std::nullopt);
+}
+
+namespace {
+std::mutex async_error_mutex;
+std::string first_async_error;
+std::atomic<bool> inject_fault{false};
+}  // namespace
+
+void record_async_error(const std::string& op_name, const std::string& message) {
+  std::lock_guard<std::mutex> lock(async_error_mutex);
+  if (first_async_error.empty()) first_async_error = op_name + ": " + message;
+}
+
+void raise_async_error() {
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(async_error_mutex);
+    error.swap(first_async_error);
+  }
+  TORCH_CHECK(error.empty(), "torch_tpu: asynchronous device work failed in ", error);
+}
+
+void inject_async_fault() { inject_fault = true; }
+
+bool consume_injected_fault() { return inject_fault.exchange(false); }
+
 std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
   DeviceStorage& storage = device_storage(tensor);
   DeviceStorage::Contents contents = storage.contents();
+  if (contents.pending) {
+    materialize_pending();  // a deferred op writes this storage: run the graph first
+    contents = storage.contents();
+  }
   hlo::ElementType type = to_element_type(tensor.scalar_type());
   if (!contents.buffer) {
     // Never written (torch.empty): its contents are unspecified; zeros are as good as any.
@@ -514,7 +578,10 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
   return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args);
 }
 
-void await_all_pending() { await_pending(); }
+void await_all_pending() {
+  await_pending();  // runs the pending fused graph first (the materialize hook)
+  raise_async_error();
+}
 
 const Lowering& find_lowering(const std::string& name) {
   for (const auto& [pending_name, pending] : pending_lowerings()) {

@@ -33,6 +33,10 @@ std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor);
 // Blocks until every enqueued execution has finished (torch.tpu.synchronize).
 void await_all_pending();
 
+// Test hook: the next asynchronous execution reports a failure, as a device fault would.
+void inject_async_fault();
+bool consume_injected_fault();
+
 // Number of executables in the in-memory cache.
 int64_t cache_size();
 void clear_cache();

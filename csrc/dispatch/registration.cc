@@ -9,7 +9,9 @@
 #include <mutex>
 #include <set>
 
+#include "csrc/device/runtime.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/fusion.h"
 
 namespace torch_tpu {
 namespace {
@@ -51,6 +53,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 void register_lowered_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
+    set_materialize_hook(&materialize_pending);
     static auto library = std::make_unique<torch::Library>(
         torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     for (const std::string& name : lowered_op_names()) {

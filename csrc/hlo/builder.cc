@@ -536,9 +536,10 @@ std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Sha
   return {results[0], results[1]};
 }
 
-std::string Builder::module(const std::vector<Value>& results) const {
+std::string Builder::function(const std::string& name, bool is_public,
+                              const std::vector<Value>& results) const {
   std::ostringstream text;
-  text << "module @torch_tpu {\n  func.func public @main(";
+  text << "  func.func " << (is_public ? "public" : "private") << " @" << name << "(";
   for (size_t i = 0; i < parameters_.size(); ++i) {
     text << (i ? ", " : "") << parameters_[i].name << ": " << parameters_[i].tensor_type();
   }
@@ -548,8 +549,16 @@ std::string Builder::module(const std::vector<Value>& results) const {
   for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].name;
   if (!results.empty()) text << " : ";
   for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].tensor_type();
-  text << "\n  }\n}\n";
+  text << "\n  }\n";
   return text.str();
+}
+
+std::string Builder::module(const std::vector<Value>& results) const {
+  return wrap_module(function("main", true, results));
+}
+
+std::string wrap_module(const std::string& functions) {
+  return "module @torch_tpu {\n" + functions + "}\n";
 }
 
 }  // namespace torch_tpu::hlo

@@ -63,6 +63,7 @@ class Builder {
 
   Value parameter(const Shape& shape, ElementType type);
   int64_t num_parameters() const { return static_cast<int64_t>(parameters_.size()); }
+  const std::vector<Value>& parameters() const { return parameters_; }
 
   Value constant(double value, ElementType type, const Shape& shape = {});
   Value constant_int(int64_t value, ElementType type, const Shape& shape = {});
@@ -123,6 +124,9 @@ class Builder {
 
   // The whole module, with `results` returned from @main in order.
   std::string module(const std::vector<Value>& results) const;
+  // Just the function (for modules that call several): `@name(params) -> results`.
+  std::string function(const std::string& name, bool is_public,
+                       const std::vector<Value>& results) const;
 
  private:
   std::string fresh_name();
@@ -141,6 +145,9 @@ class Builder {
   std::string body_;
   std::string* out_ = &body_;
 };
+
+// A module holding the given function texts (one of them public @main).
+std::string wrap_module(const std::string& functions);
 
 // Throws BuildError with `message` unless `condition` holds.
 inline void require(bool condition, const std::string& message) {

@@ -14,7 +14,9 @@
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
 
 namespace py = pybind11;
@@ -147,6 +149,20 @@ PYBIND11_MODULE(_C, m) {
         Runtime::get().client().compile(mlir_text, pjrt::single_device_compile_options());
       },
       "Compiles a StableHLO module on the current plugin (a diagnostic; nothing is cached).");
+  m.def("_set_eager_mode", [](const std::string& name) {
+    EagerMode mode = parse_eager_mode(name);
+    py::gil_scoped_release release;
+    set_eager_mode(mode);
+  });
+  m.def("_get_eager_mode", [] { return eager_mode_name(eager_mode()); });
+  m.def("_pending_op_count", &pending_op_count);
+  m.def("_inject_async_fault", &inject_async_fault,
+        "Test hook: the next asynchronous execution reports a device failure.");
+  m.def("_is_ready", [](const at::Tensor& tensor) {
+    auto contents = device_storage(tensor).contents();
+    if (contents.pending) return false;
+    return !contents.buffer || contents.buffer->ready_event().is_ready();
+  });
   m.def("_bench_bare_execute", [](const std::string& op, int iterations) {
     py::gil_scoped_release release;
     return bench_bare_execute(op, iterations);

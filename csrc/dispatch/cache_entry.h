@@ -1,0 +1,55 @@
+// One compiled op: its executable, where its parameters come from and where its outputs go.
+// Shared by the Strict/Debug path (run it now) and DeferAndFuse (call it from a fused graph).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "csrc/dispatch/lowering.h"
+#include "csrc/pjrt/buffer.h"
+#include "csrc/pjrt/executable.h"
+
+namespace torch_tpu {
+
+// Where each executable output goes.
+struct OutputPlan {
+  bool new_tensor = true;  // else: replaces the storage of a mutated argument
+  int arg = -1;
+  hlo::Shape shape;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  hlo::ElementType buffer_type = hlo::ElementType::F32;
+};
+
+struct CacheEntry {
+  uint64_t id = 0;      // unique per entry; names it inside fused graphs
+  std::string op_name;  // "aten::add.Tensor", for messages
+  std::unique_ptr<pjrt::Executable> executable;
+  std::string function;  // the op as `func.func public @main(...)`, for fusion
+  std::vector<std::string> param_types, result_types;
+  std::vector<ParamSource> params;
+  std::vector<OutputPlan> outputs;
+  // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
+  std::vector<int> returns;
+  uint64_t rng_blocks = 0;
+};
+
+// The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.
+at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_index);
+// The device buffer of a non-storage parameter: a scalar, a 0-dim CPU tensor, or RNG state
+// (drawing advances the generator).
+std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const CacheEntry& entry,
+                                                 const std::vector<c10::IValue>& args,
+                                                 int device);
+// An empty tpu tensor for a fresh output.
+at::Tensor new_output_tensor(const OutputPlan& plan, int device);
+
+// An error from asynchronous device work, remembered until the next sync point.
+void record_async_error(const std::string& op_name, const std::string& message);
+// Raises (RuntimeError naming the op) the first asynchronous error since the last check.
+void raise_async_error();
+
+}  // namespace torch_tpu

@@ -1,0 +1,278 @@
+#include "csrc/dispatch/fusion.h"
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/pjrt/compile_options.h"
+
+namespace torch_tpu {
+namespace {
+
+// Cut limits. A graph is cut when its first op recurs after kRepeatMinOps ops, so that the
+// cuts of a loop fall on iteration boundaries and every iteration reuses one executable.
+constexpr size_t kMaxOps = 1024;
+constexpr size_t kRepeatMinOps = 64;
+
+struct Input {
+  bool external;  // an external buffer (index into externals) or a graph value
+  int index;
+};
+
+struct RecordedOp {
+  std::shared_ptr<CacheEntry> entry;
+  std::vector<Input> inputs;
+  int first_value;  // the op's outputs are values first_value ...
+};
+
+struct Graph {
+  std::recursive_mutex mutex;
+  uint64_t epoch = 1;
+  int device = 0;
+  std::vector<RecordedOp> ops;
+  std::vector<std::shared_ptr<pjrt::Buffer>> externals;
+  std::vector<std::string> external_types;
+  std::vector<std::string> value_types;
+  std::vector<std::weak_ptr<PendingSlot>> slots;
+};
+
+Graph& graph() {
+  static Graph* instance = new Graph();  // leaked: flushing at exit races plugin teardown
+  return *instance;
+}
+
+std::mutex fused_mutex;
+std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> fused_cache;
+
+// Not deduplicated: which buffers happen to coincide (an aliased argument, an equal scalar)
+// must not change the graph's key, or a loop would recompile when values repeat.
+int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::string& type) {
+  int index = static_cast<int>(g.externals.size());
+  g.externals.push_back(std::move(buffer));
+  g.external_types.push_back(type);
+  return index;
+}
+
+std::string value_name(const Graph& g, int value) {
+  // The op that produced `value` and which of its results it is.
+  for (size_t k = g.ops.size(); k-- > 0;) {
+    const RecordedOp& op = g.ops[k];
+    if (value >= op.first_value) {
+      int result = value - op.first_value;
+      std::string name = "%r" + std::to_string(k);
+      return op.entry->result_types.size() == 1 ? name : name + "#" + std::to_string(result);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "torch_tpu: fused value ", value, " has no producer");
+}
+
+std::string join_types(const std::vector<std::string>& types) {
+  std::string text;
+  for (size_t i = 0; i < types.size(); ++i) text += (i ? ", " : "") + types[i];
+  return text;
+}
+
+std::string fused_module(const Graph& g, const std::vector<int>& returned) {
+  std::ostringstream text;
+  std::unordered_map<uint64_t, bool> defined;
+  for (const RecordedOp& op : g.ops) {
+    if (defined.emplace(op.entry->id, true).second) {
+      std::string function = op.entry->function;
+      const std::string from = "func.func public @main(";
+      function.replace(function.find(from), from.size(),
+                       "func.func private @op" + std::to_string(op.entry->id) + "(");
+      text << function;
+    }
+  }
+  text << "  func.func public @main(";
+  for (size_t i = 0; i < g.externals.size(); ++i) {
+    text << (i ? ", " : "") << "%e" << i << ": " << g.external_types[i];
+  }
+  std::vector<std::string> result_types;
+  for (int value : returned) result_types.push_back(g.value_types[value]);
+  text << ") -> (" << join_types(result_types) << ") {\n";
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    const RecordedOp& op = g.ops[k];
+    const auto& results = op.entry->result_types;
+    text << "    %r" << k;
+    if (results.size() > 1) text << ":" << results.size();
+    text << " = func.call @op" << op.entry->id << "(";
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const Input& input = op.inputs[i];
+      text << (i ? ", " : "")
+           << (input.external ? "%e" + std::to_string(input.index) : value_name(g, input.index));
+    }
+    text << ") : (" << join_types(op.entry->param_types) << ") -> (" << join_types(results)
+         << ")\n";
+  }
+  text << "    return ";
+  for (size_t i = 0; i < returned.size(); ++i) {
+    text << (i ? ", " : "") << value_name(g, returned[i]);
+  }
+  if (!returned.empty()) text << " : " << join_types(result_types);
+  text << "\n  }\n";
+  return hlo::wrap_module(text.str());
+}
+
+void reset(Graph& g) {
+  ++g.epoch;
+  g.ops.clear();
+  g.externals.clear();
+  g.external_types.clear();
+  g.value_types.clear();
+  g.slots.clear();
+}
+
+void flush_locked(Graph& g) {
+  if (g.ops.empty()) return;
+  // Values some live storage still holds are the graph's results; the rest stay on chip.
+  std::vector<std::shared_ptr<PendingSlot>> live;
+  {
+    std::lock_guard<std::mutex> lock(pending_slots_mutex());
+    for (const auto& weak : g.slots) {
+      auto slot = weak.lock();
+      if (slot && slot->owner != nullptr && slot->epoch == g.epoch &&
+          slot->owner->contents().pending == slot) {
+        live.push_back(std::move(slot));
+      }
+    }
+  }
+  std::vector<int> returned;
+  std::string key = "dev" + std::to_string(g.device) + ";";
+  for (const RecordedOp& op : g.ops) {
+    key += std::to_string(op.entry->id) + "(";
+    for (const Input& input : op.inputs) {
+      key += (input.external ? "x" : "v") + std::to_string(input.index) + ",";
+    }
+    key += ")";
+  }
+  key += "->";
+  for (const auto& slot : live) {
+    returned.push_back(slot->value);
+    key += std::to_string(slot->value) + ",";
+  }
+
+  std::shared_ptr<pjrt::Executable> executable;
+  {
+    std::lock_guard<std::mutex> lock(fused_mutex);
+    auto found = fused_cache.find(key);
+    if (found != fused_cache.end()) executable = found->second;
+  }
+  const size_t op_count = g.ops.size();
+  std::string module;
+  if (!executable) module = fused_module(g, returned);
+  auto externals = std::move(g.externals);
+  std::vector<std::string> op_names;
+  for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
+  reset(g);  // whatever happens next, the graph is spent
+
+  if (executable) {
+    metrics().cache_hits++;
+  } else {
+    metrics().cache_misses++;
+    metrics().compiles++;
+    if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
+      std::fprintf(stderr, "torch_tpu: fused module of %zu ops\n%s\n", op_count, module.c_str());
+    }
+    try {
+      executable = std::shared_ptr<pjrt::Executable>(Runtime::get().client().compile(
+          module, pjrt::single_device_compile_options()));
+    } catch (const pjrt::Error& error) {
+      TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
+                  op_names.front(), " ... ", op_names.back(), ") failed: ", error.what());
+    }
+    std::lock_guard<std::mutex> lock(fused_mutex);
+    fused_cache.emplace(key, executable);
+  }
+  metrics().fused_ops += static_cast<int64_t>(op_count);
+  metrics().executions++;
+  std::vector<PJRT_Buffer*> raw;
+  for (const auto& buffer : externals) raw.push_back(buffer->raw());
+  int device = live.empty() ? current_device() : live[0]->owner->device();
+  pjrt::ExecuteResult result = executable->execute(raw, Runtime::get().device(device));
+  pending_started();
+  std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";
+  result.done.on_ready([externals = std::move(externals), label](auto error) mutable {
+    externals.clear();
+    if (error) record_async_error(label, error->what());
+    pending_finished();
+  });
+  std::lock_guard<std::mutex> lock(pending_slots_mutex());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const auto& slot = live[i];
+    if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
+      slot->owner->assign(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])),
+                          slot->type);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
+                               const std::vector<c10::IValue>& args, int device) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mutex);
+  if (!g.ops.empty() && (g.device != device || g.ops.size() >= kMaxOps ||
+                         (g.ops.size() >= kRepeatMinOps && g.ops[0].entry == entry))) {
+    flush_locked(g);
+  }
+  g.device = device;
+  RecordedOp op{entry, {}, static_cast<int>(g.value_types.size())};
+  for (size_t p = 0; p < entry->params.size(); ++p) {
+    const ParamSource& param = entry->params[p];
+    if (param.kind != ParamSource::Kind::Storage) {
+      op.inputs.push_back(
+          {true, add_external(g, value_param_buffer(param, *entry, args, device),
+                              entry->param_types[p])});
+      continue;
+    }
+    at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
+    DeviceStorage::Contents contents = device_storage(tensor).contents();
+    if (contents.pending && contents.pending->epoch == g.epoch) {
+      TORCH_CHECK_NOT_IMPLEMENTED(contents.type == param.type,
+                                  "torch_tpu: reading a storage through another dtype");
+      op.inputs.push_back({false, contents.pending->value});
+    } else {
+      op.inputs.push_back({true, add_external(g, storage_buffer(tensor), entry->param_types[p])});
+    }
+  }
+  for (const std::string& type : entry->result_types) g.value_types.push_back(type);
+  g.ops.push_back(op);
+
+  std::vector<c10::IValue> outputs;
+  for (size_t i = 0; i < entry->outputs.size(); ++i) {
+    const OutputPlan& plan = entry->outputs[i];
+    auto slot = std::make_shared<PendingSlot>();
+    slot->epoch = g.epoch;
+    slot->value = op.first_value + static_cast<int>(i);
+    slot->type = plan.buffer_type;
+    at::Tensor target = plan.new_tensor ? new_output_tensor(plan, device) : args[plan.arg].toTensor();
+    DeviceStorage& storage = device_storage(target);
+    slot->owner = &storage;
+    storage.assign_pending(slot);
+    g.slots.push_back(slot);
+    outputs.emplace_back(plan.new_tensor ? c10::IValue(target) : args[plan.arg]);
+  }
+  return outputs;
+}
+
+void materialize_pending() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mutex);
+  flush_locked(g);
+}
+
+int64_t pending_op_count() {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mutex);
+  return static_cast<int64_t>(g.ops.size());
+}
+
+}  // namespace torch_tpu
