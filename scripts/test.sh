@@ -6,5 +6,7 @@ bash scripts/setup.sh
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 echo "[test] C++ units (ctest)"
 ctest --test-dir build --output-on-failure
-echo "[test] Python suite (pytest)"
+echo "[test] Python suite (pytest), Strict mode"
 "$PY" -m pytest tests/python -q -p no:cacheprovider "$@"
+echo "[test] Python suite (pytest) again under TPU_DEFER_AND_FUSE=1"
+TPU_DEFER_AND_FUSE=1 "$PY" -m pytest tests/python -q -p no:cacheprovider "$@"

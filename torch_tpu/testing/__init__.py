@@ -1,0 +1,1 @@
+"""Small models shared by tests and benchmarks (built from code, no downloads)."""
