@@ -319,3 +319,34 @@ LOWER({"_log_softmax_backward_data", "_log_softmax_backward_data.out"},
 
 }  // namespace
 }  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+// isin(elements, test_elements, assume_unique, invert): every element against every test
+// element, [N, M] compares reduced with `or`.
+Values isin(LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  ElementType t = et(type);
+  auto flat = [&](int index) {
+    Value v = ctx.arg(index).isTensor() ? b.convert(ctx.tensor(index), t) : ctx.scalar(index, t);
+    return b.reshape(v, {hlo::num_elements(v.shape)});
+  };
+  Value elements = flat(0), tests = flat(1);
+  int64_t n = elements.shape[0], m = tests.shape[0];
+  Value equal = b.compare("EQ", b.broadcast_in_dim(elements, {n, m}, {0}),
+                          b.broadcast_in_dim(tests, {n, m}, {1}));
+  Value found = b.reduce(equal, b.constant_int(0, ElementType::Pred), {1}, "or");
+  if (ctx.arg(3).toBool()) found = b.unary("not", found);
+  Shape shape = ctx.arg(0).isTensor()
+                    ? Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end())
+                    : Shape{};
+  return {b.reshape(found, shape)};
+}
+LOWER({"isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "isin.Tensor_Scalar",
+       "isin.Tensor_Scalar_out", "isin.Scalar_Tensor", "isin.Scalar_Tensor_out"},
+      [](LoweringContext& ctx) { return isin(ctx); });
+
+}  // namespace
+}  // namespace torch_tpu::aten

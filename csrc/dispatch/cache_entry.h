@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@ struct OutputPlan {
 struct CacheEntry {
   uint64_t id = 0;      // unique per entry; names it inside fused graphs
   std::string op_name;  // "aten::add.Tensor", for messages
-  std::unique_ptr<pjrt::Executable> executable;
+  // Compiled on first standalone use (see standalone_executable in dispatcher.cc).
+  mutable std::once_flag compiled;
+  mutable std::unique_ptr<pjrt::Executable> executable;
   std::string function;  // the op as `func.func public @main(...)`, for fusion
   std::vector<std::string> param_types, result_types;
   std::vector<ParamSource> params;

@@ -239,17 +239,6 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     entry->param_types.push_back(parameter.tensor_type());
   }
   for (const hlo::Value& result : module_results) entry->result_types.push_back(result.tensor_type());
-  std::string module = hlo::wrap_module(entry->function);
-  if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
-    std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", op_name.c_str(), module.c_str());
-  }
-  metrics().compiles++;
-  try {
-    entry->executable =
-        Runtime::get().client().compile(module, pjrt::single_device_compile_options());
-  } catch (const pjrt::Error& error) {
-    TORCH_CHECK(false, "torch_tpu: compiling ", op_name, " failed: ", error.what());
-  }
   entry->params = std::move(ctx.params);
   entry->rng_blocks = ctx.rng_blocks;
   return entry;
@@ -314,6 +303,26 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   return buffer;
 }
 
+// The op compiled on its own, on first use: DeferAndFuse only ever runs fused graphs, so an
+// op seen only there never compiles standalone.
+const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
+  std::call_once(entry.compiled, [&entry] {
+    std::string module = hlo::wrap_module(entry.function);
+    if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
+      std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(),
+                   module.c_str());
+    }
+    metrics().compiles++;
+    try {
+      entry.executable =
+          Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+    } catch (const pjrt::Error& error) {
+      TORCH_CHECK(false, "torch_tpu: compiling ", entry.op_name, " failed: ", error.what());
+    }
+  });
+  return *entry.executable;
+}
+
 // Runs one op now (Strict: enqueue and return; Debug: wait for it, so errors name the op).
 std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10::IValue>& args,
                                  int device, bool wait) {
@@ -329,7 +338,8 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   for (const auto& input : inputs) raw.push_back(input->raw());
 
   metrics().executions++;
-  pjrt::ExecuteResult result = entry.executable->execute(raw, Runtime::get().device(device));
+  pjrt::ExecuteResult result =
+      standalone_executable(entry).execute(raw, Runtime::get().device(device));
   if (wait) {
     try {
       result.done.await();
@@ -596,8 +606,12 @@ int64_t cache_size() {
 }
 
 void clear_cache() {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  cache.clear();
+  materialize_pending();
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    cache.clear();
+  }
+  clear_fused_cache();
 }
 
 // Names of every lowered op, for registration (see registration.cc).

@@ -269,6 +269,11 @@ void materialize_pending() {
   flush_locked(g);
 }
 
+void clear_fused_cache() {
+  std::lock_guard<std::mutex> lock(fused_mutex);
+  fused_cache.clear();
+}
+
 int64_t pending_op_count() {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);

@@ -19,6 +19,9 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
 // Runs the pending graph, if any, and gives every live pending storage its buffer.
 void materialize_pending();
 
+// Drops every fused executable (the per-op cache is cleared by clear_cache()).
+void clear_fused_cache();
+
 // Ops in the pending graph (0 when nothing is deferred).
 int64_t pending_op_count();
 
