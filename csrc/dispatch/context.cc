@@ -17,12 +17,30 @@ hlo::Value LoweringContext::storage_param(const at::Tensor& tensor, int index, i
 hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int list_index) {
   if (tensor.device().is_cpu()) {
     // Only 0-dim CPU tensors (Python numbers, torch.tensor(2.)) mix with device tensors;
-    // the dispatcher has already rejected any other CPU tensor.
+    // the dispatcher has already rejected any other CPU tensor. A double scalar only takes
+    // part in float64 math when a device tensor is float64 (torch's promotion rules), so it
+    // travels as f32 otherwise: TPUs have no f64.
     hlo::ElementType type = to_element_type(tensor.scalar_type());
+    if (type == hlo::ElementType::F64 && !has_double_device_tensor()) type = hlo::ElementType::F32;
     params.push_back({ParamSource::Kind::CpuScalarTensor, index, list_index, type});
     return b.parameter({}, type);
   }
   return read_view(b, storage_param(tensor, index, list_index), tensor);
+}
+
+bool LoweringContext::has_double_device_tensor() const {
+  auto is_double = [](const at::Tensor& t) {
+    return t.defined() && !t.device().is_cpu() && t.scalar_type() == c10::ScalarType::Double;
+  };
+  for (const c10::IValue& value : args_) {
+    if (value.isTensor() && is_double(value.toTensor())) return true;
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList().vec()) {
+        if (is_double(t)) return true;
+      }
+    }
+  }
+  return false;
 }
 
 hlo::Value LoweringContext::tensor(int index) {

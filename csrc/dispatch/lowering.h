@@ -51,6 +51,7 @@ class LoweringContext {
   uint64_t rng_blocks = 0;  // 128-bit blocks of random bits the computation draws
 
  private:
+  bool has_double_device_tensor() const;
   const std::vector<c10::IValue>& args_;
   std::optional<hlo::Value> rng_state_;
 };
