@@ -23,6 +23,7 @@
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/debug_checks.h"
+#include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
@@ -312,10 +313,13 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(),
                    module.c_str());
     }
-    metrics().compiles++;
+    // Single ops compile in milliseconds; they use the disk cache only when asked to.
+    static const bool persist = [] {
+      const char* value = std::getenv("TORCH_TPU_CACHE_EAGER");
+      return value != nullptr && std::string(value) == "1";
+    }();
     try {
-      entry.executable =
-          Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+      entry.executable = compile_with_cache(module, persist);
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling ", entry.op_name, " failed: ", error.what());
     }

@@ -9,7 +9,9 @@
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/mode.h"
 #include "csrc/pjrt/compile_options.h"
 
 namespace torch_tpu {
@@ -17,7 +19,7 @@ namespace {
 
 // Cut limits. A graph is cut when its first op recurs after kRepeatMinOps ops, so that the
 // cuts of a loop fall on iteration boundaries and every iteration reuses one executable.
-constexpr size_t kMaxOps = 1024;
+constexpr size_t kMaxOps = 4096;
 constexpr size_t kRepeatMinOps = 64;
 
 struct Input {
@@ -176,13 +178,11 @@ void flush_locked(Graph& g) {
     metrics().cache_hits++;
   } else {
     metrics().cache_misses++;
-    metrics().compiles++;
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: fused module of %zu ops\n%s\n", op_count, module.c_str());
     }
     try {
-      executable = std::shared_ptr<pjrt::Executable>(Runtime::get().client().compile(
-          module, pjrt::single_device_compile_options()));
+      executable = std::shared_ptr<pjrt::Executable>(compile_with_cache(module, true));
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
                   op_names.front(), " ... ", op_names.back(), ") failed: ", error.what());
@@ -219,8 +219,10 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
                                const std::vector<c10::IValue>& args, int device) {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);
-  if (!g.ops.empty() && (g.device != device || g.ops.size() >= kMaxOps ||
-                         (g.ops.size() >= kRepeatMinOps && g.ops[0].entry == entry))) {
+  // A compiled graph (recording) is cut only by the size limit: it should be one executable.
+  if (!g.ops.empty() &&
+      (g.device != device || g.ops.size() >= kMaxOps ||
+       (!recording() && g.ops.size() >= kRepeatMinOps && g.ops[0].entry == entry))) {
     flush_locked(g);
   }
   g.device = device;

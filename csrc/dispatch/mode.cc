@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include "csrc/dispatch/fusion.h"
 
@@ -23,10 +24,32 @@ EagerMode initial_mode() {
 }
 
 std::atomic<EagerMode> current{initial_mode()};
+thread_local int record_depth = 0;
 
 }  // namespace
 
-EagerMode eager_mode() { return current.load(std::memory_order_relaxed); }
+EagerMode eager_mode() {
+  return record_depth > 0 ? EagerMode::DeferAndFuse : current.load(std::memory_order_relaxed);
+}
+
+bool recording() { return record_depth > 0; }
+
+RecordScope::RecordScope() {
+  if (record_depth++ == 0) materialize_pending();  // the graph starts with this scope
+}
+
+RecordScope::~RecordScope() noexcept(false) {
+  if (--record_depth != 0) return;
+  if (std::uncaught_exceptions() == 0) {
+    materialize_pending();
+    return;
+  }
+  try {
+    materialize_pending();  // the recorded prefix still runs: its writes are visible as in eager
+  } catch (...) {
+    // The exception already unwinding is the one to report.
+  }
+}
 
 void set_eager_mode(EagerMode mode) {
   materialize_pending();

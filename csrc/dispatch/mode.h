@@ -9,7 +9,19 @@ namespace torch_tpu {
 
 enum class EagerMode { Strict, Debug, DeferAndFuse };
 
+// DeferAndFuse while this thread records a compiled graph (RecordScope), else the set mode.
 EagerMode eager_mode();
+
+// While alive, this thread's ops are recorded into the pending graph without loop-repeat cuts;
+// the outermost scope's end runs the graph, so a compiled FX graph becomes one executable.
+class RecordScope {
+ public:
+  RecordScope();
+  ~RecordScope() noexcept(false);
+  RecordScope(const RecordScope&) = delete;
+  RecordScope& operator=(const RecordScope&) = delete;
+};
+bool recording();
 // Materializes pending deferred work first, so that switching is always safe.
 void set_eager_mode(EagerMode mode);
 EagerMode parse_eager_mode(const std::string& name);  // "strict", "debug", "defer_and_fuse"

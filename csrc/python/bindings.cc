@@ -154,6 +154,13 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     set_eager_mode(mode);
   });
+  m.def(
+      "_run_recorded",
+      [](py::function fn, py::args args) {
+        RecordScope scope;
+        return fn(*args);
+      },
+      "Calls fn(*args) recording its tpu ops into one fused executable, run on return.");
   m.def("_get_eager_mode", [] { return eager_mode_name(eager_mode()); });
   m.def("_pending_op_count", &pending_op_count);
   m.def("_inject_async_fault", &inject_async_fault,

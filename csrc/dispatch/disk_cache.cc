@@ -1,0 +1,178 @@
+#include "csrc/dispatch/disk_cache.h"
+
+#include <c10/util/Exception.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "csrc/device/runtime.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/pjrt/compile_options.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'T', 'P', 'U', 'E', 'X', 'E', '1'};
+constexpr const char* kTorchTpuVersion = "0.1.0";
+
+uint64_t fnv1a(const std::string& bytes, uint64_t seed) {
+  uint64_t hash = 1469598103934665603ULL ^ seed;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+std::string hex(uint64_t value) {
+  std::ostringstream out;
+  out << std::hex;
+  out.width(16);
+  out.fill('0');
+  out << value;
+  return out.str();
+}
+
+// Everything an executable's validity depends on besides its module text.
+const std::string& environment_key() {
+  static const std::string key = [] {
+    const auto& client = Runtime::get().client();
+    std::ostringstream out;
+    out << "plugin=" << client.plugin().path() << ";pjrt=" << client.plugin().major_version()
+        << "." << client.plugin().minor_version() << ";platform=" << client.platform_name()
+        << ";version=" << client.platform_version() << ";torch_tpu=" << kTorchTpuVersion
+        << ";options=" << hex(fnv1a(pjrt::single_device_compile_options(), 0));
+    std::error_code error;
+    auto size = std::filesystem::file_size(client.plugin().path(), error);
+    if (!error) out << ";plugin_size=" << size;
+    return out.str();
+  }();
+  return key;
+}
+
+void put_u64(std::string& out, uint64_t value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+bool get_u64(const std::string& in, size_t& offset, uint64_t* value) {
+  if (offset + sizeof(uint64_t) > in.size()) return false;
+  std::memcpy(value, in.data() + offset, sizeof(uint64_t));
+  offset += sizeof(uint64_t);
+  return true;
+}
+
+// The payload of a valid entry for `key`, or an empty string and a reason.
+std::string read_entry(const std::filesystem::path& path, const std::string& key,
+                       std::string* problem) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return "";
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  size_t offset = sizeof(kMagic);
+  uint64_t key_size = 0, payload_size = 0, checksum = 0;
+  if (bytes.size() < sizeof(kMagic) || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0 ||
+      !get_u64(bytes, offset, &key_size) || offset + key_size > bytes.size()) {
+    *problem = "not a torch_tpu cache entry or truncated";
+    return "";
+  }
+  if (bytes.compare(offset, key_size, key) != 0 || key_size != key.size()) {
+    *problem = "written for another module, plugin or version";
+    return "";
+  }
+  offset += key_size;
+  if (!get_u64(bytes, offset, &payload_size) || !get_u64(bytes, offset, &checksum) ||
+      offset + payload_size != bytes.size()) {
+    *problem = "truncated";
+    return "";
+  }
+  std::string payload = bytes.substr(offset);
+  if (fnv1a(payload, 1) != checksum) {
+    *problem = "corrupted (checksum mismatch)";
+    return "";
+  }
+  return payload;
+}
+
+// Writes to a private temporary file, then renames: readers see the old entry or the new one,
+// never a torn one, however many processes write at once.
+void write_entry(const std::filesystem::path& path, const std::string& key,
+                 const std::string& payload) {
+  std::string bytes(kMagic, sizeof(kMagic));
+  put_u64(bytes, key.size());
+  bytes += key;
+  put_u64(bytes, payload.size());
+  put_u64(bytes, fnv1a(payload, 1));
+  bytes += payload;
+  std::error_code error;
+  std::filesystem::create_directories(path.parent_path(), error);
+  std::random_device random;
+  auto temporary = path;
+  temporary += ".tmp." + std::to_string(getpid()) + "." + std::to_string(random());
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    if (!file) return;  // an unwritable cache only costs compile time
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!file) {
+      std::filesystem::remove(temporary, error);
+      return;
+    }
+  }
+  std::filesystem::rename(temporary, path, error);
+  if (error) std::filesystem::remove(temporary, error);
+}
+
+std::unique_ptr<pjrt::Executable> compile(const std::string& module) {
+  metrics().compiles++;
+  return Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+}
+
+}  // namespace
+
+std::string cache_directory() {
+  if (const char* dir = std::getenv("TORCH_TPU_CACHE_DIR")) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/torch_tpu";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/torch_tpu";
+  }
+  return "";
+}
+
+std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist) {
+  const std::string directory = persist ? cache_directory() : "";
+  if (directory.empty()) return compile(module);
+  const std::string key = environment_key() + "\n" + module;
+  const std::filesystem::path path =
+      std::filesystem::path(directory) / (hex(fnv1a(key, 0)) + hex(fnv1a(key, 7)) + ".exe");
+  std::string problem;
+  std::string payload = read_entry(path, key, &problem);
+  if (!payload.empty()) {
+    try {
+      auto executable = Runtime::get().client().deserialize(payload);
+      metrics().disk_cache_hits++;
+      return executable;
+    } catch (const pjrt::Error& error) {
+      problem = std::string("rejected by the plugin: ") + error.what();
+    }
+  }
+  if (!problem.empty()) {
+    TORCH_WARN("torch_tpu: ignoring compile cache entry ", path.string(), " (", problem,
+               "); recompiling");
+  }
+  auto executable = compile(module);
+  try {
+    write_entry(path, key, executable->serialize());
+    metrics().disk_cache_writes++;
+  } catch (const pjrt::Error&) {
+    // A plugin that cannot serialize just does not persist.
+  }
+  return executable;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,49 @@
+"""``torch.compile(model, backend="tpu")``.
+
+Dynamo captures the graph and AOTAutograd splits it into forward and backward aten graphs.
+Each graph is lowered by running torch_tpu's own eager kernels in the dispatcher's record mode:
+its ops are recorded into one pending graph and emitted as a single StableHLO module, compiled
+once and cached in memory and on disk (``TORCH_TPU_CACHE_DIR``). There is no second kernel
+library, so compiled and eager numerics are the same.
+
+The backend is found through the ``torch_dynamo_backends`` entry point, so importing torch does
+not import Dynamo. Options (``torch.compile(..., options={...})``):
+
+- ``"record": False`` runs each graph op by op in the current eager mode instead of as one
+  executable (for debugging a compiled model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from . import _C
+
+
+def _graph_compiler(record: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Any]:
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        if not record:
+            return make_boxed_func(gm)
+
+        def run(args: list[Any]) -> Any:
+            return _C._run_recorded(gm, *args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    return compile_graph
+
+
+def tpu_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
+) -> Callable[..., Any]:
+    record = bool(options.pop("record", True))
+    if options:
+        raise ValueError(f"torch_tpu: unknown torch.compile options {sorted(options)}")
+    compiler = _graph_compiler(record)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)(gm, example_inputs)
