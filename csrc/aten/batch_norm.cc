@@ -29,7 +29,7 @@ at::Tensor per_channel(const at::Tensor& t, const at::Tensor& input) {
   return t.reshape(shape);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
@@ -62,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   return {out.to(input.scalar_type()), mean, invstd};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
@@ -94,9 +94,36 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
           output_mask[2] ? grad_bias.to(param_type.scalar_type()) : at::Tensor()};
 }
 
+// The forms AOTAutograd traces to (torch.compile): running statistics are annotated as
+// mutated, which native_batch_norm already does in place.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
+    bool training, double momentum, double eps) {
+  return batch_norm_forward(input, weight, bias, running_mean, running_var, training, momentum,
+                           eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, bool training, double momentum, double eps) {
+  return batch_norm_forward(input, weight, bias, std::nullopt, std::nullopt, training, momentum,
+                           eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& running_mean,
+    const at::Tensor& running_var, double momentum, double eps) {
+  return batch_norm_forward(input, weight, bias, running_mean, running_var, false, momentum, eps);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
-  m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
+  m.impl("native_batch_norm", TORCH_FN(batch_norm_forward));
+  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats));
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(batch_norm_legit_no_training));
+  m.impl("native_batch_norm_backward", TORCH_FN(batch_norm_backward));
 }
 
 }  // namespace
