@@ -29,10 +29,10 @@ if [ ! -x "$PY" ]; then
   python3 -m venv "$VENV"
 fi
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
-if ! "$PY" -c "import torch, numpy, pytest, ruff" 2>/dev/null \
+if ! "$PY" -c "import torch, numpy, pytest, ruff, transformers" 2>/dev/null \
    || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
-  say "installing torch==2.13.0 and test tools"
-  pip_install torch==2.13.0 numpy pytest ruff setuptools wheel
+  say "installing torch==2.13.0, test tools and transformers (models are built from configs)"
+  pip_install torch==2.13.0 numpy pytest ruff setuptools wheel transformers==5.24.0
 fi
 
 # 3. The XLA CPU PJRT plugin (PJRT API 0.115, built from the XLA of jaxlib 0.11.2).

@@ -214,7 +214,18 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
                                    source.sizes(), source.strides());
 }
 
+// Module.to("tpu") swaps each parameter's data in place (param.data = moved) only when the two
+// tensor types are "shallow-copy compatible"; c10 knows that only for built-in backends, so
+// without this, moving a model would make new Parameters and break weight tying.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return dense(self) && dense(from);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));

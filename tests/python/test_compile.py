@@ -241,3 +241,35 @@ def test_concurrent_processes_fill_one_cache_safely(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp.*"))
     warm, stderr = run_program(tmp_path)
     assert warm["metrics"]["compiles"] == 0 and "ignoring" not in stderr
+
+
+def test_tiny_hugging_face_causal_lm_compiled() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        vocab_size=96,
+        n_positions=32,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    torch.manual_seed(0)
+    cpu_model = transformers.GPT2LMHeadModel(config).eval()
+    tpu_model = transformers.GPT2LMHeadModel(config).eval().to(TPU)
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    ids = torch.randint(0, 96, (2, 12))
+    expected = cpu_model(ids, labels=ids)
+    compiled = torch.compile(tpu_model, backend="tpu")
+    got = compiled(ids.to(TPU), labels=ids.to(TPU))
+    torch.testing.assert_close(
+        got.logits.detach().cpu(), expected.logits.detach(), rtol=1e-4, atol=1e-4
+    )
+    got.loss.backward()
+    expected.loss.backward()
+    torch.testing.assert_close(
+        tpu_model.transformer.wte.weight.grad.cpu(),
+        cpu_model.transformer.wte.weight.grad,
+        rtol=1e-4,
+        atol=1e-5,
+    )

@@ -265,3 +265,15 @@ def test_explicit_cpu_plugin_selection() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "kind cpu" in proc.stdout
     assert "[2.0, 2.0, 2.0]" in proc.stdout
+
+
+def test_module_to_keeps_parameter_identity_and_weight_tying() -> None:
+    model = torch.nn.Module()
+    model.encoder = torch.nn.Embedding(10, 4)
+    model.decoder = torch.nn.Linear(4, 10, bias=False)
+    model.decoder.weight = model.encoder.weight  # tied, as in language models
+    original = model.encoder.weight
+    model.to("tpu")
+    assert model.encoder.weight is original  # moved in place, as on CUDA
+    assert model.decoder.weight is model.encoder.weight
+    assert original.device.type == "tpu"
