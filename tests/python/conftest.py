@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,6 +12,9 @@ import pytest
 import torch
 
 TPU = torch.device("tpu")
+
+# The suite's executables go to a private persistent-cache folder, not the user's cache.
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="torch_tpu_test_cache_"))
 
 # (atol, rtol) per dtype for elementwise-style results. XLA's CPU compiler may evaluate
 # transcendental functions with different polynomial approximations than ATen, so float32 is
