@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT
+from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
 
 
 def make_step(device: str, compile_backend: str | None) -> Callable[[], float]:
@@ -24,14 +23,7 @@ def make_step(device: str, compile_backend: str | None) -> Callable[[], float]:
     data = torch.randint(0, 64, (8, 33))
     inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
 
-    def step() -> torch.Tensor:
-        optimizer.zero_grad()
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, optimizer, inputs, targets)
     fn = torch.compile(step, backend=compile_backend) if compile_backend else step
     return lambda: fn().item()
 

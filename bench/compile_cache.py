@@ -18,22 +18,14 @@ import tempfile
 
 STEP = """
 import json, time, torch, torch_tpu
-import torch.nn.functional as F
-from torch_tpu.testing.tiny_gpt import TinyGPT
+from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
 torch.manual_seed(0)
 model = TinyGPT(dim=64, layers=2, max_len=32).to("tpu")
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 data = torch.randint(0, 64, (8, 33))
 inputs, targets = data[:, :-1].to("tpu"), data[:, 1:].to("tpu")
 
-@torch.compile(backend="tpu")
-def step():
-    optimizer.zero_grad()
-    logits = model(inputs)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    loss.backward()
-    optimizer.step()
-    return loss
+step = torch.compile(training_step(model, optimizer, inputs, targets), backend="tpu")
 
 start = time.perf_counter()
 loss = step().item()

@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT
+from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
 
 MODES = ("strict", "debug", "defer_and_fuse")
 
@@ -66,15 +65,8 @@ def train_step_fn(device: str) -> Callable[[], object]:
     data = torch.randint(0, 64, (8, 33))
     inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
 
-    def step() -> float:
-        optimizer.zero_grad()
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss.item()
-
-    return step
+    step = training_step(model, optimizer, inputs, targets)
+    return lambda: step().item()
 
 
 def row(

@@ -113,6 +113,9 @@ Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& ind
                    [reduce](Builder& r, const std::vector<Value>& a) {
                      if (reduce == "add") return std::vector<Value>{r.binary("add", a[0], a[1])};
                      if (reduce == "multiply") return std::vector<Value>{r.binary("multiply", a[0], a[1])};
+                     if (reduce == "maximum" || reduce == "minimum") {
+                       return std::vector<Value>{extremum(r, reduce, a[0], a[1])};
+                     }
                      return std::vector<Value>{a[1]};
                    });
 }
@@ -248,18 +251,7 @@ LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, [
               "mean, amax or amin, got ", reduce);
   bool is_max = reduce == "amax";
   Value base = identity_where_touched(is_max ? lowest(t) : highest(t));
-  hlo::ScatterDims dims;
-  for (int64_t d = 0; d < self.rank(); ++d) {
-    dims.inserted_window_dims.push_back(d);
-    dims.scatter_dims_to_operand_dims.push_back(d);
-  }
-  dims.index_vector_dim = index.rank();
-  Shape zeros(src.rank(), 0), ones(src.rank(), 1);
-  Value updates = b.slice(src, zeros, index.shape, ones);
-  return Values{b.scatter(base, coordinates(b, index, dim, self.shape[dim]), updates, dims,
-                          [is_max](Builder& r, const std::vector<Value>& a) {
-                            return std::vector<Value>{extremum(r, is_max ? "maximum" : "minimum", a[0], a[1])};
-                          })};
+  return Values{scatter_along(b, base, dim, index, src, is_max ? "maximum" : "minimum")};
 });
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the

@@ -13,11 +13,10 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-import torch.nn.functional as F
 from conftest import TPU
 from torch import nn
 
-from torch_tpu.testing.tiny_gpt import Block, TinyGPT
+from torch_tpu.testing.tiny_gpt import Block, TinyGPT, training_step
 
 
 @pytest.fixture(autouse=True)
@@ -99,14 +98,7 @@ def test_whole_training_step_compiled() -> None:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
 
-        def step() -> torch.Tensor:
-            optimizer.zero_grad()
-            logits = model(inputs)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            loss.backward()
-            optimizer.step()
-            return loss
-
+        step = training_step(model, optimizer, inputs, targets)
         fn = torch.compile(step, backend="tpu") if compile_step else step
         return [fn().item() for _ in range(5)]
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from conftest import TPU
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT
+from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
 
 
 @pytest.fixture(autouse=True)
@@ -205,14 +205,10 @@ def train_tiny_gpt(
     model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
+    step_fn = training_step(model, optimizer, inputs, targets)
     losses = []
     for step in range(steps):
-        optimizer.zero_grad()
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(step_fn().item())
         if on_step is not None:
             on_step(step)
     return losses

@@ -110,3 +110,23 @@ class TinyGPT(nn.Module):
             if on_token is not None:
                 on_token(len(produced))
         return produced
+
+
+def training_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> Callable[[], torch.Tensor]:
+    """One language-model training step (forward, cross-entropy, backward, optimizer step);
+    returns the loss tensor (left on the device)."""
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad()
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
