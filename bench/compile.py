@@ -13,19 +13,7 @@ from collections.abc import Callable
 import torch
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
-
-
-def make_step(device: str, compile_backend: str | None) -> Callable[[], float]:
-    torch.manual_seed(0)
-    model = TinyGPT(dim=64, layers=2, max_len=32).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = torch.randint(0, 64, (8, 33))
-    inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
-
-    step = training_step(model, optimizer, inputs, targets)
-    fn = torch.compile(step, backend=compile_backend) if compile_backend else step
-    return lambda: fn().item()
+from torch_tpu.testing.tiny_gpt import tiny_lm_training_step
 
 
 def ms_per_step(step: Callable[[], float], warmup: int = 3, repeats: int = 20) -> float:
@@ -42,15 +30,15 @@ def ms_per_step(step: Callable[[], float], warmup: int = 3, repeats: int = 20) -
 def main() -> None:
     rows: dict[str, float] = {}
     torch._dynamo.reset()
-    rows["tpu, torch.compile(backend='tpu')"] = ms_per_step(make_step("tpu", "tpu"))
+    rows["tpu, torch.compile(backend='tpu')"] = ms_per_step(tiny_lm_training_step("tpu", "tpu"))
     torch_tpu.set_eager_mode("strict")
-    rows["tpu, eager Strict"] = ms_per_step(make_step("tpu", None))
+    rows["tpu, eager Strict"] = ms_per_step(tiny_lm_training_step("tpu", None))
     torch_tpu.set_eager_mode("defer_and_fuse")
-    rows["tpu, eager DeferAndFuse"] = ms_per_step(make_step("tpu", None))
+    rows["tpu, eager DeferAndFuse"] = ms_per_step(tiny_lm_training_step("tpu", None))
     torch_tpu.set_eager_mode("strict")
-    rows["cpu, torch eager"] = ms_per_step(make_step("cpu", None))
+    rows["cpu, torch eager"] = ms_per_step(tiny_lm_training_step("cpu", None))
     torch._dynamo.reset()
-    rows["cpu, torch.compile (inductor)"] = ms_per_step(make_step("cpu", "inductor"))
+    rows["cpu, torch.compile (inductor)"] = ms_per_step(tiny_lm_training_step("cpu", "inductor"))
     base = rows["tpu, eager Strict"]
     print(
         f"{'TinyGPT training step (dim 64, 2 layers, batch 8x32)':<40} {'ms/step':>9} "

@@ -18,17 +18,10 @@ import tempfile
 
 STEP = """
 import json, time, torch, torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
-torch.manual_seed(0)
-model = TinyGPT(dim=64, layers=2, max_len=32).to("tpu")
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-data = torch.randint(0, 64, (8, 33))
-inputs, targets = data[:, :-1].to("tpu"), data[:, 1:].to("tpu")
-
-step = torch.compile(training_step(model, optimizer, inputs, targets), backend="tpu")
-
+from torch_tpu.testing.tiny_gpt import tiny_lm_training_step
+step = tiny_lm_training_step("tpu", compile_backend="tpu")
 start = time.perf_counter()
-loss = step().item()
+loss = step()
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "loss": loss, "metrics": torch_tpu.metrics()}))
 """

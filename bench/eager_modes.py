@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT, training_step
+from torch_tpu.testing.tiny_gpt import TinyGPT, tiny_lm_training_step
 
 MODES = ("strict", "debug", "defer_and_fuse")
 
@@ -56,17 +56,6 @@ def chain(a: torch.Tensor) -> torch.Tensor:
         a = torch.maximum(a, a * 0.5)
         a = a - 0.25
     return torch.tanh(a) + a
-
-
-def train_step_fn(device: str) -> Callable[[], object]:
-    torch.manual_seed(0)
-    model = TinyGPT(dim=64, layers=2, max_len=32).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = torch.randint(0, 64, (8, 33))
-    inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
-
-    step = training_step(model, optimizer, inputs, targets)
-    return lambda: step().item()
 
 
 def row(
@@ -113,11 +102,11 @@ def main() -> None:
     steps: dict[str, float] = {}
     for mode in MODES:
         torch_tpu.set_eager_mode(mode)
-        step = train_step_fn("tpu")
+        step = tiny_lm_training_step("tpu")
         step()
         steps[mode] = timed(step, tpu_sync) * 1e3
     torch_tpu.set_eager_mode("strict")
-    steps["cpu eager"] = timed(train_step_fn("cpu"), no_sync) * 1e3
+    steps["cpu eager"] = timed(tiny_lm_training_step("cpu"), no_sync) * 1e3
     row("transformer training step", steps, "ms/step", "strict")
 
     # 4. Greedy generate with a static KV cache: tokens per second.

@@ -2,6 +2,8 @@
 // embedding backward, triangular masks.
 #include <c10/util/Exception.h>
 
+#include <functional>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -162,42 +164,39 @@ Shape with_dim(const Shape& shape, int64_t dim, int64_t size) {
   return out;
 }
 
-// index_add(self, dim, index, source, alpha)
-LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
+// index_add / index_copy / index_fill(self, dim, index, x, ...): `updates` makes the slices
+// (shaped like self with `dim` of index.numel()) that are combined into self by `op`.
+Values index_along(LoweringContext& ctx, const std::string& op,
+                   const std::function<Value(const Value& self, const Shape&)>& updates) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
+  Shape original = self.shape;
   if (self.rank() == 0) self = b.reshape(self, {1});
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = ctx.tensor(2);
   Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
-  Value source = b.reshape(b.convert(ctx.tensor(3), self.type), update_shape);
-  source = b.binary("multiply", source, as(b, ctx.scalar(4, self.type), self.type, update_shape));
-  Value out = scatter_slices(b, self, dim, index, source, self.type == ElementType::Pred ? "or" : "add");
-  return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+  Value out = scatter_slices(b, self, dim, index, updates(self, update_shape), op);
+  return {b.reshape(out, original)};
+}
+
+LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
+  return index_along(ctx, ctx.tensor_meta(0).scalar_type() == c10::kBool ? "or" : "add",
+                     [&ctx](const Value& self, const Shape& shape) {
+                       Value source = ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
+                       return ctx.b.binary("multiply", source, as(ctx.b, ctx.scalar(4, self.type), self.type, shape));
+                     });
 });
 LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value self = ctx.tensor(0);
-  if (self.rank() == 0) self = b.reshape(self, {1});
-  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
-  Value index = ctx.tensor(2);
-  Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
-  Value source = b.reshape(b.convert(ctx.tensor(3), self.type), update_shape);
-  Value out = scatter_slices(b, self, dim, index, source, "");
-  return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+  return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
+    return ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
+  });
 });
 LOWER({"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Scalar_out",
        "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
       [](LoweringContext& ctx) {
-        Builder& b = ctx.b;
-        Value self = ctx.tensor(0);
-        if (self.rank() == 0) self = b.reshape(self, {1});
-        int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
-        Value index = ctx.tensor(2);
-        Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
-        Value value = operand(ctx, 3, self.type, update_shape);
-        Value out = scatter_slices(b, self, dim, index, value, "");
-        return Values{b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+        return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
+          return operand(ctx, 3, self.type, shape);
+        });
       });
 
 LOWER({"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",

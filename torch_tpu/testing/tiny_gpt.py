@@ -130,3 +130,18 @@ def training_step(
         return loss
 
     return step
+
+
+def tiny_lm_training_step(
+    device: torch.device | str, compile_backend: str | None = None
+) -> Callable[[], float]:
+    """The benchmarks' workload: a TinyGPT (dim 64, 2 layers) AdamW step on an 8x32 batch,
+    optionally under torch.compile; each call returns the loss as a float."""
+    torch.manual_seed(0)
+    model = TinyGPT(dim=64, layers=2, max_len=32).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = torch.randint(0, 64, (8, 33))
+    inputs, targets = data[:, :-1].to(device), data[:, 1:].to(device)
+    step = training_step(model, optimizer, inputs, targets)
+    fn = torch.compile(step, backend=compile_backend) if compile_backend else step
+    return lambda: fn().item()
