@@ -28,11 +28,13 @@ if [ ! -x "$PY" ]; then
   say "creating $VENV"
   python3 -m venv "$VENV"
 fi
-pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
-if ! "$PY" -c "import torch, numpy, pytest, ruff, transformers" 2>/dev/null \
+# pip's own failures stop the script (pipefail); only its noise about local indexes is dropped.
+quiet() { grep -v "^WARNING: Location" || true; }
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | quiet; }
+if ! "$PY" -c "import torch, numpy, pytest, ruff, transformers, expecttest" 2>/dev/null \
    || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
   say "installing torch==2.13.0, test tools and transformers (models are built from configs)"
-  pip_install torch==2.13.0 numpy pytest ruff setuptools wheel transformers==5.24.0
+  pip_install torch==2.13.0 numpy pytest ruff setuptools wheel transformers==5.24.0 expecttest
 fi
 
 # 3. The XLA CPU PJRT plugin (PJRT API 0.115, built from the XLA of jaxlib 0.11.2).
@@ -65,6 +67,6 @@ fi
 # 5. Build and install torch_tpu (editable; CMake builds incrementally in build/).
 say "building torch_tpu"
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
-  | grep -v "^WARNING: Location" || true
+  | quiet
 "$PY" -c "import torch_tpu._C" || { echo "[setup] torch_tpu failed to build" >&2; exit 1; }
 say "done"

@@ -89,6 +89,10 @@ Shape operand_shape(const LoweringContext& ctx, std::initializer_list<int> indic
   return shape;
 }
 
+ElementType opmath(ElementType type) {
+  return type == ElementType::F16 || type == ElementType::BF16 ? ElementType::F32 : type;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t rank) {
   int64_t bound = std::max<int64_t>(rank, 1);
   TORCH_CHECK_INDEX(dim >= -bound && dim < bound, "Dimension out of range (expected to be in "

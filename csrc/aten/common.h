@@ -36,6 +36,10 @@ Value operand(LoweringContext& ctx, int index, ElementType type, const Shape& sh
 // The broadcast shape of several tensor-or-scalar arguments.
 Shape operand_shape(const LoweringContext& ctx, std::initializer_list<int> indices);
 
+// The type arithmetic happens in, as in ATen's CPU kernels: f16/bf16 compute in f32 and round
+// once at the end.
+ElementType opmath(ElementType type);
+
 int64_t wrap_dim(int64_t dim, int64_t rank);
 // A reduction's dims: the int[]? argument at `index`, wrapped; all dims when empty or None.
 std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank);

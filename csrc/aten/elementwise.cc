@@ -16,15 +16,15 @@ Values add_like(LoweringContext& ctx, const char* op) {
                 "For integral input tensors, argument alpha must not be a floating point number.");
   }
   Shape shape = operand_shape(ctx, {0, 1});
-  ElementType t = et(type);
-  Value a = operand(ctx, 0, t, shape);
-  Value other = operand(ctx, 1, t, shape);
-  if (ctx.num_args() > 2 && ctx.arg(2).isScalar() && type != c10::ScalarType::Bool) {
-    // alpha is a runtime input: its value never selects the computation.
-    other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, t), t, shape));
-  }
+  ElementType t = et(type), m = opmath(t);
+  Value a = operand(ctx, 0, m, shape);
+  Value other = operand(ctx, 1, m, shape);
   if (type == c10::ScalarType::Bool) return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
-  return {ctx.b.binary(op, a, other)};
+  if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
+    // alpha is a runtime input: its value never selects the computation.
+    other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, m), m, shape));
+  }
+  return {ctx.b.convert(ctx.b.binary(op, a, other), t)};
 }
 
 LOWER({"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar", "add.Scalar_out"},
@@ -424,20 +424,21 @@ LOWER({"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.T
         Builder& b = ctx.b;
         c10::ScalarType type = promoted_type(ctx, {0, 1});
         Shape shape = operand_shape(ctx, {0, 1, 2});
-        ElementType t = et(type);
-        Value self = operand(ctx, 0, t, shape), end = operand(ctx, 1, t, shape);
-        Value weight = operand(ctx, 2, t, shape);
-        return Values{b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self)))};
+        ElementType t = et(type), m = opmath(t);
+        Value self = operand(ctx, 0, m, shape), end = operand(ctx, 1, m, shape);
+        Value weight = operand(ctx, 2, m, shape);
+        return Values{b.convert(
+            b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self))), t)};
       });
 
 Values addc(LoweringContext& ctx, const char* op) {
   Builder& b = ctx.b;
   c10::ScalarType type = promoted_type(ctx, {0, 1, 2});
   Shape shape = operand_shape(ctx, {0, 1, 2});
-  ElementType t = et(type);
-  Value term = b.binary(op, operand(ctx, 1, t, shape), operand(ctx, 2, t, shape));
-  Value value = as(b, ctx.scalar(3, t), t, shape);
-  return {b.binary("add", operand(ctx, 0, t, shape), b.binary("multiply", value, term))};
+  ElementType t = et(type), m = opmath(t);
+  Value term = b.binary(op, operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
+  Value value = as(b, ctx.scalar(3, m), m, shape);
+  return {b.convert(b.binary("add", operand(ctx, 0, m, shape), b.binary("multiply", value, term)), t)};
 }
 LOWER({"addcmul", "addcmul_", "addcmul.out"}, [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
 LOWER({"addcdiv", "addcdiv_", "addcdiv.out"}, [](LoweringContext& ctx) { return addc(ctx, "divide"); });
@@ -544,6 +545,49 @@ LOWER({"nan_to_num", "nan_to_num_", "nan_to_num.out"}, [](LoweringContext& ctx) 
   out = b.select(b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape)), posinf, out);
   return Values{b.select(b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape)), neginf, out)};
 });
+
+}  // namespace
+}  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+// Inverse and hyperbolic trigonometry: StableHLO has only atan2 among them (the rest live in
+// CHLO, which plugins do not accept), so they are written from atan2, log and exp.
+Value one_like(Builder& b, const Value& x) { return splat(b, 1.0, x.type, x.shape); }
+
+Value sqrt_one_minus_square(Builder& b, const Value& x) {
+  return b.unary("sqrt", b.binary("subtract", one_like(b, x), b.binary("multiply", x, x)));
+}
+
+TORCH_TPU_FLOAT_UNARY_FN(atan, { return b.binary("atan2", x, one_like(b, x)); });
+TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.binary("atan2", x, sqrt_one_minus_square(b, x)); });
+TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.binary("atan2", sqrt_one_minus_square(b, x), x); });
+TORCH_TPU_FLOAT_UNARY_FN(sinh, {
+  Value half = splat(b, 0.5, x.type, x.shape);
+  return b.binary("multiply", half, b.binary("subtract", b.unary("exponential_minus_one", x),
+                                              b.unary("exponential_minus_one", b.unary("negate", x))));
+});
+TORCH_TPU_FLOAT_UNARY_FN(cosh, {
+  Value half = splat(b, 0.5, x.type, x.shape);
+  return b.binary("multiply", half, b.binary("add", b.unary("exponential", x),
+                                              b.unary("exponential", b.unary("negate", x))));
+});
+TORCH_TPU_FLOAT_UNARY_FN(asinh, {
+  Value a = b.unary("abs", x);
+  Value magnitude = b.unary("log", b.binary("add", a, b.unary("sqrt", b.binary("add", b.binary("multiply", x, x),
+                                                                                 one_like(b, x)))));
+  return b.binary("multiply", b.unary("sign", x), magnitude);
+});
+TORCH_TPU_FLOAT_UNARY_FN(acosh, {
+  Value root = b.unary("sqrt", b.binary("subtract", b.binary("multiply", x, x), one_like(b, x)));
+  return b.unary("log", b.binary("add", x, root));
+});
+TORCH_TPU_FLOAT_UNARY_FN(atanh, {
+  Value ratio = b.binary("divide", b.binary("add", one_like(b, x), x), b.binary("subtract", one_like(b, x), x));
+  return b.binary("multiply", splat(b, 0.5, x.type, x.shape), b.unary("log", ratio));
+});
+TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.binary("subtract", one_like(b, x), erf(b, x)); });
 
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -122,15 +122,19 @@ Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& ind
                    });
 }
 
+// 0-dim operands scatter as one-element vectors, as torch treats them.
+Value at_least_1d(Builder& b, const Value& x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
+
 Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
-  Value self = ctx.tensor(0);
-  int64_t dim = wrap_dim(ctx.arg(1).toInt(), std::max<int64_t>(self.rank(), 1));
-  Value index = ctx.tensor(2);
+  Builder& b = ctx.b;
+  Value original = ctx.tensor(0);
+  Value self = at_least_1d(b, original);
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  Value index = at_least_1d(b, ctx.tensor(2));
   TORCH_CHECK(index.type == ElementType::S64, "scatter(): Expected dtype int64 for index");
-  Value src = ctx.arg(3).isTensor() ? ctx.b.convert(ctx.tensor(3), self.type)
-                                    : as(ctx.b, ctx.scalar(3, self.type), self.type, index.shape);
-  if (self.rank() == 0) return {self};
-  return {scatter_along(ctx.b, self, dim, index, src, reduce)};
+  Value src = ctx.arg(3).isTensor() ? at_least_1d(b, b.convert(ctx.tensor(3), self.type))
+                                    : as(b, ctx.scalar(3, self.type), self.type, index.shape);
+  return {b.reshape(scatter_along(b, self, dim, index, src, reduce), original.shape)};
 }
 
 // Scatters `updates` (shaped like self with `dim` of length index.numel()) into self along
@@ -209,15 +213,14 @@ LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
       [](LoweringContext& ctx) { return scatter_impl(ctx, "add"); });
 
 // scatter_reduce(self, dim, index, src, reduce, include_self): sum, prod, mean, amax, amin.
-LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, [](LoweringContext& ctx) {
+Value scatter_reduce(LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value self = ctx.tensor(0);
-  int64_t dim = wrap_dim(ctx.arg(1).toInt(), std::max<int64_t>(self.rank(), 1));
-  Value index = ctx.tensor(2);
-  Value src = b.convert(ctx.tensor(3), self.type);
+  Value self = at_least_1d(b, ctx.tensor(0));
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  Value index = at_least_1d(b, ctx.tensor(2));
+  Value src = at_least_1d(b, b.convert(ctx.tensor(3), self.type));
   const std::string reduce = ctx.arg(4).toStringRef();
   bool include_self = ctx.arg(5).toBool();
-  if (self.rank() == 0) return Values{self};
   ElementType t = self.type;
   // Where no index lands, self is kept whatever include_self says.
   Value hit = scatter_along(b, splat(b, 0, ElementType::S64, self.shape), dim, index,
@@ -229,7 +232,7 @@ LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, [
   };
   if (reduce == "sum" || reduce == "mean") {
     Value total = scatter_along(b, identity_where_touched(0), dim, index, src, "add");
-    if (reduce == "sum") return Values{total};
+    if (reduce == "sum") return total;
     Value count = b.binary("add", hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
     count = b.select(b.compare("EQ", count, splat(b, 0, ElementType::S64, self.shape)),
                      splat(b, 1, ElementType::S64, self.shape), count);
@@ -241,17 +244,23 @@ LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"}, [
                            b.compare("LT", total, splat(b, 0, t, self.shape)));
       mean = b.select(fix, b.binary("subtract", mean, splat(b, 1, t, self.shape)), mean);
     }
-    return Values{b.select(touched, mean, self)};
+    return b.select(touched, mean, self);
   }
   if (reduce == "prod") {
-    return Values{scatter_along(b, identity_where_touched(1), dim, index, src, "multiply")};
+    return scatter_along(b, identity_where_touched(1), dim, index, src, "multiply");
   }
   TORCH_CHECK(reduce == "amax" || reduce == "amin", "reduce argument must be either sum, prod, "
               "mean, amax or amin, got ", reduce);
   bool is_max = reduce == "amax";
   Value base = identity_where_touched(is_max ? lowest(t) : highest(t));
-  return Values{scatter_along(b, base, dim, index, src, is_max ? "maximum" : "minimum")};
-});
+  return scatter_along(b, base, dim, index, src, is_max ? "maximum" : "minimum");
+}
+LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
+      [](LoweringContext& ctx) {
+        Value out = scatter_reduce(ctx);
+        return Values{ctx.b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(),
+                                               ctx.tensor_meta(0).sizes().end()))};
+      });
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
 // front, gathered with one coordinate vector per element of the broadcast index shape.

@@ -28,7 +28,7 @@ Value sum_impl(LoweringContext& ctx, int dims_index, bool keepdim, int dtype_ind
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, dtype_index, x);
   std::vector<int64_t> dims = dims_index < 0 ? reduce_dims(ctx, -1, x.rank()) : reduce_dims(ctx, dims_index, x.rank());
-  Value s = sum(ctx.b, ctx.b.convert(x, t), dims);
+  Value s = ctx.b.convert(sum(ctx.b, ctx.b.convert(x, opmath(t)), dims), t);
   return ctx.b.reshape(s, out_shape(x.shape, dims, keepdim));
 }
 
@@ -40,7 +40,7 @@ LOWER({"sum", "sum.out"}, [](LoweringContext& ctx) {
   ElementType t = sum_type(ctx, 1, x);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
-  return Values{sum(ctx.b, ctx.b.convert(x, t), dims)};
+  return Values{ctx.b.convert(sum(ctx.b, ctx.b.convert(x, opmath(t)), dims), t)};
 });
 
 Value mean_impl(LoweringContext& ctx, std::vector<int64_t> dims, bool keepdim, int dtype_index) {
@@ -192,13 +192,14 @@ Value product(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
 LOWER({"prod", "prod.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 1, x);
-  return Values{product(ctx.b, ctx.b.convert(x, t), reduce_dims(ctx, -1, x.rank()))};
+  return Values{ctx.b.convert(
+      product(ctx.b, ctx.b.convert(x, opmath(t)), reduce_dims(ctx, -1, x.rank())), t)};
 });
 LOWER({"prod.dim_int", "prod.int_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 3, x);
   std::vector<int64_t> dims = x.rank() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{wrap_dim(ctx.arg(1).toInt(), x.rank())};
-  Value p = product(ctx.b, ctx.b.convert(x, t), dims);
+  Value p = ctx.b.convert(product(ctx.b, ctx.b.convert(x, opmath(t)), dims), t);
   return Values{ctx.b.reshape(p, out_shape(x.shape, dims, ctx.arg(2).toBool()))};
 });
 
@@ -215,7 +216,7 @@ Values scan_op(LoweringContext& ctx, const std::string& op, double identity) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 2, x);
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
-  return {scan(ctx.b, ctx.b.convert(x, t), dim, op, identity)};
+  return {ctx.b.convert(scan(ctx.b, ctx.b.convert(x, opmath(t)), dim, op, identity), t)};
 }
 LOWER({"cumsum", "cumsum_", "cumsum.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "add", 0); });
 LOWER({"cumprod", "cumprod_", "cumprod.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "multiply", 1); });

@@ -1,0 +1,226 @@
+"""Differential sweep of PyTorch's OpInfo database: every op_db entry's samples run on tpu and
+on CPU and are compared, forward (float32, bfloat16 where supported) and backward.
+
+Each entry is classified per phase as pass, mismatch (a silently wrong number: the worst
+outcome), not_implemented (NotImplementedError), error (another exception) or crash (the worker
+process died). ``tools/op_coverage.py`` runs the sweep in worker processes and writes
+docs/op_coverage.md and docs/op_coverage.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+# Ops whose results are random or uninitialized: compared by shape and dtype only.
+NONDETERMINISTIC = (
+    "bernoulli",
+    "normal",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "multinomial",
+    "uniform",
+    "exponential",
+    "geometric",
+    "log_normal",
+    "cauchy",
+    "nn.functional.dropout",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+    "empty",
+    "empty_like",
+    "new_empty",
+    "empty_strided",
+    "new_empty_strided",
+    "empty_permuted",
+    "randint",
+    "randn",
+    "rand",
+)
+
+# Set aside: layouts and dtypes the device does not offer.
+SET_ASIDE = {
+    "sparse": "sparse layouts are not offered by the tpu device",
+    "to_sparse": "sparse layouts are not offered by the tpu device",
+    "nested": "nested tensors are not offered by the tpu device",
+    "quantized": "quantized dtypes are not offered by the tpu device",
+}
+
+DEFAULT_TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
+
+
+# Entries whose comparison itself is not meaningful across devices.
+NOT_COMPARABLE = {
+    "as_strided.partial_views": "reads storage outside its input view; a view copied to another "
+    "device does not carry that storage, so CPU and tpu read different memory",
+}
+
+
+def set_aside_reason(op: Any) -> str | None:
+    for marker, reason in SET_ASIDE.items():
+        if marker in op.name:
+            return reason
+    if op.name.startswith("jiterator"):
+        return "jiterator kernels are CUDA-only"
+    if entry_name(op) in NOT_COMPARABLE:
+        return NOT_COMPARABLE[entry_name(op)]
+    if not any(dt in op.dtypes for dt in (torch.float32, torch.int64, torch.bool)):
+        return "no real dtype among the entry's dtypes (complex-only)"
+    return None
+
+
+def entry_name(op: Any) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def tolerance(op: Any, dtype: torch.dtype) -> tuple[float, float]:
+    """The entry's own tolerance for comparing devices, where it declares one."""
+    atol, rtol = DEFAULT_TOLERANCE[dtype]
+    for info in getattr(op, "decorators", ()):
+        test_name = getattr(info, "test_name", None)
+        if test_name not in (None, "test_compare_cpu", "test_variant_consistency_eager"):
+            continue
+        for decorator in getattr(info, "decorators", ()):
+            overrides = getattr(decorator, "d", None)
+            if isinstance(overrides, dict) and dtype in overrides:
+                tol = overrides[dtype]
+                atol, rtol = max(atol, tol.atol), max(rtol, tol.rtol)
+    return atol, rtol
+
+
+def to_tpu(value: Any) -> Any:
+    def move(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            moved = x.detach().to("tpu")
+            return moved.requires_grad_(x.requires_grad) if x.is_leaf else moved
+        return x
+
+    return tree_map(move, value)
+
+
+def to_cpu(value: Any) -> Any:
+    return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, value)
+
+
+def compare(got: Any, want: Any, atol: float, rtol: float, shape_only: bool) -> None:
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}"
+        assert got.shape == want.shape, f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+        assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+        if not shape_only:
+            torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), "structure differs"
+        for g, w in zip(got, want, strict=True):
+            compare(g, w, atol, rtol, shape_only)
+    else:
+        assert got == want or (got != got and want != want), f"{got!r} != {want!r}"
+
+
+def grads_of(fn: Callable[[], Any], inputs: list[torch.Tensor]) -> list[Any]:
+    out = fn()
+    tensors = [
+        t
+        for t in (out if isinstance(out, (list, tuple)) else [out])
+        if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()
+    ]
+    if not tensors:
+        return []
+    loss = sum(
+        (t * torch.linspace(-1, 1, t.numel(), device=t.device).view(t.shape)).sum() for t in tensors
+    )
+    grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+    return [g.detach().cpu() if g is not None else None for g in grads]
+
+
+def grad_inputs(call: tuple[Any, Any, Any]) -> list[torch.Tensor]:
+    """Tensors of a call's (input, args, kwargs) that require grad."""
+    leaves = [call[0], *call[1], *call[2].values()]
+    found: list[torch.Tensor] = []
+    tree_map(
+        lambda x: found.append(x) if isinstance(x, torch.Tensor) and x.requires_grad else None,
+        leaves,
+    )
+    return found
+
+
+def run_phase(op: Any, dtype: torch.dtype, backward: bool) -> tuple[str, str]:
+    """(status, reason) of one entry in one phase."""
+    shape_only = any(op.name.startswith(n) for n in NONDETERMINISTIC)
+    atol, rtol = tolerance(op, dtype)
+    try:
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=backward))
+    except Exception as error:  # noqa: BLE001 - the database itself may not build samples
+        return "skip", f"no samples: {type(error).__name__}"
+    if not samples:
+        return "skip", "no samples"
+    for index, sample in enumerate(samples):
+        # A sample with active dropout is random: compared by shape and dtype.
+        random_sample = shape_only or float(sample.kwargs.get("dropout_p", 0) or 0) > 0
+        try:
+            if backward:
+                call = (sample.input, sample.args, sample.kwargs)
+                inputs = grad_inputs(call)
+                if not inputs:
+                    continue
+                want = grads_of(lambda c=call: op(c[0], *c[1], **c[2]), inputs)
+                moved = to_tpu(call)
+                got = grads_of(lambda m=moved: op(m[0], *m[1], **m[2]), grad_inputs(moved))
+                compare(got, want, atol, rtol, random_sample)
+            else:
+                want = op(sample.input, *sample.args, **sample.kwargs)
+                moved = to_tpu((sample.input, sample.args, sample.kwargs))
+                got = to_cpu(op(moved[0], *moved[1], **moved[2]))
+                compare(got, want, atol, rtol, random_sample)
+        except NotImplementedError as error:
+            return "not_implemented", str(error).splitlines()[0][:200]
+        except AssertionError as error:
+            text = " ".join(str(error).split())[:200]
+            return "mismatch", f"sample {index}: {text}"
+        except Exception as error:  # noqa: BLE001 - classified, never hidden
+            first = (str(error).splitlines() or [""])[0][:200]
+            return "error", f"sample {index}: {type(error).__name__}: {first}"
+    return "pass", ""
+
+
+def sweep(indices: list[int]) -> list[dict[str, Any]]:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    results = []
+    for i in indices:
+        op = op_db[i]
+        result: dict[str, Any] = {"index": i, "name": entry_name(op)}
+        reason = set_aside_reason(op)
+        if reason:
+            result["set_aside"] = reason
+            results.append(result)
+            continue
+        result["float32"] = run_phase(op, torch.float32, backward=False)
+        if torch.bfloat16 in op.dtypes:
+            result["bfloat16"] = run_phase(op, torch.bfloat16, backward=False)
+        if op.supports_autograd and torch.float32 in op.dtypes:
+            result["backward"] = run_phase(op, torch.float32, backward=True)
+        results.append(result)
+    return results
+
+
+def main() -> None:
+    start, stop = (int(x) for x in sys.argv[1].split(":"))
+    try:
+        results = sweep(list(range(start, stop)))
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        raise
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
