@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 20
 
 
-def run_worker(start: int, stop: int) -> list[dict[str, Any]] | None:
+def run_worker(start: int, stop: int) -> list[dict[str, Any]] | str:
+    """The chunk's results, or how its worker died (exit status and last stderr line)."""
     proc = subprocess.run(
         [sys.executable, "-m", "torch_tpu.testing.op_sweep", f"{start}:{stop}"],
         capture_output=True,
@@ -34,7 +35,8 @@ def run_worker(start: int, stop: int) -> list[dict[str, Any]] | None:
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        return None
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:160]
+        return f"worker exited with status {proc.returncode}: {last}"
     return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 

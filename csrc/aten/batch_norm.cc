@@ -59,7 +59,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
   at::Tensor out = (compute - per_channel(mean, input)) * per_channel(invstd, input);
   if (weight && weight->defined()) out = out * per_channel(weight->to(out.scalar_type()), input);
   if (bias && bias->defined()) out = out + per_channel(bias->to(out.scalar_type()), input);
-  return {out.to(input.scalar_type()), mean, invstd};
+  if (!training) {
+    // As on CPU: evaluation saves no statistics.
+    at::Tensor none = at::empty({0}, input.options());
+    return {out.to(input.scalar_type()), none, none.clone()};
+  }
+  return {out.to(input.scalar_type()), mean.to(input.scalar_type()),
+          invstd.to(input.scalar_type())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(

@@ -560,7 +560,12 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
   return b.unary("sqrt", b.binary("subtract", one_like(b, x), b.binary("multiply", x, x)));
 }
 
-TORCH_TPU_FLOAT_UNARY_FN(atan, { return b.binary("atan2", x, one_like(b, x)); });
+// atan(x) = atan2(x / r, 1 / r), r = sqrt(1 + x^2): the plugin's CPU compiler rewrites
+// atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
+TORCH_TPU_FLOAT_UNARY_FN(atan, {
+  Value inverse_radius = b.unary("rsqrt", b.binary("add", one_like(b, x), b.binary("multiply", x, x)));
+  return b.binary("atan2", b.binary("multiply", x, inverse_radius), inverse_radius);
+});
 TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.binary("atan2", x, sqrt_one_minus_square(b, x)); });
 TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.binary("atan2", sqrt_one_minus_square(b, x), x); });
 TORCH_TPU_FLOAT_UNARY_FN(sinh, {

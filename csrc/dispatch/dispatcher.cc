@@ -35,7 +35,9 @@ namespace {
 
 std::mutex cache_mutex;
 
-std::unordered_map<std::string, std::shared_ptr<CacheEntry>> cache;
+// Leaked on purpose, like the runtime: destroying executables at interpreter exit races the
+// plugin's own teardown (std::terminate from its threads).
+auto& cache = *new std::unordered_map<std::string, std::shared_ptr<CacheEntry>>();
 
 void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (!tensor.defined()) {
@@ -286,7 +288,7 @@ std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType ty
 std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::ElementType type,
                                             int device) {
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> buffers;
+  static auto& buffers = *new std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>>();
   constexpr size_t kMaxEntries = 4096;
   std::vector<char> bytes = scalar_bytes(scalar, type);
   std::string key(bytes.begin(), bytes.end());

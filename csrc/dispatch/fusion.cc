@@ -50,7 +50,8 @@ Graph& graph() {
 }
 
 std::mutex fused_mutex;
-std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> fused_cache;
+// Leaked on purpose (see the per-op cache in dispatcher.cc).
+auto& fused_cache = *new std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>>();
 
 // Not deduplicated: which buffers happen to coincide (an aliased argument, an equal scalar)
 // must not change the graph's key, or a loop would recompile when values repeat.
