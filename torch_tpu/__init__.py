@@ -6,8 +6,10 @@ so ``torch.device("tpu")`` works without ``import torch_tpu``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Literal
 
@@ -58,6 +60,19 @@ def _initialize() -> None:
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
     _state.update(initialized=True, plugin=str(path), kind=kind)
+    atexit.register(_finish_device_work)
+
+
+def _finish_device_work() -> None:
+    """Lets enqueued device work finish before the interpreter tears down: work still running
+    on the plugin's threads while the process exits can end it in std::terminate."""
+    from . import _C, device_module
+
+    try:
+        for index in range(device_module.device_count()):
+            _C._synchronize(index)
+    except RuntimeError as error:  # an asynchronous failure nobody read: say so, do not hide it
+        print(f"torch_tpu: device work failed before exit: {error}", file=sys.stderr)
 
 
 def plugin_path() -> str:

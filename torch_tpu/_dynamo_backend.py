@@ -11,6 +11,8 @@ not import Dynamo. Options (``torch.compile(..., options={...})``):
 
 - ``"record": False`` runs each graph op by op in the current eager mode instead of as one
   executable (for debugging a compiled model).
+- ``"buckets": False`` runs graphs with symbolic sizes at their exact shapes (one executable per
+  shape) instead of padding each size up to a bucket (see ``torch_tpu._bucketing``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
 from . import _C
+from ._bucketing import bucketed_compiler
 
 
-def _graph_compiler(record: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Any]:
+def _graph_compiler(
+    record: bool, buckets: bool, pair: dict[str, Any], forward: bool
+) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Any]:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         if not record:
             return make_boxed_func(gm)
+        if buckets:
+            return bucketed_compiler(gm, pair, forward)
 
         def run(args: list[Any]) -> Any:
             return _C._run_recorded(gm, *args)
@@ -42,8 +49,14 @@ def _graph_compiler(record: bool) -> Callable[[torch.fx.GraphModule, Sequence[An
 def tpu_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
+    # torch.compile(..., options={...}) arrives as one "options" keyword.
+    options = {**(options.pop("options", None) or {}), **options}
     record = bool(options.pop("record", True))
+    buckets = bool(options.pop("buckets", True))
     if options:
         raise ValueError(f"torch_tpu: unknown torch.compile options {sorted(options)}")
-    compiler = _graph_compiler(record)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)(gm, example_inputs)
+    pair: dict[str, Any] = {}  # the forward graph, for its backward
+    return aot_autograd(
+        fw_compiler=_graph_compiler(record, buckets, pair, forward=True),
+        bw_compiler=_graph_compiler(record, buckets, pair, forward=False),
+    )(gm, example_inputs)

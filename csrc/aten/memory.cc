@@ -7,6 +7,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/TensorUtils.h>
@@ -65,20 +66,45 @@ at::Tensor compact(const at::Tensor& tensor) {
   return out;
 }
 
-// Blocks until the device tensor's values are in `dst` (a dense host buffer of its dtype).
-void download(const at::Tensor& tensor, void* dst) {
-  at::Tensor dense = compact(tensor);
-  std::size_t nbytes = dense.numel() * dense.element_size();
-  if (nbytes == 0) return;
+void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbytes) {
   metrics().host_syncs++;
   metrics().downloads++;
   try {
-    storage_buffer(dense)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+    storage_buffer(tensor)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
   } catch (const pjrt::Error&) {
     raise_async_error();  // names the op that failed, if it was asynchronous work
     throw;
   }
   raise_async_error();  // a sync point: report earlier asynchronous failures here
+}
+
+// A view of a small storage, or one covering most of its storage, is read by downloading the
+// whole storage and picking its elements on the host, so reading views of many shapes (the
+// padded outputs of bucketed compiled graphs) compiles nothing.
+constexpr int64_t kWholeStorageBytes = int64_t{16} << 20;
+
+bool download_whole_storage(const at::Tensor& tensor) {
+  if (covers_whole_storage(tensor)) return false;
+  int64_t storage_bytes = storage_elements(tensor) * static_cast<int64_t>(tensor.element_size());
+  if (storage_bytes > kWholeStorageBytes && tensor.numel() * 2 < storage_elements(tensor)) {
+    return false;
+  }
+  return device_storage(tensor).contents().type == to_element_type(tensor.scalar_type());
+}
+
+// Blocks until the device tensor's values are in `dst` (a dense host buffer of its dtype).
+void download(const at::Tensor& tensor, void* dst) {
+  if (tensor.numel() == 0) return;
+  if (download_whole_storage(tensor)) {
+    auto host_options = tensor.options().device(c10::kCPU);
+    at::Tensor whole = at::empty({storage_elements(tensor)}, host_options);
+    copy_storage_to_host(tensor, whole.data_ptr(), whole.numel() * whole.element_size());
+    at::Tensor view = whole.as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+    at::from_blob(dst, tensor.sizes(), host_options).copy_(view);
+    return;
+  }
+  at::Tensor dense = compact(tensor);
+  copy_storage_to_host(dense, dst, dense.numel() * dense.element_size());
 }
 
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {

@@ -1,5 +1,8 @@
 #include "csrc/pjrt/client.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "csrc/pjrt/error.h"
 
 namespace torch_tpu::pjrt {
@@ -112,7 +115,11 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir_text,
   args.program = &program;
   args.compile_options = compile_options.data();
   args.compile_options_size = compile_options.size();
-  check(api(), api()->PJRT_Client_Compile(&args), "PJRT_Client_Compile");
+  PJRT_Error* error = api()->PJRT_Client_Compile(&args);
+  if (error != nullptr && std::getenv("TORCH_TPU_DEBUG_COMPILE_ERRORS") != nullptr) {
+    std::fprintf(stderr, "torch_tpu: compile failed for module:\n%s\n", mlir_text.c_str());
+  }
+  check(api(), error, "PJRT_Client_Compile");
   return std::make_unique<Executable>(api(), args.executable);
 }
 
