@@ -2,6 +2,7 @@
 // and reading a scalar back to the host.
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -10,7 +11,6 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/TensorUtils.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -35,8 +35,8 @@ c10::DeviceGuard guard_for(std::optional<c10::Device> device) {
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   TORCH_CHECK(!layout || *layout == c10::Layout::Strided,
               "torch_tpu: only strided tensors are supported, got layout ", *layout);
@@ -123,10 +123,9 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
   PJRT_Device* device = runtime.device(dst.device().index());
   metrics().uploads++;
   pjrt::Buffer buffer =
-      non_blocking
-          ? runtime.client().upload_async(src.data_ptr(), to_pjrt_type(type), dims, device,
-                                          [keep = src.storage()]() {})
-          : runtime.client().upload(src.data_ptr(), to_pjrt_type(type), dims, device);
+      non_blocking ? runtime.client().upload_async(src.data_ptr(), to_pjrt_type(type), dims, device,
+                                                   [keep = src.storage()]() {})
+                   : runtime.client().upload(src.data_ptr(), to_pjrt_type(type), dims, device);
   device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
 }
 
@@ -195,9 +194,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
     // Grow: a new storage that keeps the old contents at the front.
     at::Tensor old_host;
     if (self.storage().nbytes() > 0 && device_storage(self).contents().buffer) {
-      at::Tensor old_view = at::detail::empty_generic({0}, device_allocator(),
-                                                      c10::DispatchKeySet(kKeys),
-                                                      self.scalar_type(), std::nullopt);
+      at::Tensor old_view = at::detail::empty_generic(
+          {0}, device_allocator(), c10::DispatchKeySet(kKeys), self.scalar_type(), std::nullopt);
       old_view.unsafeGetTensorImpl()->set_storage_keep_dtype(self.storage());
       old_view.unsafeGetTensorImpl()->set_sizes_contiguous({storage_elements(self)});
       old_host = old_view.cpu();
@@ -206,9 +204,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
     c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, device_allocator(), true);
     self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(storage));
     if (old_host.defined()) {
-      at::Tensor head = at::detail::empty_generic({0}, device_allocator(),
-                                                  c10::DispatchKeySet(kKeys), self.scalar_type(),
-                                                  std::nullopt);
+      at::Tensor head = at::detail::empty_generic(
+          {0}, device_allocator(), c10::DispatchKeySet(kKeys), self.scalar_type(), std::nullopt);
       head.unsafeGetTensorImpl()->set_storage_keep_dtype(self.storage());
       head.unsafeGetTensorImpl()->set_sizes_contiguous({old_host.numel()});
       head.copy_(old_host);
@@ -236,8 +233,8 @@ at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
-  return set_source_storage_offset(self, source.storage(), source.storage_offset(),
-                                   source.sizes(), source.strides());
+  return set_source_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
+                                   source.strides());
 }
 
 // Module.to("tpu") swaps each parameter's data in place (param.data = moved) only when the two

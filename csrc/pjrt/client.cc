@@ -144,8 +144,7 @@ Buffer Client::upload_with(const void* data, PJRT_Buffer_Type type, std::span<co
   args.num_dims = dims.size();
   args.host_buffer_semantics = semantics;
   args.device = device;
-  check(api(), api()->PJRT_Client_BufferFromHostBuffer(&args),
-        "PJRT_Client_BufferFromHostBuffer");
+  check(api(), api()->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
   *done = args.done_with_host_buffer;
   return Buffer(api(), args.buffer);
 }
@@ -159,9 +158,8 @@ Buffer Client::upload(const void* data, PJRT_Buffer_Type type, std::span<const i
   return buffer;
 }
 
-Buffer Client::upload_async(const void* data, PJRT_Buffer_Type type,
-                            std::span<const int64_t> dims, PJRT_Device* device,
-                            std::function<void()> release) const {
+Buffer Client::upload_async(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                            PJRT_Device* device, std::function<void()> release) const {
   PJRT_Event* done = nullptr;
   Buffer buffer = upload_with(data, type, dims, device,
                               PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
