@@ -19,7 +19,8 @@ Values add_like(LoweringContext& ctx, const char* op) {
   ElementType t = et(type), m = opmath(t);
   Value a = operand(ctx, 0, m, shape);
   Value other = operand(ctx, 1, m, shape);
-  if (type == c10::ScalarType::Bool) return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
+  if (type == c10::ScalarType::Bool)
+    return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
   if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
     // alpha is a runtime input: its value never selects the computation.
     other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, m), m, shape));
@@ -36,7 +37,8 @@ LOWER({"rsub.Tensor", "rsub.Scalar"}, [](LoweringContext& ctx) {
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   Value other = operand(ctx, 1, t, shape);
-  Value self = ctx.b.binary("multiply", operand(ctx, 0, t, shape), as(ctx.b, ctx.scalar(2, t), t, shape));
+  Value self =
+      ctx.b.binary("multiply", operand(ctx, 0, t, shape), as(ctx.b, ctx.scalar(2, t), t, shape));
   return Values{ctx.b.binary("subtract", other, self)};
 });
 
@@ -55,8 +57,8 @@ LOWER({"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar", "mul
       });
 LOWER({"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "divide", true); });
-LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
-       "div_.Scalar_mode", "div.Scalar_mode_out"},
+LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode",
+       "div.Scalar_mode_out"},
       [](LoweringContext& ctx) {
         const c10::IValue& mode = ctx.arg(2);
         c10::ScalarType type = promoted_type(ctx, {0, 1});
@@ -71,13 +73,15 @@ LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
           if (mode.toStringRef() == "trunc") return Values{q};
           Value r = b.binary("remainder", x, y);
           Value zero = splat(b, 0, t, shape);
-          Value adjust = b.binary("and", b.compare("NE", r, zero),
-                                  b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
+          Value adjust =
+              b.binary("and", b.compare("NE", r, zero),
+                       b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
           return Values{b.select(adjust, b.binary("subtract", q, splat(b, 1, t, shape)), q)};
         }
         Value q = b.binary("divide", x, y);
         if (mode.toStringRef() == "floor") return Values{b.unary("floor", q)};
-        return Values{b.binary("multiply", b.unary("sign", q), b.unary("floor", b.unary("abs", q)))};
+        return Values{
+            b.binary("multiply", b.unary("sign", q), b.unary("floor", b.unary("abs", q)))};
       });
 LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Tensor_Scalar",
        "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Scalar", "pow.Scalar_out"},
@@ -88,18 +92,20 @@ Values extremum_promoted(LoweringContext& ctx, const char* op) {
   ElementType t = et(type);
   return {extremum(ctx.b, op, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
 }
-LOWER({"maximum", "maximum.out"}, [](LoweringContext& ctx) { return extremum_promoted(ctx, "maximum"); });
-LOWER({"minimum", "minimum.out"}, [](LoweringContext& ctx) { return extremum_promoted(ctx, "minimum"); });
+LOWER({"maximum", "maximum.out"},
+      [](LoweringContext& ctx) { return extremum_promoted(ctx, "maximum"); });
+LOWER({"minimum", "minimum.out"},
+      [](LoweringContext& ctx) { return extremum_promoted(ctx, "minimum"); });
 LOWER({"atan2", "atan2_", "atan2.out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "atan2", true); });
-LOWER({"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out",
-       "bitwise_and.Scalar", "bitwise_and_.Scalar", "bitwise_and.Scalar_out"},
+LOWER({"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", "bitwise_and.Scalar",
+       "bitwise_and_.Scalar", "bitwise_and.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "and"); });
 LOWER({"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", "bitwise_or.Scalar",
        "bitwise_or_.Scalar", "bitwise_or.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "or"); });
-LOWER({"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out",
-       "bitwise_xor.Scalar", "bitwise_xor_.Scalar", "bitwise_xor.Scalar_out"},
+LOWER({"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor.Scalar",
+       "bitwise_xor_.Scalar", "bitwise_xor.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "xor"); });
 
 // Python-style remainder: the sign follows the divisor.
@@ -128,9 +134,9 @@ Values compare(LoweringContext& ctx, const char* direction) {
   return {ctx.b.compare(direction, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
 }
 
-#define TORCH_TPU_COMPARE(name, direction)                                                  \
-  LOWER({#name ".Tensor", #name "_.Tensor", #name ".Tensor_out", #name ".Scalar",           \
-         #name "_.Scalar", #name ".Scalar_out"},                                            \
+#define TORCH_TPU_COMPARE(name, direction)                                        \
+  LOWER({#name ".Tensor", #name "_.Tensor", #name ".Tensor_out", #name ".Scalar", \
+         #name "_.Scalar", #name ".Scalar_out"},                                  \
         [](LoweringContext& ctx) { return compare(ctx, direction); })
 TORCH_TPU_COMPARE(eq, "EQ");
 TORCH_TPU_COMPARE(ne, "NE");
@@ -172,11 +178,11 @@ LOWER({"where.self", "where.self_out", "where.ScalarSelf", "where.ScalarOther", 
                     "where expected condition to be a boolean tensor, but got a tensor with dtype ",
                     to_scalar_type(condition.type));
         condition = ctx.b.convert(condition, ElementType::Pred);
-        return Values{ctx.b.select(broadcast_to(ctx.b, condition, shape),
-                                   operand(ctx, 1, t, shape), operand(ctx, 2, t, shape))};
+        return Values{ctx.b.select(broadcast_to(ctx.b, condition, shape), operand(ctx, 1, t, shape),
+                                   operand(ctx, 2, t, shape))};
       });
-LOWER({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out",
-       "masked_fill.Tensor", "masked_fill_.Tensor", "masked_fill.Tensor_out"},
+LOWER({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out", "masked_fill.Tensor",
+       "masked_fill_.Tensor", "masked_fill.Tensor_out"},
       [](LoweringContext& ctx) {
         Value self = ctx.tensor(0);
         Value mask = ctx.tensor(1);
@@ -185,8 +191,8 @@ LOWER({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out",
                     to_scalar_type(mask.type));
         Shape shape = broadcast_shapes(self.shape, mask.shape);
         Value fill = operand(ctx, 2, self.type, shape);
-        return Values{ctx.b.select(broadcast_to(ctx.b, mask, shape),
-                                   fill, broadcast_to(ctx.b, self, shape))};
+        return Values{
+            ctx.b.select(broadcast_to(ctx.b, mask, shape), fill, broadcast_to(ctx.b, self, shape))};
       });
 
 Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
@@ -200,7 +206,8 @@ Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
     type = c10::promoteTypes(type, promoted_type(ctx, {0, indices[2]}));
   }
   Shape shape = operand_shape(ctx, {0});
-  for (size_t i = 1; i < indices.size(); ++i) shape = broadcast_shapes(shape, operand_shape(ctx, {indices[i]}));
+  for (size_t i = 1; i < indices.size(); ++i)
+    shape = broadcast_shapes(shape, operand_shape(ctx, {indices[i]}));
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape);
   if (min_index >= 0 && !ctx.arg(min_index).isNone()) {
@@ -227,9 +234,9 @@ Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Val
   return {f(ctx.b, ctx.b.convert(x, t))};
 }
 
-#define TORCH_TPU_FLOAT_UNARY(name, op)                                              \
-  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                 \
-    return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); });     \
+#define TORCH_TPU_FLOAT_UNARY(name, op)                                          \
+  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {             \
+    return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); }); \
   })
 TORCH_TPU_FLOAT_UNARY(exp, "exponential");
 TORCH_TPU_FLOAT_UNARY(expm1, "exponential_minus_one");
@@ -243,29 +250,24 @@ TORCH_TPU_FLOAT_UNARY(tan, "tan");
 TORCH_TPU_FLOAT_UNARY(tanh, "tanh");
 TORCH_TPU_FLOAT_UNARY(sigmoid, "logistic");
 
-#define TORCH_TPU_FLOAT_UNARY_FN(name, body)                                          \
-  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                  \
-    return float_unary(ctx, [](Builder& b, Value x) body);                            \
-  })
+#define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
+  LOWER({#name, #name "_", #name ".out"},    \
+        [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
 TORCH_TPU_FLOAT_UNARY_FN(log2, {
   return b.binary("divide", b.unary("log", x), splat(b, 0.69314718055994531, x.type, x.shape));
 });
 TORCH_TPU_FLOAT_UNARY_FN(log10, {
   return b.binary("divide", b.unary("log", x), splat(b, 2.302585092994046, x.type, x.shape));
 });
-TORCH_TPU_FLOAT_UNARY_FN(exp2, {
-  return b.binary("power", splat(b, 2.0, x.type, x.shape), x);
-});
-TORCH_TPU_FLOAT_UNARY_FN(reciprocal, {
-  return b.binary("divide", splat(b, 1.0, x.type, x.shape), x);
-});
+TORCH_TPU_FLOAT_UNARY_FN(exp2, { return b.binary("power", splat(b, 2.0, x.type, x.shape), x); });
+TORCH_TPU_FLOAT_UNARY_FN(reciprocal,
+                         { return b.binary("divide", splat(b, 1.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
 
 // Unary ops that keep their input type.
-#define TORCH_TPU_SAME_UNARY(name, op)                                                \
-  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {                  \
-    return Values{ctx.b.unary(op, ctx.tensor(0))};                                    \
-  })
+#define TORCH_TPU_SAME_UNARY(name, op)    \
+  LOWER({#name, #name "_", #name ".out"}, \
+        [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
 TORCH_TPU_SAME_UNARY(abs, "abs");
 TORCH_TPU_SAME_UNARY(sign, "sign");
 TORCH_TPU_SAME_UNARY(sgn, "sign");
@@ -273,7 +275,8 @@ TORCH_TPU_SAME_UNARY(bitwise_not, "not");
 
 LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  TORCH_CHECK(x.type != ElementType::Pred, "Negation, the `-` operator, on a bool tensor is not "
+  TORCH_CHECK(x.type != ElementType::Pred,
+              "Negation, the `-` operator, on a bool tensor is not "
               "supported. If you are trying to invert a mask, use the `~` or `logical_not()` "
               "operator instead.");
   return Values{ctx.b.unary("negate", x)};
@@ -284,7 +287,8 @@ Values rounding(LoweringContext& ctx, const char* op) {
   if (!hlo::is_float(x.type)) return {x};
   return {ctx.b.unary(op, x)};
 }
-LOWER({"floor", "floor_", "floor.out"}, [](LoweringContext& ctx) { return rounding(ctx, "floor"); });
+LOWER({"floor", "floor_", "floor.out"},
+      [](LoweringContext& ctx) { return rounding(ctx, "floor"); });
 LOWER({"ceil", "ceil_", "ceil.out"}, [](LoweringContext& ctx) { return rounding(ctx, "ceil"); });
 LOWER({"round", "round_", "round.out"},
       [](LoweringContext& ctx) { return rounding(ctx, "round_nearest_even"); });
@@ -312,7 +316,8 @@ LOWER({"threshold_backward", "threshold_backward.grad_input"}, [](LoweringContex
   Shape shape = broadcast_shapes(grad.shape, self.shape);
   Value threshold = as(ctx.b, ctx.scalar(2, self.type), self.type, shape);
   Value keep = ctx.b.compare("GT", broadcast_to(ctx.b, self, shape), threshold);
-  return Values{ctx.b.select(keep, broadcast_to(ctx.b, grad, shape), splat(ctx.b, 0, grad.type, shape))};
+  return Values{
+      ctx.b.select(keep, broadcast_to(ctx.b, grad, shape), splat(ctx.b, 0, grad.type, shape))};
 });
 LOWER({"threshold", "threshold_", "threshold.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
@@ -326,24 +331,28 @@ Value gelu_cdf(Builder& b, const Value& x, bool tanh_approx, Value* derivative) 
   auto c = [&](double v) { return splat(b, v, x.type, x.shape); };
   if (tanh_approx) {
     Value x2 = b.binary("multiply", x, x);
-    Value inner = b.binary("multiply", c(0.7978845608028654),
-                           b.binary("add", x, b.binary("multiply", c(0.044715), b.binary("multiply", x2, x))));
+    Value inner = b.binary(
+        "multiply", c(0.7978845608028654),
+        b.binary("add", x, b.binary("multiply", c(0.044715), b.binary("multiply", x2, x))));
     Value t = b.unary("tanh", inner);
     Value cdf = b.binary("multiply", c(0.5), b.binary("add", c(1), t));
     if (derivative) {
       // d/dx [x cdf] = cdf + x * 0.5 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
       Value dinner = b.binary("multiply", c(0.7978845608028654),
                               b.binary("add", c(1), b.binary("multiply", c(3 * 0.044715), x2)));
-      Value dt = b.binary("multiply", b.binary("subtract", c(1), b.binary("multiply", t, t)), dinner);
+      Value dt =
+          b.binary("multiply", b.binary("subtract", c(1), b.binary("multiply", t, t)), dinner);
       *derivative = b.binary("add", cdf, b.binary("multiply", b.binary("multiply", x, c(0.5)), dt));
     }
     return cdf;
   }
-  Value cdf = b.binary("multiply", c(0.5),
-                       b.binary("add", c(1), erf(b, b.binary("multiply", x, c(0.7071067811865476)))));
+  Value cdf =
+      b.binary("multiply", c(0.5),
+               b.binary("add", c(1), erf(b, b.binary("multiply", x, c(0.7071067811865476)))));
   if (derivative) {
-    Value pdf = b.binary("multiply", c(0.3989422804014327),
-                         b.unary("exponential", b.binary("multiply", c(-0.5), b.binary("multiply", x, x))));
+    Value pdf =
+        b.binary("multiply", c(0.3989422804014327),
+                 b.unary("exponential", b.binary("multiply", c(-0.5), b.binary("multiply", x, x))));
     *derivative = b.binary("add", cdf, b.binary("multiply", x, pdf));
   }
   return cdf;
@@ -370,7 +379,8 @@ LOWER({"silu_backward", "silu_backward.grad_input"}, [](LoweringContext& ctx) {
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
   Value s = b.unary("logistic", x);
   Value one = splat(b, 1, x.type, x.shape);
-  Value d = b.binary("multiply", s, b.binary("add", one, b.binary("multiply", x, b.binary("subtract", one, s))));
+  Value d = b.binary("multiply", s,
+                     b.binary("add", one, b.binary("multiply", x, b.binary("subtract", one, s))));
   return Values{b.binary("multiply", grad, d)};
 });
 LOWER({"sigmoid_backward", "sigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
@@ -389,24 +399,28 @@ LOWER({"leaky_relu", "leaky_relu_", "leaky_relu.out"}, [](LoweringContext& ctx) 
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value slope = as(b, ctx.scalar(1, x.type), x.type, x.shape);
-  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), x, b.binary("multiply", x, slope))};
+  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), x,
+                         b.binary("multiply", x, slope))};
 });
 LOWER({"leaky_relu_backward", "leaky_relu_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
   Value slope = as(b, ctx.scalar(2, x.type), x.type, x.shape);
-  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad, b.binary("multiply", grad, slope))};
+  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad,
+                         b.binary("multiply", grad, slope))};
 });
 LOWER({"hardtanh", "hardtanh_", "hardtanh.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  return Values{b.binary("minimum", b.binary("maximum", x, as(b, ctx.scalar(1, x.type), x.type, x.shape)),
+  return Values{b.binary("minimum",
+                         b.binary("maximum", x, as(b, ctx.scalar(1, x.type), x.type, x.shape)),
                          as(b, ctx.scalar(2, x.type), x.type, x.shape))};
 });
 LOWER({"hardtanh_backward", "hardtanh_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  Value lo = as(b, ctx.scalar(2, x.type), x.type, x.shape), hi = as(b, ctx.scalar(3, x.type), x.type, x.shape);
+  Value lo = as(b, ctx.scalar(2, x.type), x.type, x.shape),
+        hi = as(b, ctx.scalar(3, x.type), x.type, x.shape);
   Value inside = b.binary("and", b.compare("GT", x, lo), b.compare("LT", x, hi));
   return Values{b.select(inside, grad, splat(b, 0, grad.type, grad.shape))};
 });
@@ -428,7 +442,8 @@ LOWER({"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.T
         Value self = operand(ctx, 0, m, shape), end = operand(ctx, 1, m, shape);
         Value weight = operand(ctx, 2, m, shape);
         return Values{b.convert(
-            b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self))), t)};
+            b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self))),
+            t)};
       });
 
 Values addc(LoweringContext& ctx, const char* op) {
@@ -438,10 +453,13 @@ Values addc(LoweringContext& ctx, const char* op) {
   ElementType t = et(type), m = opmath(t);
   Value term = b.binary(op, operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
   Value value = as(b, ctx.scalar(3, m), m, shape);
-  return {b.convert(b.binary("add", operand(ctx, 0, m, shape), b.binary("multiply", value, term)), t)};
+  return {
+      b.convert(b.binary("add", operand(ctx, 0, m, shape), b.binary("multiply", value, term)), t)};
 }
-LOWER({"addcmul", "addcmul_", "addcmul.out"}, [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
-LOWER({"addcdiv", "addcdiv_", "addcdiv.out"}, [](LoweringContext& ctx) { return addc(ctx, "divide"); });
+LOWER({"addcmul", "addcmul_", "addcmul.out"},
+      [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
+LOWER({"addcdiv", "addcdiv_", "addcdiv.out"},
+      [](LoweringContext& ctx) { return addc(ctx, "divide"); });
 
 }  // namespace
 }  // namespace torch_tpu::aten
@@ -467,10 +485,11 @@ LOWER({"elu_backward", "elu_backward.grad_input"}, [](LoweringContext& ctx) {
   auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
   Value alpha = s(1), scale = s(2), input_scale = s(3);
   Value negative_coefficient = b.binary("multiply", alpha, scale);
-  Value negative = ctx.arg(4).toBool()
-                       ? b.binary("multiply", input_scale, b.binary("add", x, negative_coefficient))
-                       : b.binary("multiply", b.binary("multiply", input_scale, negative_coefficient),
-                                  b.unary("exponential", b.binary("multiply", x, input_scale)));
+  Value negative =
+      ctx.arg(4).toBool()
+          ? b.binary("multiply", input_scale, b.binary("add", x, negative_coefficient))
+          : b.binary("multiply", b.binary("multiply", input_scale, negative_coefficient),
+                     b.unary("exponential", b.binary("multiply", x, input_scale)));
   Value slope = b.select(b.compare("LE", x, splat(b, 0, x.type, x.shape)), negative, scale);
   return Values{b.binary("multiply", grad, slope)};
 });
@@ -507,10 +526,12 @@ LOWER({"mish", "mish_", "mish.out"}, [](LoweringContext& ctx) {
 LOWER({"mish_backward"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  Value t = b.unary("tanh", softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape)));
+  Value t =
+      b.unary("tanh", softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape)));
   Value one = splat(b, 1, x.type, x.shape);
-  Value d = b.binary("add", t, b.binary("multiply", b.binary("multiply", x, b.unary("logistic", x)),
-                                        b.binary("subtract", one, b.binary("multiply", t, t))));
+  Value d = b.binary("add", t,
+                     b.binary("multiply", b.binary("multiply", x, b.unary("logistic", x)),
+                              b.binary("subtract", one, b.binary("multiply", t, t))));
   return Values{b.binary("multiply", grad, d)};
 });
 
@@ -522,10 +543,14 @@ namespace {
 
 double largest_finite(ElementType type) {
   switch (type) {
-    case ElementType::F16: return 65504.0;
-    case ElementType::BF16: return 3.3895313892515355e38;
-    case ElementType::F32: return 3.4028234663852886e38;
-    default: return 1.7976931348623157e308;
+    case ElementType::F16:
+      return 65504.0;
+    case ElementType::BF16:
+      return 3.3895313892515355e38;
+    case ElementType::F32:
+      return 3.4028234663852886e38;
+    default:
+      return 1.7976931348623157e308;
   }
 }
 
@@ -563,25 +588,30 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
 // atan(x) = atan2(x / r, 1 / r), r = sqrt(1 + x^2): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
-  Value inverse_radius = b.unary("rsqrt", b.binary("add", one_like(b, x), b.binary("multiply", x, x)));
+  Value inverse_radius =
+      b.unary("rsqrt", b.binary("add", one_like(b, x), b.binary("multiply", x, x)));
   return b.binary("atan2", b.binary("multiply", x, inverse_radius), inverse_radius);
 });
 TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.binary("atan2", x, sqrt_one_minus_square(b, x)); });
 TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.binary("atan2", sqrt_one_minus_square(b, x), x); });
 TORCH_TPU_FLOAT_UNARY_FN(sinh, {
   Value half = splat(b, 0.5, x.type, x.shape);
-  return b.binary("multiply", half, b.binary("subtract", b.unary("exponential_minus_one", x),
-                                              b.unary("exponential_minus_one", b.unary("negate", x))));
+  return b.binary("multiply", half,
+                  b.binary("subtract", b.unary("exponential_minus_one", x),
+                           b.unary("exponential_minus_one", b.unary("negate", x))));
 });
 TORCH_TPU_FLOAT_UNARY_FN(cosh, {
   Value half = splat(b, 0.5, x.type, x.shape);
-  return b.binary("multiply", half, b.binary("add", b.unary("exponential", x),
-                                              b.unary("exponential", b.unary("negate", x))));
+  return b.binary(
+      "multiply", half,
+      b.binary("add", b.unary("exponential", x), b.unary("exponential", b.unary("negate", x))));
 });
 TORCH_TPU_FLOAT_UNARY_FN(asinh, {
   Value a = b.unary("abs", x);
-  Value magnitude = b.unary("log", b.binary("add", a, b.unary("sqrt", b.binary("add", b.binary("multiply", x, x),
-                                                                                 one_like(b, x)))));
+  Value magnitude = b.unary(
+      "log",
+      b.binary("add", a,
+               b.unary("sqrt", b.binary("add", b.binary("multiply", x, x), one_like(b, x)))));
   return b.binary("multiply", b.unary("sign", x), magnitude);
 });
 TORCH_TPU_FLOAT_UNARY_FN(acosh, {
@@ -589,10 +619,50 @@ TORCH_TPU_FLOAT_UNARY_FN(acosh, {
   return b.unary("log", b.binary("add", x, root));
 });
 TORCH_TPU_FLOAT_UNARY_FN(atanh, {
-  Value ratio = b.binary("divide", b.binary("add", one_like(b, x), x), b.binary("subtract", one_like(b, x), x));
+  Value ratio = b.binary("divide", b.binary("add", one_like(b, x), x),
+                         b.binary("subtract", one_like(b, x), x));
   return b.binary("multiply", splat(b, 0.5, x.type, x.shape), b.unary("log", ratio));
 });
 TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.binary("subtract", one_like(b, x), erf(b, x)); });
+
+// log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)). Equal infinities give
+// a NaN difference; they (and every equal pair) are a + log(2) exactly.
+Values log_add_exp(LoweringContext& ctx, bool base2) {
+  c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type), m = opmath(t);
+  Builder& b = ctx.b;
+  Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
+  Value distance = b.unary("negate", b.unary("abs", b.binary("subtract", x, y)));
+  Value tail =
+      base2
+          ? b.binary("divide",
+                     b.unary("log_plus_one", b.binary("power", splat(b, 2.0, m, shape), distance)),
+                     splat(b, 0.69314718055994531, m, shape))
+          : b.unary("log_plus_one", b.unary("exponential", distance));
+  Value result = b.binary("add", extremum(b, "maximum", x, y), tail);
+  Value equal = b.binary("add", x, splat(b, base2 ? 1.0 : 0.69314718055994531, m, shape));
+  return {b.convert(b.select(b.compare("EQ", x, y), equal, result), t)};
+}
+LOWER({"logaddexp", "logaddexp.out"}, [](LoweringContext& ctx) { return log_add_exp(ctx, false); });
+LOWER({"logaddexp2", "logaddexp2.out"},
+      [](LoweringContext& ctx) { return log_add_exp(ctx, true); });
+
+// x * log(y), 0 where x is 0 unless y is NaN.
+LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
+       "xlogy.Scalar_Other", "xlogy_.Scalar_Other", "xlogy.OutScalar_Self",
+       "xlogy.OutScalar_Other"},
+      [](LoweringContext& ctx) {
+        c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
+        Shape shape = operand_shape(ctx, {0, 1});
+        ElementType t = et(type), m = opmath(t);
+        Builder& b = ctx.b;
+        Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
+        Value product = b.binary("multiply", x, b.unary("log", y));
+        Value zero = splat(b, 0.0, m, shape);
+        Value take_zero = b.binary("and", b.compare("EQ", x, zero), b.compare("EQ", y, y));
+        return Values{b.convert(b.select(take_zero, zero, product), t)};
+      });
 
 }  // namespace
 }  // namespace torch_tpu::aten
