@@ -136,7 +136,26 @@ const c10::FunctionSchema& copy_schema() {
 }
 
 // dst = src on the device, converting dtype and broadcasting as copy_ does.
+// A copy of one whole dense storage into another of the same dtype and size shares the
+// source's buffer instead of running anything: device buffers are immutable (every write makes
+// a new one and inputs are never donated), so two storages may hold the same one. This is what
+// makes AOTAutograd's write-back of mutated inputs (optimizer steps) and param.copy_ cheap.
+bool share_buffer(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.scalar_type() != src.scalar_type() || dst.device() != src.device() ||
+      dst.sizes() != src.sizes() || !covers_whole_storage(dst) || !covers_whole_storage(src)) {
+    return false;
+  }
+  DeviceStorage::Contents contents = device_storage(src).contents();
+  // A pending (deferred or recorded) source takes the normal path, which defers the copy too.
+  if (!contents.buffer || contents.pending || contents.type != to_element_type(src.scalar_type())) {
+    return false;
+  }
+  device_storage(dst).assign(contents.buffer, contents.type);
+  return true;
+}
+
 void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+  if (share_buffer(dst, src)) return;
   static const Lowering lowering = [](LoweringContext& ctx) {
     const at::Tensor& dst_meta = ctx.tensor_meta(0);
     Shape shape(dst_meta.sizes().begin(), dst_meta.sizes().end());

@@ -66,10 +66,14 @@ std::atomic<void (*)()> materialize_hook{nullptr};
 
 void set_materialize_hook(void (*hook)()) { materialize_hook = hook; }
 
-void await_pending() {
-  if (auto hook = materialize_hook.load()) hook();
+void await_in_flight() {
   std::unique_lock<std::mutex> lock(pending_mutex);
   pending_done.wait(lock, [] { return pending_count == 0; });
+}
+
+void await_pending() {
+  if (auto hook = materialize_hook.load()) hook();
+  await_in_flight();
 }
 
 int current_device() { return thread_device; }

@@ -37,6 +37,8 @@ class Runtime {
 void pending_started();
 void pending_finished();
 void await_pending();
+// Waits for enqueued executions only (not for DeferAndFuse's unflushed graph).
+void await_in_flight();
 // Called by await_pending() first, to run work that is recorded but not yet enqueued
 // (DeferAndFuse's pending graph); the dispatcher installs it.
 void set_materialize_hook(void (*hook)());

@@ -30,7 +30,7 @@ struct CacheEntry {
   std::string op_name;  // "aten::add.Tensor", for messages
   // Compiled on first standalone use (see standalone_executable in dispatcher.cc).
   mutable std::once_flag compiled;
-  mutable std::unique_ptr<pjrt::Executable> executable;
+  mutable std::shared_ptr<pjrt::Executable> executable;
   std::string function;  // the op as `func.func public @main(...)`, for fusion
   std::vector<std::string> param_types, result_types;
   std::vector<ParamSource> params;
@@ -45,8 +45,7 @@ at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_ind
 // The device buffer of a non-storage parameter: a scalar, a 0-dim CPU tensor, or RNG state
 // (drawing advances the generator).
 std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const CacheEntry& entry,
-                                                 const std::vector<c10::IValue>& args,
-                                                 int device);
+                                                 const std::vector<c10::IValue>& args, int device);
 // An empty tpu tensor for a fresh output.
 at::Tensor new_output_tensor(const OutputPlan& plan, int device);
 

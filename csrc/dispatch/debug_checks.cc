@@ -50,15 +50,24 @@ using Check = void (*)(const std::string&, const std::vector<c10::IValue>&);
 
 const std::unordered_map<std::string, Check>& checks() {
   static const std::unordered_map<std::string, Check> table = {
-      {"aten::index_select", along_dim},  {"aten::gather", along_dim},
-      {"aten::scatter", along_dim},       {"aten::scatter_", along_dim},
-      {"aten::scatter_add", along_dim},   {"aten::scatter_add_", along_dim},
-      {"aten::scatter_reduce", along_dim}, {"aten::scatter_reduce_", along_dim},
-      {"aten::index_add", along_dim},     {"aten::index_add_", along_dim},
-      {"aten::index_copy", along_dim},    {"aten::index_copy_", along_dim},
-      {"aten::index_fill", along_dim},    {"aten::index_fill_", along_dim},
-      {"aten::index", per_dim},           {"aten::_index_put_impl_", per_dim},
-      {"aten::_index_put_impl", per_dim}, {"aten::index_put", per_dim},
+      {"aten::index_select", along_dim},
+      {"aten::gather", along_dim},
+      {"aten::scatter", along_dim},
+      {"aten::scatter_", along_dim},
+      {"aten::scatter_add", along_dim},
+      {"aten::scatter_add_", along_dim},
+      {"aten::scatter_reduce", along_dim},
+      {"aten::scatter_reduce_", along_dim},
+      {"aten::index_add", along_dim},
+      {"aten::index_add_", along_dim},
+      {"aten::index_copy", along_dim},
+      {"aten::index_copy_", along_dim},
+      {"aten::index_fill", along_dim},
+      {"aten::index_fill_", along_dim},
+      {"aten::index", per_dim},
+      {"aten::_index_put_impl_", per_dim},
+      {"aten::_index_put_impl", per_dim},
+      {"aten::index_put", per_dim},
       {"aten::embedding_dense_backward",
        [](const std::string& op, const std::vector<c10::IValue>& args) {
          check_range(op, args[1].toTensor(), 0, args[2].toInt());

@@ -44,8 +44,8 @@ const std::string& environment_key() {
   static const std::string key = [] {
     const auto& client = Runtime::get().client();
     std::ostringstream out;
-    out << "plugin=" << client.plugin().path() << ";pjrt=" << client.plugin().major_version()
-        << "." << client.plugin().minor_version() << ";platform=" << client.platform_name()
+    out << "plugin=" << client.plugin().path() << ";pjrt=" << client.plugin().major_version() << "."
+        << client.plugin().minor_version() << ";platform=" << client.platform_name()
         << ";version=" << client.platform_version() << ";torch_tpu=" << kTorchTpuVersion
         << ";options=" << hex(fnv1a(pjrt::single_device_compile_options(), 0));
     std::error_code error;

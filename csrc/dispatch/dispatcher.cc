@@ -1,11 +1,8 @@
 #include "csrc/dispatch/dispatcher.h"
 
-#include "csrc/dispatch/cache_entry.h"
-#include "csrc/dispatch/registration.h"
-
-#include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/isfinite.h>
@@ -14,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -22,11 +20,14 @@
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
+#include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/debug_checks.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
+#include "csrc/dispatch/registration.h"
+#include "csrc/dispatch/retire.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
 
@@ -35,9 +36,38 @@ namespace {
 
 std::mutex cache_mutex;
 
-// Leaked on purpose, like the runtime: destroying executables at interpreter exit races the
-// plugin's own teardown (std::terminate from its threads).
-auto& cache = *new std::unordered_map<std::string, std::shared_ptr<CacheEntry>>();
+// Least recently used first out, past max_cached_ops() (see retire.h). Leaked on purpose, like
+// the runtime: destroying executables at interpreter exit races the plugin's own teardown
+// (std::terminate from its threads).
+struct CacheSlot {
+  std::shared_ptr<CacheEntry> entry;
+  std::list<std::string>::iterator age;
+};
+auto& cache = *new std::unordered_map<std::string, CacheSlot>();
+auto& cache_ages = *new std::list<std::string>();  // most recently used first
+
+// Under cache_mutex.
+std::shared_ptr<CacheEntry> cache_find(const std::string& key) {
+  auto found = cache.find(key);
+  if (found == cache.end()) return nullptr;
+  cache_ages.splice(cache_ages.begin(), cache_ages, found->second.age);
+  return found->second.entry;
+}
+
+// Under cache_mutex; returns the executable of the entry it evicts, if any, to retire.
+std::shared_ptr<pjrt::Executable> cache_insert(const std::string& key,
+                                               std::shared_ptr<CacheEntry> entry) {
+  if (cache.count(key) != 0) return nullptr;
+  cache_ages.push_front(key);
+  cache.emplace(key, CacheSlot{std::move(entry), cache_ages.begin()});
+  if (cache.size() <= max_cached_ops()) return nullptr;
+  auto oldest = cache.find(cache_ages.back());
+  // The entry may live on in a pending fused graph, which only needs its function text.
+  std::shared_ptr<pjrt::Executable> executable = std::move(oldest->second.entry->executable);
+  cache.erase(oldest);
+  cache_ages.pop_back();
+  return executable;
+}
 
 void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (!tensor.defined()) {
@@ -90,7 +120,6 @@ void append_key(std::string& key, const c10::IValue& value, bool static_scalar =
   }
 }
 
-
 // Rejects tensors on other devices, as torch does on CUDA; returns the op's device index.
 int check_devices(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
   // (In Debug mode dispatch() also checks indexing ops' indices against their bounds.)
@@ -98,17 +127,21 @@ int check_devices(const c10::FunctionSchema& schema, const std::vector<c10::IVal
   auto visit = [&](const at::Tensor& tensor) {
     if (!tensor.defined()) return;
     if (tensor.device().is_cpu()) {
-      TORCH_CHECK(tensor.dim() == 0, "Expected all tensors to be on the same device, but found "
-                  "at least two devices, tpu:", device < 0 ? current_device() : device,
-                  " and cpu! (when checking argument for ", schema.name(), ")");
+      TORCH_CHECK(tensor.dim() == 0,
+                  "Expected all tensors to be on the same device, but found "
+                  "at least two devices, tpu:",
+                  device < 0 ? current_device() : device, " and cpu! (when checking argument for ",
+                  schema.name(), ")");
       return;
     }
     TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
                 "Expected all tensors to be on the same device, but found a tensor on ",
                 tensor.device(), " (when checking argument for ", schema.name(), ")");
     int index = tensor.device().index();
-    TORCH_CHECK(device < 0 || device == index, "Expected all tensors to be on the same device, "
-                "but found at least two devices, tpu:", device, " and tpu:", index, "!");
+    TORCH_CHECK(device < 0 || device == index,
+                "Expected all tensors to be on the same device, "
+                "but found at least two devices, tpu:",
+                device, " and tpu:", index, "!");
     device = index;
   };
   for (const c10::IValue& value : args) {
@@ -176,10 +209,10 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     return_is_alias.push_back(alias);
     if (!alias) ++fresh;
   }
-  TORCH_INTERNAL_ASSERT(results.size() >= fresh + written.size() ||
-                            (fresh == 0 && results.size() >= written.size()),
-                        op_name, ": lowering gave ", results.size(), " results for ", fresh,
-                        " returns and ", written.size(), " mutated arguments");
+  TORCH_INTERNAL_ASSERT(
+      results.size() >= fresh + written.size() || (fresh == 0 && results.size() >= written.size()),
+      op_name, ": lowering gave ", results.size(), " results for ", fresh, " returns and ",
+      written.size(), " mutated arguments");
   std::vector<int> fresh_outputs;
   for (size_t r = 0; r < fresh; ++r) {
     const hlo::Value& result = results[r];
@@ -213,10 +246,10 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
                 " can't be cast to the desired output type ", target.scalar_type());
     hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
-    hlo::Value flat = covers_whole_storage(target)
-                          ? builder.reshape(converted, {storage_elements(target)})
-                          : write_view(builder, ctx.storage_param(target, written[w], -1),
-                                       converted, target);
+    hlo::Value flat =
+        covers_whole_storage(target)
+            ? builder.reshape(converted, {storage_elements(target)})
+            : write_view(builder, ctx.storage_param(target, written[w], -1), converted, target);
     OutputPlan plan;
     plan.new_tensor = false;
     plan.arg = written[w];
@@ -241,7 +274,8 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   for (const hlo::Value& parameter : builder.parameters()) {
     entry->param_types.push_back(parameter.tensor_type());
   }
-  for (const hlo::Value& result : module_results) entry->result_types.push_back(result.tensor_type());
+  for (const hlo::Value& result : module_results)
+    entry->result_types.push_back(result.tensor_type());
   entry->params = std::move(ctx.params);
   entry->rng_blocks = ctx.rng_blocks;
   return entry;
@@ -258,19 +292,45 @@ std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type)
   std::vector<char> bytes;
   using E = hlo::ElementType;
   switch (type) {
-    case E::Pred: put(bytes, static_cast<uint8_t>(scalar.toBool())); break;
-    case E::S8: put(bytes, scalar.to<int8_t>()); break;
-    case E::S16: put(bytes, scalar.to<int16_t>()); break;
-    case E::S32: put(bytes, scalar.to<int32_t>()); break;
-    case E::S64: put(bytes, scalar.toLong()); break;
-    case E::U8: put(bytes, scalar.to<uint8_t>()); break;
-    case E::U16: put(bytes, scalar.to<uint16_t>()); break;
-    case E::U32: put(bytes, scalar.to<uint32_t>()); break;
-    case E::U64: put(bytes, scalar.to<uint64_t>()); break;
-    case E::F16: put(bytes, scalar.to<c10::Half>()); break;
-    case E::BF16: put(bytes, scalar.to<c10::BFloat16>()); break;
-    case E::F32: put(bytes, scalar.toFloat()); break;
-    case E::F64: put(bytes, scalar.toDouble()); break;
+    case E::Pred:
+      put(bytes, static_cast<uint8_t>(scalar.toBool()));
+      break;
+    case E::S8:
+      put(bytes, scalar.to<int8_t>());
+      break;
+    case E::S16:
+      put(bytes, scalar.to<int16_t>());
+      break;
+    case E::S32:
+      put(bytes, scalar.to<int32_t>());
+      break;
+    case E::S64:
+      put(bytes, scalar.toLong());
+      break;
+    case E::U8:
+      put(bytes, scalar.to<uint8_t>());
+      break;
+    case E::U16:
+      put(bytes, scalar.to<uint16_t>());
+      break;
+    case E::U32:
+      put(bytes, scalar.to<uint32_t>());
+      break;
+    case E::U64:
+      put(bytes, scalar.to<uint64_t>());
+      break;
+    case E::F16:
+      put(bytes, scalar.to<c10::Half>());
+      break;
+    case E::BF16:
+      put(bytes, scalar.to<c10::BFloat16>());
+      break;
+    case E::F32:
+      put(bytes, scalar.toFloat());
+      break;
+    case E::F64:
+      put(bytes, scalar.toDouble());
+      break;
   }
   return bytes;
 }
@@ -312,8 +372,7 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
   std::call_once(entry.compiled, [&entry] {
     std::string module = hlo::wrap_module(entry.function);
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
-      std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(),
-                   module.c_str());
+      std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }
     // Single ops compile in milliseconds; they use the disk cache only when asked to.
     static const bool persist = [] {
@@ -387,7 +446,8 @@ void check_finite(const CacheEntry& entry, const std::vector<c10::IValue>& outpu
     const at::Tensor& tensor = value.toTensor();
     if (!c10::isFloatingType(tensor.scalar_type()) || tensor.numel() == 0) continue;
     bool finite = at::isfinite(tensor).all().item<bool>();
-    TORCH_CHECK(finite, "torch_tpu: ", entry.op_name, " produced NaN or Inf "
+    TORCH_CHECK(finite, "torch_tpu: ", entry.op_name,
+                " produced NaN or Inf "
                 "(TORCH_TPU_CHECK_FINITE=1 reports the first op that does)");
   }
 }
@@ -427,8 +487,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
     std::shared_ptr<CacheEntry> entry;
     {
       std::lock_guard<std::mutex> lock(cache_mutex);
-      auto found = cache.find(key);
-      if (found != cache.end()) entry = found->second;
+      entry = cache_find(key);
     }
     if (entry) {
       metrics().cache_hits++;
@@ -440,15 +499,20 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
         TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
         continue;
       }
-      std::lock_guard<std::mutex> lock(cache_mutex);
-      cache.emplace(key, entry);
+      std::shared_ptr<pjrt::Executable> evicted;
+      {
+        std::lock_guard<std::mutex> lock(cache_mutex);
+        evicted = cache_insert(key, entry);
+      }
+      retire(std::move(evicted));
     }
     EagerMode mode = eager_mode();
     std::vector<c10::IValue> outputs =
         mode == EagerMode::DeferAndFuse ? defer(entry, args, device)
                                         : execute(*entry, args, device, mode == EagerMode::Debug);
     if (check_finite_enabled() && mode != EagerMode::DeferAndFuse &&
-        entry->op_name.rfind("aten::isfinite", 0) != 0 && entry->op_name.rfind("aten::all", 0) != 0) {
+        entry->op_name.rfind("aten::isfinite", 0) != 0 &&
+        entry->op_name.rfind("aten::all", 0) != 0) {
       check_finite(*entry, outputs);
     }
     std::vector<c10::IValue> returns;
@@ -469,14 +533,12 @@ at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_ind
 }
 
 std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const CacheEntry& entry,
-                                                 const std::vector<c10::IValue>& args,
-                                                 int device) {
+                                                 const std::vector<c10::IValue>& args, int device) {
   switch (param.kind) {
     case ParamSource::Kind::Scalar:
       return scalar_buffer(args[param.arg].toScalar(), param.type, device);
     case ParamSource::Kind::CpuScalarTensor:
-      return scalar_buffer(tensor_of(args, param.arg, param.list_index).item(), param.type,
-                           device);
+      return scalar_buffer(tensor_of(args, param.arg, param.list_index).item(), param.type, device);
     case ParamSource::Kind::RngState: {
       at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
       for (const c10::IValue& value : args) {
@@ -544,10 +606,9 @@ std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
     storage.assign(buffer, type);
     return buffer;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      contents.type == type, "torch_tpu: reading a storage written as ",
-      to_scalar_type(contents.type), " through a ", tensor.scalar_type(),
-      " tensor (Tensor.view(dtype) reinterpretation) is not supported yet");
+  TORCH_CHECK_NOT_IMPLEMENTED(contents.type == type, "torch_tpu: reading a storage written as ",
+                              to_scalar_type(contents.type), " through a ", tensor.scalar_type(),
+                              " tensor (Tensor.view(dtype) reinterpretation) is not supported yet");
   return contents.buffer;
 }
 
@@ -571,8 +632,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (!schema.overload_name().empty()) name += "." + schema.overload_name();
       for (const auto& [pending_name, pending] : pending_lowerings()) {
         if (pending_name == name) {
-          found = table.emplace(&schema, BoundLowering{pending, schema.name() + "." +
-                                                                    schema.overload_name()})
+          found = table
+                      .emplace(&schema,
+                               BoundLowering{pending, schema.name() + "." + schema.overload_name()})
                       .first;
         }
       }
@@ -613,9 +675,11 @@ int64_t cache_size() {
 
 void clear_cache() {
   materialize_pending();
+  await_in_flight();  // nothing may still be running an executable destroyed below
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     cache.clear();
+    cache_ages.clear();
   }
   clear_fused_cache();
 }

@@ -2,16 +2,18 @@
 
 #include <c10/util/Exception.h>
 
+#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
-#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/disk_cache.h"
+#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
+#include "csrc/dispatch/retire.h"
 #include "csrc/pjrt/compile_options.h"
 
 namespace torch_tpu {
@@ -50,8 +52,36 @@ Graph& graph() {
 }
 
 std::mutex fused_mutex;
-// Leaked on purpose (see the per-op cache in dispatcher.cc).
-auto& fused_cache = *new std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>>();
+// Least recently used first out, past max_cached_graphs() (see retire.h). Leaked on purpose (see
+// the per-op cache in dispatcher.cc).
+struct FusedSlot {
+  std::shared_ptr<pjrt::Executable> executable;
+  std::list<std::string>::iterator age;
+};
+auto& fused_cache = *new std::unordered_map<std::string, FusedSlot>();
+auto& fused_ages = *new std::list<std::string>();  // most recently used first
+
+// Under fused_mutex.
+std::shared_ptr<pjrt::Executable> fused_find(const std::string& key) {
+  auto found = fused_cache.find(key);
+  if (found == fused_cache.end()) return nullptr;
+  fused_ages.splice(fused_ages.begin(), fused_ages, found->second.age);
+  return found->second.executable;
+}
+
+// Under fused_mutex; returns the executable it evicts, if any, to retire.
+std::shared_ptr<pjrt::Executable> fused_insert(const std::string& key,
+                                               std::shared_ptr<pjrt::Executable> executable) {
+  if (fused_cache.count(key) != 0) return nullptr;
+  fused_ages.push_front(key);
+  fused_cache.emplace(key, FusedSlot{std::move(executable), fused_ages.begin()});
+  if (fused_cache.size() <= max_cached_graphs()) return nullptr;
+  auto oldest = fused_cache.find(fused_ages.back());
+  std::shared_ptr<pjrt::Executable> evicted = std::move(oldest->second.executable);
+  fused_cache.erase(oldest);
+  fused_ages.pop_back();
+  return evicted;
+}
 
 // Not deduplicated: which buffers happen to coincide (an aliased argument, an equal scalar)
 // must not change the graph's key, or a loop would recompile when values repeat.
@@ -164,8 +194,7 @@ void flush_locked(Graph& g) {
   std::shared_ptr<pjrt::Executable> executable;
   {
     std::lock_guard<std::mutex> lock(fused_mutex);
-    auto found = fused_cache.find(key);
-    if (found != fused_cache.end()) executable = found->second;
+    executable = fused_find(key);
   }
   const size_t op_count = g.ops.size();
   std::string module;
@@ -188,8 +217,12 @@ void flush_locked(Graph& g) {
       TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
                   op_names.front(), " ... ", op_names.back(), ") failed: ", error.what());
     }
-    std::lock_guard<std::mutex> lock(fused_mutex);
-    fused_cache.emplace(key, executable);
+    std::shared_ptr<pjrt::Executable> evicted;
+    {
+      std::lock_guard<std::mutex> lock(fused_mutex);
+      evicted = fused_insert(key, executable);
+    }
+    retire(std::move(evicted));
   }
   metrics().fused_ops += static_cast<int64_t>(op_count);
   metrics().executions++;
@@ -208,8 +241,7 @@ void flush_locked(Graph& g) {
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& slot = live[i];
     if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
-      slot->owner->assign(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])),
-                          slot->type);
+      slot->owner->assign(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])), slot->type);
     }
   }
 }
@@ -231,9 +263,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   for (size_t p = 0; p < entry->params.size(); ++p) {
     const ParamSource& param = entry->params[p];
     if (param.kind != ParamSource::Kind::Storage) {
-      op.inputs.push_back(
-          {true, add_external(g, value_param_buffer(param, *entry, args, device),
-                              entry->param_types[p])});
+      op.inputs.push_back({true, add_external(g, value_param_buffer(param, *entry, args, device),
+                                              entry->param_types[p])});
       continue;
     }
     at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
@@ -256,7 +287,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
     slot->epoch = g.epoch;
     slot->value = op.first_value + static_cast<int>(i);
     slot->type = plan.buffer_type;
-    at::Tensor target = plan.new_tensor ? new_output_tensor(plan, device) : args[plan.arg].toTensor();
+    at::Tensor target =
+        plan.new_tensor ? new_output_tensor(plan, device) : args[plan.arg].toTensor();
     DeviceStorage& storage = device_storage(target);
     slot->owner = &storage;
     storage.assign_pending(slot);
@@ -275,6 +307,7 @@ void materialize_pending() {
 void clear_fused_cache() {
   std::lock_guard<std::mutex> lock(fused_mutex);
   fused_cache.clear();
+  fused_ages.clear();
 }
 
 int64_t pending_op_count() {

@@ -66,9 +66,12 @@ EagerMode parse_eager_mode(const std::string& name) {
 
 std::string eager_mode_name(EagerMode mode) {
   switch (mode) {
-    case EagerMode::Strict: return "strict";
-    case EagerMode::Debug: return "debug";
-    case EagerMode::DeferAndFuse: return "defer_and_fuse";
+    case EagerMode::Strict:
+      return "strict";
+    case EagerMode::Debug:
+      return "debug";
+    case EagerMode::DeferAndFuse:
+      return "defer_and_fuse";
   }
   return "strict";
 }

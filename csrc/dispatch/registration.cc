@@ -24,12 +24,13 @@ bool cpu_fallback_enabled() {
 // Every op without a tpu kernel lands here: NotImplementedError naming the op, or (opt-in)
 // the CPU fallback with a warning once per op.
 void unimplemented_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string name = op.schema().operator_name().name + (op.schema().overload_name().empty()
-                                                                   ? ""
-                                                                   : "." + op.schema().overload_name());
+  const std::string name =
+      op.schema().operator_name().name +
+      (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
   if (!cpu_fallback_enabled()) {
     TORCH_CHECK_NOT_IMPLEMENTED(
-        false, "The operator '", name, "' is not implemented for the tpu device yet. Set "
+        false, "The operator '", name,
+        "' is not implemented for the tpu device yet. Set "
         "TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU instead (slower; warns once per op).");
   }
   static std::mutex mutex;
@@ -37,7 +38,8 @@ void unimplemented_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (warned.insert(name).second) {
-      TORCH_WARN("torch_tpu: '", name, "' has no tpu kernel and runs on the CPU "
+      TORCH_WARN("torch_tpu: '", name,
+                 "' has no tpu kernel and runs on the CPU "
                  "(TORCH_TPU_CPU_FALLBACK=1); this copies its tensors to the host and back.");
     }
   }
