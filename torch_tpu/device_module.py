@@ -153,6 +153,16 @@ def empty_cache() -> None:
     """Device buffers are freed as soon as their last tensor goes; nothing is cached."""
 
 
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Dtypes torch.autocast("tpu", dtype=...) accepts."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    del including_emulation
+    return True
+
+
 def _is_in_bad_fork() -> bool:
     """torch.random asks this before seeding; PJRT clients do not survive fork either way."""
     return False
