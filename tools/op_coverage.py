@@ -4,7 +4,8 @@
 
 Entries run in worker processes, a chunk at a time; a chunk whose worker dies is rerun one
 entry per process, so an entry that crashes the process is classified "crash" and the sweep
-goes on.
+goes on. Entries that fail natively with NotImplementedError run again with the CPU fallback
+on (TORCH_TPU_CPU_FALLBACK=1); those passes are counted apart from native ones.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,14 +26,19 @@ ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 20
 
 
-def run_worker(start: int, stop: int) -> list[dict[str, Any]] | str:
+def run_worker(
+    start: int, stop: int, indices: list[int] | None = None, fallback: bool = False
+) -> list[dict[str, Any]] | str:
     """The chunk's results, or how its worker died (exit status and last stderr line)."""
+    spec = ",".join(map(str, indices)) if indices is not None else f"{start}:{stop}"
+    env = dict(os.environ, TORCH_TPU_CPU_FALLBACK="1") if fallback else None
     proc = subprocess.run(
-        [sys.executable, "-m", "torch_tpu.testing.op_sweep", f"{start}:{stop}"],
+        [sys.executable, "-m", "torch_tpu.testing.op_sweep", spec],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=3600,
+        env=env,
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -49,6 +56,40 @@ def run_chunk(start: int, stop: int) -> list[dict[str, Any]]:
         single = run_worker(i, i + 1)
         out.extend(single if not isinstance(single, str) else [{"index": i, "crash": single}])
     return out
+
+
+def natively_missing(r: dict[str, Any]) -> bool:
+    return any(r.get(phase, [""])[0] == "not_implemented" for phase in ("float32", "backward"))
+
+
+def run_fallback(results: list[dict[str, Any]], jobs: int) -> None:
+    """Reruns natively missing entries with the CPU fallback; results under r["fallback"]."""
+    todo = [r["index"] for r in results if natively_missing(r)]
+    groups = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
+
+    def run_group(group: list[int]) -> list[dict[str, Any]]:
+        out = run_worker(0, 0, group, fallback=True)
+        if not isinstance(out, str):
+            return out
+        singles: list[dict[str, Any]] = []
+        for i in group:
+            single = run_worker(0, 0, [i], fallback=True)
+            singles.extend(
+                single if not isinstance(single, str) else [{"index": i, "crash": single}]
+            )
+        return singles
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(run_group, groups))
+    by_index = {r["index"]: r for r in results}
+    for part in parts:
+        for r in part:
+            if r.get("crash"):
+                by_index[r["index"]]["fallback"] = {"float32": ["crash", r["crash"]]}
+            else:
+                by_index[r["index"]]["fallback"] = {
+                    phase: r[phase] for phase in ("float32", "backward") if phase in r
+                }
 
 
 def percent(part: int, whole: int) -> str:
@@ -107,6 +148,26 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
     ]
     for status in ("mismatch", "not_implemented", "error", "crash", "skip"):
         lines.append(f"| forward float32 {status} | {statuses[status]} | | |")
+    fallback = [r for r in evaluated if "fallback" in r]
+    fallback_fwd = sum(
+        r["float32"][0] == "not_implemented" and r["fallback"].get("float32", [""])[0] == "pass"
+        for r in fallback
+    )
+    fallback_bwd = sum(
+        r.get("backward", [""])[0] == "not_implemented"
+        and r["fallback"].get("backward", [""])[0] == "pass"
+        for r in fallback
+    )
+    native_or_fallback = statuses["pass"] + fallback_fwd
+    lines += [
+        f"| forward float32 pass only with the CPU fallback | {fallback_fwd} | "
+        f"{statuses['not_implemented']} natively missing | |",
+        f"| forward float32 pass, native or CPU fallback | {native_or_fallback} | "
+        f"{len(evaluated)} evaluated | {percent(native_or_fallback, len(evaluated))} |",
+        f"| backward pass only with the CPU fallback | {fallback_bwd} | | |",
+        f"| backward pass, native or CPU fallback | {backward_pass + fallback_bwd} | "
+        f"{len(backward)} with autograd | {percent(backward_pass + fallback_bwd, len(backward))} |",
+    ]
     lines += [
         "",
         f"Set aside ({len(set_aside)}): layouts and dtypes the device does not offer.",
@@ -133,7 +194,11 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
         if phase not in r:
             return ""
         status, reason = r[phase]
-        return status if status == "pass" else f"{status}: {reason}".replace("|", "\\|")
+        text = status if status == "pass" else f"{status}: {reason}".replace("|", "\\|")
+        with_fallback = r.get("fallback", {}).get(phase)
+        if status == "not_implemented" and with_fallback is not None:
+            text += f" (CPU fallback: {with_fallback[0]})"
+        return text
 
     for r in evaluated:
         if any(r.get(p, ["pass"])[0] != "pass" for p in ("float32", "bfloat16", "backward")):
@@ -145,7 +210,8 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
     print(
         f"forward float32 pass {statuses['pass']}/{len(evaluated)}, bfloat16 "
         f"{bf16_pass}/{len(bf16)}, backward {backward_pass}/{len(backward)}; "
-        f"mismatch {statuses['mismatch']}, crash {statuses['crash']}"
+        f"mismatch {statuses['mismatch']}, crash {statuses['crash']}; with CPU fallback: "
+        f"forward +{fallback_fwd}, backward +{fallback_bwd}"
     )
 
 
@@ -162,6 +228,7 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         parts = list(pool.map(lambda c: run_chunk(*c), chunks))
     results = sorted((r for part in parts for r in part), key=lambda r: r["index"])
+    run_fallback(results, args.jobs)
     write_report(results, time.time() - start_time)
 
 

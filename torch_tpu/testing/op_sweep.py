@@ -213,9 +213,15 @@ def sweep(indices: list[int]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    start, stop = (int(x) for x in sys.argv[1].split(":"))
+    # "start:stop" or a comma-separated list of op_db indices.
+    spec = sys.argv[1]
+    if ":" in spec:
+        start, stop = (int(x) for x in spec.split(":"))
+        indices = list(range(start, stop))
+    else:
+        indices = [int(x) for x in spec.split(",")]
     try:
-        results = sweep(list(range(start, stop)))
+        results = sweep(indices)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         raise
