@@ -1,0 +1,78 @@
+"""sort, argsort, topk, roll, logaddexp(2) and xlogy against CPU, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+DEVICE = "tpu"
+
+
+def with_specials(*shape: int) -> torch.Tensor:
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    x.view(-1)[1] = float("nan")
+    x.view(-1)[2] = x.view(-1)[3]  # a tie
+    x.view(-1)[4] = float("inf")
+    return x
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_values_and_indices(descending: bool, dim: int) -> None:
+    x = with_specials(5, 6)
+    want = torch.sort(x, dim=dim, descending=descending, stable=True)
+    got = torch.sort(x.to(DEVICE), dim=dim, descending=descending, stable=True)
+    torch.testing.assert_close(got.values.cpu(), want.values, equal_nan=True)
+    assert torch.equal(got.indices.cpu(), want.indices)
+    assert torch.equal(torch.argsort(x.to(DEVICE), dim=dim).cpu(), torch.argsort(x, dim=dim))
+
+
+def test_sort_integers_and_out() -> None:
+    x = torch.randint(-5, 5, (4, 7))
+    values = torch.empty(4, 7, dtype=torch.int64, device=DEVICE)
+    indices = torch.empty(4, 7, dtype=torch.int64, device=DEVICE)
+    torch.sort(x.to(DEVICE), dim=1, stable=True, out=(values, indices))
+    want = torch.sort(x, dim=1, stable=True)
+    assert torch.equal(values.cpu(), want.values) and torch.equal(indices.cpu(), want.indices)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_and_its_gradient(largest: bool) -> None:
+    x = torch.randn(4, 9)
+    xt = x.to(DEVICE).requires_grad_()
+    x.requires_grad_()
+    want = torch.topk(x, 3, dim=1, largest=largest)
+    got = torch.topk(xt, 3, dim=1, largest=largest)
+    torch.testing.assert_close(got.values.cpu(), want.values)
+    assert torch.equal(got.indices.cpu(), want.indices)
+    weights = torch.randn(4, 3)
+    (want.values * weights).sum().backward()
+    (got.values * weights.to(DEVICE)).sum().backward()
+    assert xt.grad is not None and x.grad is not None
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+
+
+def test_topk_rejects_k_larger_than_the_dimension() -> None:
+    with pytest.raises(IndexError, match="k out of range"):
+        torch.topk(torch.randn(3, device=DEVICE), 4)
+
+
+@pytest.mark.parametrize(
+    ("shifts", "dims"), [((1,), (0,)), ((-1, 2), (1, 2)), ((5,), ()), ((7,), (2,))]
+)
+def test_roll(shifts: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    assert torch.equal(torch.roll(x.to(DEVICE), shifts, dims).cpu(), torch.roll(x, shifts, dims))
+
+
+@pytest.mark.parametrize("op", [torch.logaddexp, torch.logaddexp2, torch.xlogy])
+def test_binary_log_ops_with_special_values(op: object) -> None:
+    a = torch.randn(6, 5) * 3
+    b = torch.randn(6, 5).abs() * 3
+    a[0, 0], b[0, 0] = float("inf"), float("inf")
+    a[0, 1], b[0, 1] = float("-inf"), float("-inf")
+    a[1, 0], b[1, 0] = 0.0, float("nan")
+    a[1, 1], b[1, 1] = 0.0, 0.0
+    got = op(a.to(DEVICE), b.to(DEVICE))  # type: ignore[operator]
+    torch.testing.assert_close(got.cpu(), op(a, b), equal_nan=True)  # type: ignore[operator]
