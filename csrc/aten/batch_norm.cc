@@ -4,10 +4,10 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mean.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sum.h>
-#include <ATen/ops/mean.h>
 #include <ATen/ops/var.h>
 #include <torch/library.h>
 
@@ -81,8 +81,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   at::Tensor xhat = (x - per_channel(mean, input)) * per_channel(invstd, input);
   at::Tensor grad_bias = at::sum(g, axes);
   at::Tensor grad_weight = at::sum(g * xhat, axes);
-  at::Tensor w = weight && weight->defined() ? weight->to(at::kFloat)
-                                             : at::ones_like(mean);
+  at::Tensor w = weight && weight->defined() ? weight->to(at::kFloat) : at::ones_like(mean);
   at::Tensor grad_input;
   if (output_mask[0]) {
     if (train) {
@@ -107,14 +106,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(
     const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
     bool training, double momentum, double eps) {
   return batch_norm_forward(input, weight, bias, running_mean, running_var, training, momentum,
-                           eps);
+                            eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, bool training, double momentum, double eps) {
   return batch_norm_forward(input, weight, bias, std::nullopt, std::nullopt, training, momentum,
-                           eps);
+                            eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(

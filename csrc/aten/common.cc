@@ -28,8 +28,10 @@ Value broadcast_to(Builder& b, const Value& x, const Shape& shape) {
   std::vector<int64_t> dims;
   size_t lead = shape.size() - x.shape.size();
   for (size_t i = 0; i < x.shape.size(); ++i) {
-    TORCH_CHECK(x.shape[i] == 1 || x.shape[i] == shape[lead + i], "The expanded size of the "
-                "tensor (", shape[lead + i], ") must match the existing size (", x.shape[i],
+    TORCH_CHECK(x.shape[i] == 1 || x.shape[i] == shape[lead + i],
+                "The expanded size of the "
+                "tensor (",
+                shape[lead + i], ") must match the existing size (", x.shape[i],
                 ") at non-singleton dimension ", lead + i);
     dims.push_back(static_cast<int64_t>(lead + i));
   }
@@ -95,8 +97,10 @@ ElementType opmath(ElementType type) {
 
 int64_t wrap_dim(int64_t dim, int64_t rank) {
   int64_t bound = std::max<int64_t>(rank, 1);
-  TORCH_CHECK_INDEX(dim >= -bound && dim < bound, "Dimension out of range (expected to be in "
-                    "range of [", -bound, ", ", bound - 1, "], but got ", dim, ")");
+  TORCH_CHECK_INDEX(dim >= -bound && dim < bound,
+                    "Dimension out of range (expected to be in "
+                    "range of [",
+                    -bound, ", ", bound - 1, "], but got ", dim, ")");
   return dim < 0 ? dim + bound : dim;
 }
 
@@ -134,31 +138,48 @@ Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
 
 double lowest(ElementType type) {
   switch (type) {
-    case ElementType::Pred: return 0;
-    case ElementType::S8: return std::numeric_limits<int8_t>::min();
-    case ElementType::S16: return std::numeric_limits<int16_t>::min();
-    case ElementType::S32: return std::numeric_limits<int32_t>::min();
-    case ElementType::S64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case ElementType::Pred:
+      return 0;
+    case ElementType::S8:
+      return std::numeric_limits<int8_t>::min();
+    case ElementType::S16:
+      return std::numeric_limits<int16_t>::min();
+    case ElementType::S32:
+      return std::numeric_limits<int32_t>::min();
+    case ElementType::S64:
+      return static_cast<double>(std::numeric_limits<int64_t>::min());
     case ElementType::U8:
     case ElementType::U16:
     case ElementType::U32:
-    case ElementType::U64: return 0;
-    default: return -std::numeric_limits<double>::infinity();
+    case ElementType::U64:
+      return 0;
+    default:
+      return -std::numeric_limits<double>::infinity();
   }
 }
 
 double highest(ElementType type) {
   switch (type) {
-    case ElementType::Pred: return 1;
-    case ElementType::S8: return std::numeric_limits<int8_t>::max();
-    case ElementType::S16: return std::numeric_limits<int16_t>::max();
-    case ElementType::S32: return std::numeric_limits<int32_t>::max();
-    case ElementType::S64: return 9.2233720368547748e18;
-    case ElementType::U8: return 255;
-    case ElementType::U16: return 65535;
-    case ElementType::U32: return 4294967295.0;
-    case ElementType::U64: return 1.8446744073709552e19;
-    default: return std::numeric_limits<double>::infinity();
+    case ElementType::Pred:
+      return 1;
+    case ElementType::S8:
+      return std::numeric_limits<int8_t>::max();
+    case ElementType::S16:
+      return std::numeric_limits<int16_t>::max();
+    case ElementType::S32:
+      return std::numeric_limits<int32_t>::max();
+    case ElementType::S64:
+      return 9.2233720368547748e18;
+    case ElementType::U8:
+      return 255;
+    case ElementType::U16:
+      return 65535;
+    case ElementType::U32:
+      return 4294967295.0;
+    case ElementType::U64:
+      return 1.8446744073709552e19;
+    default:
+      return std::numeric_limits<double>::infinity();
   }
 }
 
@@ -172,8 +193,8 @@ Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y
 Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max) {
   Value init;
   if (x.type == ElementType::S64) {
-    init = b.constant_int(is_max ? std::numeric_limits<int64_t>::min()
-                                 : std::numeric_limits<int64_t>::max(), x.type);
+    init = b.constant_int(
+        is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), x.type);
   } else {
     init = b.constant(is_max ? lowest(x.type) : highest(x.type), x.type);
   }
@@ -192,9 +213,10 @@ Value erf(Builder& b, const Value& x) {
   // uses for f32, max error about 1e-7, clamped to [-4, 4] where it saturates.
   ElementType t = x.type;
   Value f = b.convert(x, ElementType::F32);
-  Value clamped = b.clamp(splat(b, -4.0, ElementType::F32, {}), f, splat(b, 4.0, ElementType::F32, {}));
+  Value clamped =
+      b.clamp(splat(b, -4.0, ElementType::F32, {}), f, splat(b, 4.0, ElementType::F32, {}));
   Value x2 = b.binary("multiply", clamped, clamped);
-  const double alpha[] = {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+  const double alpha[] = {-2.72614225801306e-10, 2.77068142495902e-08,  -2.10102402082508e-06,
                           -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
                           -1.60960333262415e-02};
   const double beta[] = {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,

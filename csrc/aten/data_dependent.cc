@@ -60,8 +60,8 @@ at::Tensor index_kernel(const at::Tensor& self, const IndexList& indices) {
   return results[0].toTensor();
 }
 
-at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
-                            bool accumulate, bool unsafe) {
+at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices,
+                                  const at::Tensor& values, bool accumulate, bool unsafe) {
   // self[mask] = scalar over the whole tensor needs no round trip: it is a select.
   if (indices.size() == 1 && is_mask(indices.get(0)) && !accumulate && values.numel() == 1 &&
       indices.get(0)->sizes() == self.sizes()) {
@@ -73,8 +73,8 @@ at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices, co
   return self;
 }
 
-at::Tensor index_put_kernel(const at::Tensor& self, const IndexList& indices, const at::Tensor& values,
-                     bool accumulate) {
+at::Tensor index_put_kernel(const at::Tensor& self, const IndexList& indices,
+                            const at::Tensor& values, bool accumulate) {
   at::Tensor out = at::clone(self);
   return index_put_impl_kernel(out, indices, values, accumulate, false);
 }

@@ -2,6 +2,8 @@
 // gradients. Each registers its functional, in-place and out= forms together.
 #include <c10/util/Exception.h>
 
+#include <cmath>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -292,6 +294,25 @@ LOWER({"floor", "floor_", "floor.out"},
 LOWER({"ceil", "ceil_", "ceil.out"}, [](LoweringContext& ctx) { return rounding(ctx, "ceil"); });
 LOWER({"round", "round_", "round.out"},
       [](LoweringContext& ctx) { return rounding(ctx, "round_nearest_even"); });
+// round(x, decimals): as CPU, nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) * 10^-d.
+LOWER({"round.decimals", "round_.decimals", "round.decimals_out"}, [](LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t decimals = ctx.arg(1).toInt();
+  Builder& b = ctx.b;
+  if (!hlo::is_float(x.type) || decimals == 0) return rounding(ctx, "round_nearest_even");
+  ElementType m = opmath(x.type);
+  Value v = b.convert(x, m);
+  Value scale = splat(b, std::pow(10.0, static_cast<double>(std::abs(decimals))), m, v.shape);
+  const char* in = decimals > 0 ? "multiply" : "divide";
+  const char* out = decimals > 0 ? "divide" : "multiply";
+  Value rounded = b.unary("round_nearest_even", b.binary(in, v, scale));
+  // The last step in float64, correctly rounded back: the plugin's float32 division by a
+  // constant is off by an ulp from CPU's.
+  Value wide_scale =
+      splat(b, std::pow(10.0, static_cast<double>(std::abs(decimals))), ElementType::F64, v.shape);
+  Value r = b.binary(out, b.convert(rounded, ElementType::F64), wide_scale);
+  return Values{b.convert(r, x.type)};
+});
 LOWER({"trunc", "trunc_", "trunc.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   if (!hlo::is_float(x.type)) return Values{x};

@@ -9,7 +9,9 @@
 namespace torch_tpu::aten {
 namespace {
 
-Shape shape_of(const at::Tensor& tensor) { return Shape(tensor.sizes().begin(), tensor.sizes().end()); }
+Shape shape_of(const at::Tensor& tensor) {
+  return Shape(tensor.sizes().begin(), tensor.sizes().end());
+}
 
 LOWER({"fill_.Scalar", "fill.Scalar", "fill.Scalar_out"}, [](LoweringContext& ctx) {
   const at::Tensor& self = ctx.tensor_meta(0);
@@ -18,8 +20,10 @@ LOWER({"fill_.Scalar", "fill.Scalar", "fill.Scalar_out"}, [](LoweringContext& ct
 });
 LOWER({"fill_.Tensor", "fill.Tensor", "fill.Tensor_out"}, [](LoweringContext& ctx) {
   const at::Tensor& self = ctx.tensor_meta(0);
-  TORCH_CHECK(ctx.tensor_meta(1).dim() == 0, "fill_ only supports 0-dimension value tensor but got "
-              "tensor with ", ctx.tensor_meta(1).dim(), " dimensions.");
+  TORCH_CHECK(ctx.tensor_meta(1).dim() == 0,
+              "fill_ only supports 0-dimension value tensor but got "
+              "tensor with ",
+              ctx.tensor_meta(1).dim(), " dimensions.");
   ElementType t = et(self.scalar_type());
   return Values{as(ctx.b, ctx.tensor(1), t, shape_of(self))};
 });
@@ -29,22 +33,28 @@ LOWER({"zero_", "zero", "zero.out"}, [](LoweringContext& ctx) {
 });
 
 // arange.start_out(start, end, step, *, out): the bounds decide the length, so they are static.
-LOWER({"arange.start_out"}, [](LoweringContext& ctx) {
-  const at::Tensor& out = ctx.tensor_meta(3);
-  double start_value = ctx.arg(0).toScalar().toDouble(), end_value = ctx.arg(1).toScalar().toDouble();
-  double step_value = ctx.arg(2).toScalar().toDouble();
-  TORCH_CHECK(step_value != 0, "step must be nonzero");
-  TORCH_CHECK((step_value > 0 && end_value >= start_value) || (step_value < 0 && end_value <= start_value),
-              "upper bound and larger bound inconsistent with step sign");
-  Shape shape{static_cast<int64_t>(std::ceil((end_value - start_value) / step_value))};
-  ElementType t = et(out.scalar_type());
-  ElementType acc = hlo::is_float(t) ? ElementType::F64 : ElementType::S64;
-  if (t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16) acc = ElementType::F32;
-  Value index = ctx.b.iota(shape, acc, 0);
-  Value start = as(ctx.b, ctx.scalar(0, acc), acc, shape);
-  Value step = as(ctx.b, ctx.scalar(2, acc), acc, shape);
-  return Values{ctx.b.convert(ctx.b.binary("add", start, ctx.b.binary("multiply", index, step)), t)};
-}, {0, 1, 2});
+LOWER({"arange.start_out"},
+      [](LoweringContext& ctx) {
+        const at::Tensor& out = ctx.tensor_meta(3);
+        double start_value = ctx.arg(0).toScalar().toDouble(),
+               end_value = ctx.arg(1).toScalar().toDouble();
+        double step_value = ctx.arg(2).toScalar().toDouble();
+        TORCH_CHECK(step_value != 0, "step must be nonzero");
+        TORCH_CHECK((step_value > 0 && end_value >= start_value) ||
+                        (step_value < 0 && end_value <= start_value),
+                    "upper bound and larger bound inconsistent with step sign");
+        Shape shape{static_cast<int64_t>(std::ceil((end_value - start_value) / step_value))};
+        ElementType t = et(out.scalar_type());
+        ElementType acc = hlo::is_float(t) ? ElementType::F64 : ElementType::S64;
+        if (t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16)
+          acc = ElementType::F32;
+        Value index = ctx.b.iota(shape, acc, 0);
+        Value start = as(ctx.b, ctx.scalar(0, acc), acc, shape);
+        Value step = as(ctx.b, ctx.scalar(2, acc), acc, shape);
+        return Values{
+            ctx.b.convert(ctx.b.binary("add", start, ctx.b.binary("multiply", index, step)), t)};
+      },
+      {0, 1, 2});
 
 // linspace.out(start, end, steps, *, out): symmetric from both ends, as torch's kernel.
 LOWER({"linspace.out"}, [](LoweringContext& ctx) {
@@ -58,9 +68,13 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   Value end = as(b, ctx.scalar(1, acc), acc, shape);
   Value index = b.iota(shape, acc, 0);
   if (steps <= 1) return Values{b.convert(start, t)};
-  Value step = b.binary("divide", b.binary("subtract", end, start), splat(b, static_cast<double>(steps - 1), acc, shape));
+  Value step = b.binary("divide", b.binary("subtract", end, start),
+                        splat(b, static_cast<double>(steps - 1), acc, shape));
   Value from_start = b.binary("add", start, b.binary("multiply", step, index));
-  Value from_end = b.binary("subtract", end, b.binary("multiply", step, b.binary("subtract", splat(b, static_cast<double>(steps - 1), acc, shape), index)));
+  Value from_end = b.binary(
+      "subtract", end,
+      b.binary("multiply", step,
+               b.binary("subtract", splat(b, static_cast<double>(steps - 1), acc, shape), index)));
   Value first_half = b.compare("LT", index, splat(b, static_cast<double>(steps / 2), acc, shape));
   Value r = b.select(first_half, from_start, from_end);
   if (!hlo::is_float(t)) r = b.unary("floor", r);
@@ -88,12 +102,16 @@ Value uniform01(LoweringContext& ctx, const Shape& shape, ElementType t) {
   const int64_t exponent_bits = wide ? 12 : 9;  // sign + exponent width
   const int64_t one = wide ? 0x3FF0000000000000LL : 0x3F800000;
   Value bits = ctx.random_bits(shape, bits_type);
-  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(exponent_bits, bits_type, shape));
-  Value f = b.bitcast_convert(b.binary("or", mantissa, b.constant_int(one, bits_type, shape)), float_type);
+  Value mantissa =
+      b.binary("shift_right_logical", bits, b.constant_int(exponent_bits, bits_type, shape));
+  Value f = b.bitcast_convert(b.binary("or", mantissa, b.constant_int(one, bits_type, shape)),
+                              float_type);
   return b.binary("subtract", f, splat(b, 1.0, float_type, shape));
 }
 
-ElementType compute_type(ElementType t) { return t == ElementType::F64 ? ElementType::F64 : ElementType::F32; }
+ElementType compute_type(ElementType t) {
+  return t == ElementType::F64 ? ElementType::F64 : ElementType::F32;
+}
 
 LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -105,7 +123,8 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   Value u = uniform01(ctx, shape, acc);
-  Value r = b.binary("add", splat(b, from, acc, shape), b.binary("multiply", u, splat(b, to - from, acc, shape)));
+  Value r = b.binary("add", splat(b, from, acc, shape),
+                     b.binary("multiply", u, splat(b, to - from, acc, shape)));
   return Values{b.convert(r, t)};
 });
 
@@ -115,7 +134,8 @@ Value standard_normal(LoweringContext& ctx, const Shape& shape, ElementType acc)
   Value u1 = uniform01(ctx, shape, acc);
   Value u2 = uniform01(ctx, shape, acc);
   Value one = splat(b, 1.0, acc, shape);
-  Value radius = b.unary("sqrt", b.binary("multiply", splat(b, -2.0, acc, shape), b.unary("log", b.binary("subtract", one, u1))));
+  Value radius = b.unary("sqrt", b.binary("multiply", splat(b, -2.0, acc, shape),
+                                          b.unary("log", b.binary("subtract", one, u1))));
   Value angle = b.binary("multiply", splat(b, 6.283185307179586, acc, shape), u2);
   return b.binary("multiply", radius, b.unary("cosine", angle));
 }
@@ -129,7 +149,8 @@ LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
   double mean = ctx.arg(1).toDouble(), std = ctx.arg(2).toDouble();
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   Value z = standard_normal(ctx, shape, acc);
-  Value r = b.binary("add", splat(b, mean, acc, shape), b.binary("multiply", z, splat(b, std, acc, shape)));
+  Value r = b.binary("add", splat(b, mean, acc, shape),
+                     b.binary("multiply", z, splat(b, std, acc, shape)));
   return Values{b.convert(r, t)};
 });
 
@@ -140,7 +161,8 @@ LOWER({"bernoulli_.float", "bernoulli.p"}, [](LoweringContext& ctx) {
   double p = ctx.arg(1).toDouble();
   TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   Value u = uniform01(ctx, shape, ElementType::F32);
-  return Values{b.convert(b.compare("LT", u, splat(b, p, ElementType::F32, shape)), et(self.scalar_type()))};
+  return Values{
+      b.convert(b.compare("LT", u, splat(b, p, ElementType::F32, shape)), et(self.scalar_type()))};
 });
 LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -154,7 +176,8 @@ LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& c
 });
 
 // random_.from(self, from, to?, generator): integers uniform in [from, to).
-LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.to", "random.to_out"},
+LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.to",
+       "random.to_out"},
       [](LoweringContext& ctx) {
         Builder& b = ctx.b;
         const at::Tensor& self = ctx.tensor_meta(0);
@@ -163,14 +186,17 @@ LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.t
                         (ctx.arg(2).isInt() || ctx.arg(2).isNone());
         int64_t from = has_from ? ctx.arg(1).toInt() : 0;
         c10::IValue to_value = has_from ? ctx.arg(2) : ctx.arg(1);
-        TORCH_CHECK(!to_value.isNone(), "torch_tpu: random_ without an upper bound is not supported");
+        TORCH_CHECK(!to_value.isNone(),
+                    "torch_tpu: random_ without an upper bound is not supported");
         int64_t to = to_value.toInt();
         TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from,
                     " >= to=", to);
         uint64_t range = static_cast<uint64_t>(to - from);
         Value bits = ctx.random_bits(shape, ElementType::U64);
-        Value r = b.binary("remainder", bits, b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
-        Value v = b.binary("add", b.convert(r, ElementType::S64), b.constant_int(from, ElementType::S64, shape));
+        Value r = b.binary("remainder", bits,
+                           b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
+        Value v = b.binary("add", b.convert(r, ElementType::S64),
+                           b.constant_int(from, ElementType::S64, shape));
         return Values{b.convert(v, et(self.scalar_type()))};
       });
 
@@ -180,16 +206,19 @@ LOWER({"native_dropout", "native_dropout.out"}, [](LoweringContext& ctx) {
   double p = ctx.arg(1).toDouble();
   bool train = ctx.arg(2).isNone() || ctx.arg(2).toBool();
   if (!train || p == 0) return Values{x, splat(b, 1, ElementType::Pred, x.shape)};
-  Value keep = b.compare("GE", uniform01(ctx, x.shape, ElementType::F32), splat(b, p, ElementType::F32, x.shape));
+  Value keep = b.compare("GE", uniform01(ctx, x.shape, ElementType::F32),
+                         splat(b, p, ElementType::F32, x.shape));
   double scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
-  Value y = b.binary("multiply", b.select(keep, x, splat(b, 0, x.type, x.shape)), splat(b, scale, x.type, x.shape));
+  Value y = b.binary("multiply", b.select(keep, x, splat(b, 0, x.type, x.shape)),
+                     splat(b, scale, x.type, x.shape));
   return Values{y, keep};
 });
 LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), mask = ctx.tensor(1);
   Value scale = as(b, ctx.scalar(2, grad.type), grad.type, grad.shape);
-  Value kept = b.select(b.convert(mask, ElementType::Pred), grad, splat(b, 0, grad.type, grad.shape));
+  Value kept =
+      b.select(b.convert(mask, ElementType::Pred), grad, splat(b, 0, grad.type, grad.shape));
   return Values{b.binary("multiply", kept, scale)};
 });
 

@@ -30,9 +30,11 @@ LOWER({"cat", "cat.out"}, [](LoweringContext& ctx) {
                 " and ", list[i].dim());
     if (reference.empty()) reference = all[i].shape;
     for (int64_t d = 0; d < rank; ++d) {
-      TORCH_CHECK(d == dim || all[i].shape[d] == reference[d], "Sizes of tensors must match except "
-                  "in dimension ", dim, ". Expected size ", reference[d], " but got size ",
-                  all[i].shape[d], " for tensor number ", i, " in the list.");
+      TORCH_CHECK(d == dim || all[i].shape[d] == reference[d],
+                  "Sizes of tensors must match except "
+                  "in dimension ",
+                  dim, ". Expected size ", reference[d], " but got size ", all[i].shape[d],
+                  " for tensor number ", i, " in the list.");
     }
     values.push_back(ctx.b.convert(all[i], et(type)));
   }
@@ -43,7 +45,9 @@ LOWER({"cat", "cat.out"}, [](LoweringContext& ctx) {
 Value wrap_index(Builder& b, const Value& index, int64_t size) {
   Value i = b.convert(index, ElementType::S64);
   Value zero = splat(b, 0, ElementType::S64, i.shape);
-  return b.select(b.compare("LT", i, zero), b.binary("add", i, splat(b, static_cast<double>(size), ElementType::S64, i.shape)), i);
+  return b.select(
+      b.compare("LT", i, zero),
+      b.binary("add", i, splat(b, static_cast<double>(size), ElementType::S64, i.shape)), i);
 }
 
 LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
@@ -54,7 +58,8 @@ LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
               "index_select(): Expected dtype int32/int64 for index");
   if (self.rank() == 0) return Values{self};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
-  index = ctx.b.reshape(wrap_index(ctx.b, index, self.shape[dim]), {hlo::num_elements(index.shape), 1});
+  index =
+      ctx.b.reshape(wrap_index(ctx.b, index, self.shape[dim]), {hlo::num_elements(index.shape), 1});
   hlo::GatherDims dims;
   for (int64_t d = 0; d < self.rank(); ++d) {
     if (d != dim) dims.offset_dims.push_back(d);
@@ -88,7 +93,8 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(index.type == ElementType::S64, "gather(): Expected dtype int64 for index");
   if (self.rank() == 0) return Values{ctx.b.reshape(self, index.shape)};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
-  TORCH_CHECK(index.rank() == self.rank(), "Index tensor must have the same number of dimensions "
+  TORCH_CHECK(index.rank() == self.rank(),
+              "Index tensor must have the same number of dimensions "
               "as input tensor");
   hlo::GatherDims dims;
   for (int64_t d = 0; d < self.rank(); ++d) {
@@ -114,7 +120,8 @@ Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& ind
   return b.scatter(self, coordinates(b, index, dim, self.shape[dim]), updates, dims,
                    [reduce](Builder& r, const std::vector<Value>& a) {
                      if (reduce == "add") return std::vector<Value>{r.binary("add", a[0], a[1])};
-                     if (reduce == "multiply") return std::vector<Value>{r.binary("multiply", a[0], a[1])};
+                     if (reduce == "multiply")
+                       return std::vector<Value>{r.binary("multiply", a[0], a[1])};
                      if (reduce == "maximum" || reduce == "minimum") {
                        return std::vector<Value>{extremum(r, reduce, a[0], a[1])};
                      }
@@ -154,11 +161,12 @@ Value scatter_slices(Builder& b, const Value& self, int64_t dim, const Value& in
   dims.inserted_window_dims = {0};
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = 1;
-  Value scattered = b.scatter(b.transpose(self, to_front), coordinates, b.transpose(updates, to_front), dims,
-                              [op](Builder& r, const std::vector<Value>& a) {
-                                if (op.empty()) return std::vector<Value>{a[1]};
-                                return std::vector<Value>{r.binary(op, a[0], a[1])};
-                              });
+  Value scattered =
+      b.scatter(b.transpose(self, to_front), coordinates, b.transpose(updates, to_front), dims,
+                [op](Builder& r, const std::vector<Value>& a) {
+                  if (op.empty()) return std::vector<Value>{a[1]};
+                  return std::vector<Value>{r.binary(op, a[0], a[1])};
+                });
   return b.transpose(scattered, back);
 }
 
@@ -187,7 +195,8 @@ LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
   return index_along(ctx, ctx.tensor_meta(0).scalar_type() == c10::kBool ? "or" : "add",
                      [&ctx](const Value& self, const Shape& shape) {
                        Value source = ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
-                       return ctx.b.binary("multiply", source, as(ctx.b, ctx.scalar(4, self.type), self.type, shape));
+                       return ctx.b.binary("multiply", source,
+                                           as(ctx.b, ctx.scalar(4, self.type), self.type, shape));
                      });
 });
 LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) {
@@ -233,15 +242,17 @@ Value scatter_reduce(LoweringContext& ctx) {
   if (reduce == "sum" || reduce == "mean") {
     Value total = scatter_along(b, identity_where_touched(0), dim, index, src, "add");
     if (reduce == "sum") return total;
-    Value count = b.binary("add", hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
+    Value count =
+        b.binary("add", hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
     count = b.select(b.compare("EQ", count, splat(b, 0, ElementType::S64, self.shape)),
                      splat(b, 1, ElementType::S64, self.shape), count);
     Value mean = b.binary("divide", total, b.convert(count, t));
     if (!hlo::is_float(t)) {
       // Integer mean rounds toward negative infinity, as torch's floor division.
       Value c = b.convert(count, t);
-      Value fix = b.binary("and", b.compare("NE", b.binary("remainder", total, c), splat(b, 0, t, self.shape)),
-                           b.compare("LT", total, splat(b, 0, t, self.shape)));
+      Value fix = b.binary(
+          "and", b.compare("NE", b.binary("remainder", total, c), splat(b, 0, t, self.shape)),
+          b.compare("LT", total, splat(b, 0, t, self.shape)));
       mean = b.select(fix, b.binary("subtract", mean, splat(b, 1, t, self.shape)), mean);
     }
     return b.select(touched, mean, self);
@@ -249,8 +260,10 @@ Value scatter_reduce(LoweringContext& ctx) {
   if (reduce == "prod") {
     return scatter_along(b, identity_where_touched(1), dim, index, src, "multiply");
   }
-  TORCH_CHECK(reduce == "amax" || reduce == "amin", "reduce argument must be either sum, prod, "
-              "mean, amax or amin, got ", reduce);
+  TORCH_CHECK(reduce == "amax" || reduce == "amin",
+              "reduce argument must be either sum, prod, "
+              "mean, amax or amin, got ",
+              reduce);
   bool is_max = reduce == "amax";
   Value base = identity_where_touched(is_max ? lowest(t) : highest(t));
   return scatter_along(b, base, dim, index, src, is_max ? "maximum" : "minimum");
@@ -258,8 +271,8 @@ Value scatter_reduce(LoweringContext& ctx) {
 LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
       [](LoweringContext& ctx) {
         Value out = scatter_reduce(ctx);
-        return Values{ctx.b.reshape(out, Shape(ctx.tensor_meta(0).sizes().begin(),
-                                               ctx.tensor_meta(0).sizes().end()))};
+        return Values{ctx.b.reshape(
+            out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
       });
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
@@ -288,7 +301,8 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
     TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != c10::kBool && t.scalar_type() != c10::kByte,
                                 "torch_tpu: boolean mask indexing has a data-dependent shape; "
                                 "use masked_fill/where, or TORCH_TPU_CPU_FALLBACK=1");
-    TORCH_CHECK_INDEX(position < self.rank(), "too many indices for tensor of dimension ", self.rank());
+    TORCH_CHECK_INDEX(position < self.rank(), "too many indices for tensor of dimension ",
+                      self.rank());
     Value index = ctx.tensor_at(t, list_arg, static_cast<int>(i));
     TORCH_CHECK_INDEX(index.type == ElementType::S64 || index.type == ElementType::S32,
                       "tensors used as indices must be long, int, byte or bool tensors");
@@ -299,15 +313,18 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
   for (size_t i = 1; i < plan.indexed.size(); ++i) {
     if (plan.indexed[i] != plan.indexed[i - 1] + 1) plan.adjacent = false;
   }
-  for (const Value& index : indices) plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
+  for (const Value& index : indices)
+    plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
   Shape with_vector = plan.broadcast_shape;
   with_vector.push_back(1);
   std::vector<Value> parts;
-  for (const Value& index : indices) parts.push_back(b.reshape(broadcast_to(b, index, plan.broadcast_shape), with_vector));
+  for (const Value& index : indices)
+    parts.push_back(b.reshape(broadcast_to(b, index, plan.broadcast_shape), with_vector));
   plan.coordinates = b.concatenate(parts, static_cast<int64_t>(plan.broadcast_shape.size()));
   plan.permutation = plan.indexed;
   for (int64_t d = 0; d < self.rank(); ++d) {
-    if (std::find(plan.indexed.begin(), plan.indexed.end(), d) == plan.indexed.end()) plan.permutation.push_back(d);
+    if (std::find(plan.indexed.begin(), plan.indexed.end(), d) == plan.indexed.end())
+      plan.permutation.push_back(d);
   }
   plan.transposed = b.transpose(self, plan.permutation);
   return plan;
@@ -359,12 +376,14 @@ Values index_put(LoweringContext& ctx) {
     natural.clear();
     for (int64_t d = 0; d < before; ++d) natural.push_back(update_shape[batch_rank + d]);
     for (int64_t d = 0; d < batch_rank; ++d) natural.push_back(update_shape[d]);
-    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(update_shape.size()); ++d) natural.push_back(update_shape[d]);
+    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(update_shape.size()); ++d)
+      natural.push_back(update_shape[d]);
     Value v = broadcast_to(b, values, natural);
     std::vector<int64_t> inverse;
     for (int64_t d = 0; d < batch_rank; ++d) inverse.push_back(before + d);
     for (int64_t d = 0; d < before; ++d) inverse.push_back(d);
-    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(natural.size()); ++d) inverse.push_back(d);
+    for (int64_t d = batch_rank + before; d < static_cast<int64_t>(natural.size()); ++d)
+      inverse.push_back(d);
     values = b.transpose(v, inverse);
   } else {
     values = broadcast_to(b, values, update_shape);
@@ -376,12 +395,14 @@ Values index_put(LoweringContext& ctx) {
   }
   for (int64_t d = k; d < self.rank(); ++d) dims.update_window_dims.push_back(batch_rank + d - k);
   dims.index_vector_dim = batch_rank;
-  Value scattered = b.scatter(plan.transposed, plan.coordinates, values, dims,
-                              [accumulate](Builder& r, const std::vector<Value>& a) {
-                                return std::vector<Value>{accumulate ? r.binary("add", a[0], a[1]) : a[1]};
-                              });
+  Value scattered =
+      b.scatter(plan.transposed, plan.coordinates, values, dims,
+                [accumulate](Builder& r, const std::vector<Value>& a) {
+                  return std::vector<Value>{accumulate ? r.binary("add", a[0], a[1]) : a[1]};
+                });
   std::vector<int64_t> inverse(plan.permutation.size());
-  for (size_t i = 0; i < plan.permutation.size(); ++i) inverse[plan.permutation[i]] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < plan.permutation.size(); ++i)
+    inverse[plan.permutation[i]] = static_cast<int64_t>(i);
   return {b.transpose(scattered, inverse)};
 }
 LOWER({"@index_put", "_index_put_impl", "_index_put_impl.out", "index_put.out"},
@@ -399,8 +420,10 @@ LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringC
   Value flat_index = b.reshape(indices, {n, 1});
   Value flat_grad = b.reshape(grad, {n, dim});
   if (padding_idx >= 0) {
-    Value keep = b.compare("NE", b.reshape(indices, {n}), splat(b, static_cast<double>(padding_idx), ElementType::S64, {n}));
-    flat_grad = b.select(b.broadcast_in_dim(keep, {n, dim}, {0}), flat_grad, splat(b, 0, grad.type, {n, dim}));
+    Value keep = b.compare("NE", b.reshape(indices, {n}),
+                           splat(b, static_cast<double>(padding_idx), ElementType::S64, {n}));
+    flat_grad = b.select(b.broadcast_in_dim(keep, {n, dim}, {0}), flat_grad,
+                         splat(b, 0, grad.type, {n, dim}));
   }
   hlo::ScatterDims dims;
   dims.update_window_dims = {1};
@@ -408,21 +431,24 @@ LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringC
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = 1;
   Value zeros = splat(b, 0, grad.type, {num_weights, dim});
-  return Values{b.scatter(zeros, flat_index, flat_grad, dims, [](Builder& r, const std::vector<Value>& a) {
-    return std::vector<Value>{r.binary("add", a[0], a[1])};
-  })};
+  return Values{
+      b.scatter(zeros, flat_index, flat_grad, dims, [](Builder& r, const std::vector<Value>& a) {
+        return std::vector<Value>{r.binary("add", a[0], a[1])};
+      })};
 });
 
 Values triangle(LoweringContext& ctx, bool upper) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
-  TORCH_CHECK(self.rank() >= 2, upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  TORCH_CHECK(self.rank() >= 2, upper ? "triu" : "tril",
+              ": input tensor must have at least 2 dimensions");
   int64_t diagonal = ctx.arg(1).toInt();
   int64_t r = self.rank();
   Value row = b.iota(self.shape, ElementType::S64, r - 2);
   Value col = b.iota(self.shape, ElementType::S64, r - 1);
   Value offset = b.binary("subtract", col, row);
-  Value keep = b.compare(upper ? "GE" : "LE", offset, splat(b, static_cast<double>(diagonal), ElementType::S64, self.shape));
+  Value keep = b.compare(upper ? "GE" : "LE", offset,
+                         splat(b, static_cast<double>(diagonal), ElementType::S64, self.shape));
   return {b.select(keep, self, splat(b, 0, self.type, self.shape))};
 }
 LOWER({"triu", "triu_", "triu.out"}, [](LoweringContext& ctx) { return triangle(ctx, true); });

@@ -9,15 +9,20 @@ namespace {
 void check_matmul(const Value& a, const Value& b, const char* name, int64_t rank) {
   TORCH_CHECK(a.rank() == rank, name, ": self must be a ", rank, "D tensor, got ", a.rank(), "D");
   TORCH_CHECK(b.rank() == rank, name, ": mat2 must be a ", rank, "D tensor, got ", b.rank(), "D");
-  TORCH_CHECK(a.type == b.type, "expected m1 and m2 to have the same dtype, but got: ",
-              to_scalar_type(a.type), " != ", to_scalar_type(b.type));
+  TORCH_CHECK(a.type == b.type,
+              "expected m1 and m2 to have the same dtype, but got: ", to_scalar_type(a.type),
+              " != ", to_scalar_type(b.type));
   int64_t k = a.shape[rank - 1], k2 = b.shape[rank - 2];
-  TORCH_CHECK(k == k2, rank == 2 ? "mat1 and mat2 shapes cannot be multiplied (" : "Expected size for "
-              "first two dimensions of batch2 tensor to be: [", rank == 2 ? hlo::join(a.shape, "x") : "",
-              rank == 2 ? " and " : "", rank == 2 ? hlo::join(b.shape, "x") : "", rank == 2 ? ")" : "]");
+  TORCH_CHECK(k == k2,
+              rank == 2 ? "mat1 and mat2 shapes cannot be multiplied ("
+                        : "Expected size for "
+                          "first two dimensions of batch2 tensor to be: [",
+              rank == 2 ? hlo::join(a.shape, "x") : "", rank == 2 ? " and " : "",
+              rank == 2 ? hlo::join(b.shape, "x") : "", rank == 2 ? ")" : "]");
   if (rank == 3) {
-    TORCH_CHECK(a.shape[0] == b.shape[0], "batch1 and batch2 must have same number of batches, got ",
-                a.shape[0], " and ", b.shape[0]);
+    TORCH_CHECK(a.shape[0] == b.shape[0],
+                "batch1 and batch2 must have same number of batches, got ", a.shape[0], " and ",
+                b.shape[0]);
   }
 }
 
@@ -39,7 +44,8 @@ LOWER({"bmm", "bmm.out"}, [](LoweringContext& ctx) {
   check_matmul(a, c, "bmm", 3);
   return Values{bmm(ctx.b, a, c)};
 });
-LOWER({"dot", "dot.out"}, [](LoweringContext& ctx) {
+// vdot conjugates its first argument: the same as dot for real dtypes (complex is not offered).
+LOWER({"dot", "dot.out", "vdot", "vdot.out"}, [](LoweringContext& ctx) {
   Value a = ctx.tensor(0), c = ctx.tensor(1);
   TORCH_CHECK(a.rank() == 1 && c.rank() == 1, "1D tensors expected, but got ", a.rank(), "D and ",
               c.rank(), "D tensors");

@@ -24,8 +24,10 @@ NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, const Value& targe
   Value classes = b.iota({n, c}, ElementType::S64, 1);
   Value hit = b.compare("EQ", classes, b.broadcast_in_dim(target, {n, c}, {0}));
   Value class_weight = splat(b, 1, self2d.type, {n, c});
-  if (auto w = ctx.optional_tensor(weight_index)) class_weight = b.broadcast_in_dim(b.convert(*w, self2d.type), {n, c}, {1});
-  Value valid = b.compare("NE", target, splat(b, static_cast<double>(ignore), ElementType::S64, {n}));
+  if (auto w = ctx.optional_tensor(weight_index))
+    class_weight = b.broadcast_in_dim(b.convert(*w, self2d.type), {n, c}, {1});
+  Value valid =
+      b.compare("NE", target, splat(b, static_cast<double>(ignore), ElementType::S64, {n}));
   Value valid2d = b.broadcast_in_dim(valid, {n, c}, {0});
   Value zero = splat(b, 0, self2d.type, {n, c});
   Value onehot = b.select(b.binary("and", hit, valid2d), class_weight, zero);
@@ -101,11 +103,13 @@ Value samples_by_class(Builder& b, const Value& self) {
 LOWER({"nll_loss2d_forward", "nll_loss2d_forward.output"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
-  TORCH_CHECK(self.rank() == 4, "only batches of spatial inputs supported (4D tensors), but got "
-              "input of size: [", hlo::join(self.shape), "]");
+  TORCH_CHECK(self.rank() == 4,
+              "only batches of spatial inputs supported (4D tensors), but got "
+              "input of size: [",
+              hlo::join(self.shape), "]");
   const at::Tensor& target = ctx.tensor_meta(1);
-  TORCH_CHECK(target.dim() == 3 && target.size(0) == self.shape[0] && target.size(1) == self.shape[2] &&
-                  target.size(2) == self.shape[3],
+  TORCH_CHECK(target.dim() == 3 && target.size(0) == self.shape[0] &&
+                  target.size(1) == self.shape[2] && target.size(2) == self.shape[3],
               "only batches of spatial targets supported (3D tensors) matching the input");
   return nll_forward(ctx, samples_by_class(b, self), {self.shape[0], self.shape[2], self.shape[3]});
 });
@@ -126,7 +130,8 @@ Value reduce_loss(Builder& b, const Value& loss, int64_t reduction) {
   for (int64_t d = 0; d < loss.rank(); ++d) dims.push_back(d);
   Value total = sum(b, loss, dims);
   if (reduction == kReductionMean) {
-    total = b.binary("divide", total, b.constant(static_cast<double>(hlo::num_elements(loss.shape)), loss.type));
+    total = b.binary("divide", total,
+                     b.constant(static_cast<double>(hlo::num_elements(loss.shape)), loss.type));
   }
   return total;
 }
@@ -162,8 +167,10 @@ Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite)
   return {positive ? pos : neg};
 }
 LOWER({"isinf"}, [](LoweringContext& ctx) { return classify(ctx, true, true, false); });
-LOWER({"isposinf", "isposinf.out"}, [](LoweringContext& ctx) { return classify(ctx, true, false, false); });
-LOWER({"isneginf", "isneginf.out"}, [](LoweringContext& ctx) { return classify(ctx, false, true, false); });
+LOWER({"isposinf", "isposinf.out"},
+      [](LoweringContext& ctx) { return classify(ctx, true, false, false); });
+LOWER({"isneginf", "isneginf.out"},
+      [](LoweringContext& ctx) { return classify(ctx, false, true, false); });
 LOWER({"isfinite"}, [](LoweringContext& ctx) { return classify(ctx, false, false, true); });
 
 }  // namespace

@@ -193,6 +193,15 @@ at::Tensor copy_from_and_resize_kernel(const at::Tensor& self, const at::Tensor&
   return copy_from_kernel(self, dst, false);
 }
 
+// equal(self, other) -> bool: the same sizes and every element equal (NaN is not), read back.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. ",
+              "Got: ", self.device(), " and ", other.device());
+  if (!self.sizes().equals(other.sizes())) return false;
+  if (self.numel() == 0) return true;
+  return at::eq(self, other).all().item<bool>();
+}
+
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
@@ -278,6 +287,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from_kernel));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_kernel));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("equal", TORCH_FN(equal));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));

@@ -36,8 +36,10 @@ LOWER({"convolution_overrideable"}, [](LoweringContext& ctx) {
   params.rhs_dilation = ints(ctx, 5, spatial);
   params.lhs_dilation.assign(spatial, 1);
   params.feature_group_count = ctx.arg(8).toInt();
-  TORCH_CHECK(input.type == weight.type, "Input type (", to_scalar_type(input.type), ") and weight "
-              "type (", to_scalar_type(weight.type), ") should be the same");
+  TORCH_CHECK(input.type == weight.type, "Input type (", to_scalar_type(input.type),
+              ") and weight "
+              "type (",
+              to_scalar_type(weight.type), ") should be the same");
   Value out = b.convolution(input, weight, nchw_dims(spatial), params, input.type);
   if (auto bias = ctx.optional_tensor(2)) {
     Shape bias_shape(out.shape.size(), 1);
@@ -53,7 +55,8 @@ LOWER({"convolution_backward_overrideable"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), input = ctx.tensor(1), weight = ctx.tensor(2);
   size_t spatial = input.shape.size() - 2;
-  auto stride = ints(ctx, 3, spatial), padding = ints(ctx, 4, spatial), dilation = ints(ctx, 5, spatial);
+  auto stride = ints(ctx, 3, spatial), padding = ints(ctx, 4, spatial),
+       dilation = ints(ctx, 5, spatial);
   int64_t groups = ctx.arg(8).toInt();
   int64_t out_channels = weight.shape[0], in_per_group = weight.shape[1];
 
@@ -126,7 +129,8 @@ LOWER({"convolution_backward_overrideable"}, [](LoweringContext& ctx) {
 Shape out_shape_of(const Shape& in, const std::vector<int64_t>& dims) {
   Shape out;
   for (size_t d = 0; d < in.size(); ++d) {
-    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) out.push_back(in[d]);
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end())
+      out.push_back(in[d]);
   }
   return out;
 }
@@ -149,34 +153,44 @@ LOWER({"max_pool2d_with_indices", "max_pool2d_with_indices.out"}, [](LoweringCon
   auto p = ints(ctx, 3, 2), d = ints(ctx, 4, 2);
   bool ceil_mode = ctx.arg(5).toBool();
   int64_t H = x.shape[2], W = x.shape[3];
-  int64_t oh = pool_out(H, k[0], s[0], p[0], d[0], ceil_mode), ow = pool_out(W, k[1], s[1], p[1], d[1], ceil_mode);
+  int64_t oh = pool_out(H, k[0], s[0], p[0], d[0], ceil_mode),
+          ow = pool_out(W, k[1], s[1], p[1], d[1], ceil_mode);
   TORCH_CHECK(oh > 0 && ow > 0, "max_pool2d: output size is too small (", oh, "x", ow, ")");
   // Pad with -inf so that the (possibly ceil-extended) windows all fit.
-  int64_t need_h = (oh - 1) * s[0] + (k[0] - 1) * d[0] + 1, need_w = (ow - 1) * s[1] + (k[1] - 1) * d[1] + 1;
-  Value padded = b.pad(x, b.constant(lowest(x.type), x.type), {0, 0, p[0], p[1]},
-                       {0, 0, std::max<int64_t>(0, need_h - H - p[0]), std::max<int64_t>(0, need_w - W - p[1])}, {0, 0, 0, 0});
+  int64_t need_h = (oh - 1) * s[0] + (k[0] - 1) * d[0] + 1,
+          need_w = (ow - 1) * s[1] + (k[1] - 1) * d[1] + 1;
+  Value padded = b.pad(
+      x, b.constant(lowest(x.type), x.type), {0, 0, p[0], p[1]},
+      {0, 0, std::max<int64_t>(0, need_h - H - p[0]), std::max<int64_t>(0, need_w - W - p[1])},
+      {0, 0, 0, 0});
   Value best, best_index;
   Shape out_shape{x.shape[0], x.shape[1], oh, ow};
   Value row = b.iota(out_shape, ElementType::S64, 2), col = b.iota(out_shape, ElementType::S64, 3);
   for (int64_t i = 0; i < k[0]; ++i) {
     for (int64_t j = 0; j < k[1]; ++j) {
       int64_t r0 = i * d[0], c0 = j * d[1];
-      Value window = b.slice(padded, {0, 0, r0, c0},
-                             {x.shape[0], x.shape[1], r0 + (oh - 1) * s[0] + 1, c0 + (ow - 1) * s[1] + 1},
-                             {1, 1, s[0], s[1]});
+      Value window =
+          b.slice(padded, {0, 0, r0, c0},
+                  {x.shape[0], x.shape[1], r0 + (oh - 1) * s[0] + 1, c0 + (ow - 1) * s[1] + 1},
+                  {1, 1, s[0], s[1]});
       // Flat input index of this tap: (oh*s - p + i*d) * W + (ow*s - p + j*d).
-      Value h = b.binary("add", b.binary("multiply", row, splat(b, s[0], ElementType::S64, out_shape)),
-                         splat(b, r0 - p[0], ElementType::S64, out_shape));
-      Value w = b.binary("add", b.binary("multiply", col, splat(b, s[1], ElementType::S64, out_shape)),
-                         splat(b, c0 - p[1], ElementType::S64, out_shape));
-      Value index = b.binary("add", b.binary("multiply", h, splat(b, W, ElementType::S64, out_shape)), w);
+      Value h =
+          b.binary("add", b.binary("multiply", row, splat(b, s[0], ElementType::S64, out_shape)),
+                   splat(b, r0 - p[0], ElementType::S64, out_shape));
+      Value w =
+          b.binary("add", b.binary("multiply", col, splat(b, s[1], ElementType::S64, out_shape)),
+                   splat(b, c0 - p[1], ElementType::S64, out_shape));
+      Value index =
+          b.binary("add", b.binary("multiply", h, splat(b, W, ElementType::S64, out_shape)), w);
       if (!best.name.size()) {
         best = window;
         best_index = index;
         continue;
       }
       Value better = b.compare("GT", window, best);
-      if (hlo::is_float(x.type)) better = b.binary("or", better, b.binary("and", is_nan(b, window), b.unary("not", is_nan(b, best))));
+      if (hlo::is_float(x.type))
+        better = b.binary("or", better,
+                          b.binary("and", is_nan(b, window), b.unary("not", is_nan(b, best))));
       best = b.select(better, window, best);
       best_index = b.select(better, index, best_index);
     }
@@ -195,13 +209,15 @@ LOWER({"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.gra
         Builder& b = ctx.b;
         Value grad = ctx.tensor(0), self = ctx.tensor(1), indices = ctx.tensor(7);
         Shape original = self.shape;
-        int64_t planes = hlo::num_elements(self.shape) / (self.shape[self.rank() - 2] * self.shape[self.rank() - 1]);
+        int64_t planes = hlo::num_elements(self.shape) /
+                         (self.shape[self.rank() - 2] * self.shape[self.rank() - 1]);
         int64_t hw = self.shape[self.rank() - 2] * self.shape[self.rank() - 1];
         int64_t ohw = hlo::num_elements(grad.shape) / planes;
         Value g = b.reshape(grad, {planes, ohw});
         Value idx = b.reshape(indices, {planes, ohw});
         Value plane = b.iota({planes, ohw}, ElementType::S64, 0);
-        Value coords = b.concatenate({b.reshape(plane, {planes, ohw, 1}), b.reshape(idx, {planes, ohw, 1})}, 2);
+        Value coords = b.concatenate(
+            {b.reshape(plane, {planes, ohw, 1}), b.reshape(idx, {planes, ohw, 1})}, 2);
         hlo::ScatterDims dims;
         dims.inserted_window_dims = {0, 1};
         dims.scatter_dims_to_operand_dims = {0, 1};
@@ -214,18 +230,21 @@ LOWER({"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.gra
       });
 
 // Divisors of avg_pool2d per output position, as torch computes them.
-Value avg_divisor(Builder& b, const Shape& in4, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
-                  const std::vector<int64_t>& p, int64_t oh, int64_t ow, bool count_include_pad,
-                  ElementType t) {
+Value avg_divisor(Builder& b, const Shape& in4, const std::vector<int64_t>& k,
+                  const std::vector<int64_t>& s, const std::vector<int64_t>& p, int64_t oh,
+                  int64_t ow, bool count_include_pad, ElementType t) {
   int64_t H = in4[2], W = in4[3];
   Shape plane{1, 1, H, W};
   Value ones = splat(b, 1, t, plane);
-  Value padded = b.pad(ones, b.constant(count_include_pad ? 1.0 : 0.0, t), {0, 0, p[0], p[1]}, {0, 0, p[0], p[1]}, {0, 0, 0, 0});
+  Value padded = b.pad(ones, b.constant(count_include_pad ? 1.0 : 0.0, t), {0, 0, p[0], p[1]},
+                       {0, 0, p[0], p[1]}, {0, 0, 0, 0});
   int64_t need_h = (oh - 1) * s[0] + k[0], need_w = (ow - 1) * s[1] + k[1];
   Value extended = b.pad(padded, b.constant(0.0, t), {0, 0, 0, 0},
-                         {0, 0, std::max<int64_t>(0, need_h - H - 2 * p[0]), std::max<int64_t>(0, need_w - W - 2 * p[1])}, {0, 0, 0, 0});
-  return b.reduce_window(extended, b.constant(0.0, t), {1, 1, k[0], k[1]}, {1, 1, s[0], s[1]}, {1, 1, 1, 1},
-                         {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "add");
+                         {0, 0, std::max<int64_t>(0, need_h - H - 2 * p[0]),
+                          std::max<int64_t>(0, need_w - W - 2 * p[1])},
+                         {0, 0, 0, 0});
+  return b.reduce_window(extended, b.constant(0.0, t), {1, 1, k[0], k[1]}, {1, 1, s[0], s[1]},
+                         {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "add");
 }
 
 struct AvgPoolArgs {
@@ -252,12 +271,16 @@ LOWER({"avg_pool2d", "avg_pool2d.out"}, [](LoweringContext& ctx) {
   if (!batched) x = b.reshape(x, {1, x.shape[0], x.shape[1], x.shape[2]});
   AvgPoolArgs a = avg_args(ctx, 1);
   int64_t H = x.shape[2], W = x.shape[3];
-  int64_t oh = pool_out(H, a.k[0], a.s[0], a.p[0], 1, a.ceil_mode), ow = pool_out(W, a.k[1], a.s[1], a.p[1], 1, a.ceil_mode);
+  int64_t oh = pool_out(H, a.k[0], a.s[0], a.p[0], 1, a.ceil_mode),
+          ow = pool_out(W, a.k[1], a.s[1], a.p[1], 1, a.ceil_mode);
   int64_t need_h = (oh - 1) * a.s[0] + a.k[0], need_w = (ow - 1) * a.s[1] + a.k[1];
-  Value sums = b.reduce_window(x, b.constant(0.0, x.type), {1, 1, a.k[0], a.k[1]}, {1, 1, a.s[0], a.s[1]},
-                               {1, 1, 1, 1}, {1, 1, 1, 1},
-                               {{0, 0}, {0, 0}, {a.p[0], std::max<int64_t>(a.p[0], need_h - H - a.p[0])},
-                                {a.p[1], std::max<int64_t>(a.p[1], need_w - W - a.p[1])}}, "add");
+  Value sums = b.reduce_window(x, b.constant(0.0, x.type), {1, 1, a.k[0], a.k[1]},
+                               {1, 1, a.s[0], a.s[1]}, {1, 1, 1, 1}, {1, 1, 1, 1},
+                               {{0, 0},
+                                {0, 0},
+                                {a.p[0], std::max<int64_t>(a.p[0], need_h - H - a.p[0])},
+                                {a.p[1], std::max<int64_t>(a.p[1], need_w - W - a.p[1])}},
+                               "add");
   sums = b.slice(sums, {0, 0, 0, 0}, {x.shape[0], x.shape[1], oh, ow}, {1, 1, 1, 1});
   Value divisor = a.divisor_override
                       ? splat(b, static_cast<double>(*a.divisor_override), x.type, {1, 1, oh, ow})
@@ -280,10 +303,12 @@ LOWER({"avg_pool2d_backward", "avg_pool2d_backward.grad_input"}, [](LoweringCont
   }
   AvgPoolArgs a = avg_args(ctx, 2);
   int64_t H = self.shape[2], W = self.shape[3], oh = grad.shape[2], ow = grad.shape[3];
-  Value divisor = a.divisor_override
-                      ? splat(b, static_cast<double>(*a.divisor_override), grad.type, {1, 1, oh, ow})
-                      : b.slice(avg_divisor(b, self.shape, a.k, a.s, a.p, oh, ow, a.count_include_pad, grad.type),
-                                {0, 0, 0, 0}, {1, 1, oh, ow}, {1, 1, 1, 1});
+  Value divisor =
+      a.divisor_override
+          ? splat(b, static_cast<double>(*a.divisor_override), grad.type, {1, 1, oh, ow})
+          : b.slice(
+                avg_divisor(b, self.shape, a.k, a.s, a.p, oh, ow, a.count_include_pad, grad.type),
+                {0, 0, 0, 0}, {1, 1, oh, ow}, {1, 1, 1, 1});
   Value scaled = b.binary("divide", grad, broadcast_to(b, divisor, grad.shape));
   // Transpose of the strided window sum: dilate by the stride, pad by k-1-p, sum windows.
   int64_t lo_h = a.k[0] - 1 - a.p[0], lo_w = a.k[1] - 1 - a.p[1];
@@ -291,8 +316,9 @@ LOWER({"avg_pool2d_backward", "avg_pool2d_backward.grad_input"}, [](LoweringCont
   int64_t hi_w = W + a.k[1] - 1 - lo_w - ((ow - 1) * a.s[1] + 1);
   Value spread = b.pad(scaled, b.constant(0.0, grad.type), {0, 0, lo_h, lo_w}, {0, 0, hi_h, hi_w},
                        {0, 0, a.s[0] - 1, a.s[1] - 1});
-  Value out = b.reduce_window(spread, b.constant(0.0, grad.type), {1, 1, a.k[0], a.k[1]}, {1, 1, 1, 1},
-                              {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "add");
+  Value out =
+      b.reduce_window(spread, b.constant(0.0, grad.type), {1, 1, a.k[0], a.k[1]}, {1, 1, 1, 1},
+                      {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "add");
   return Values{b.reshape(out, original)};
 });
 
@@ -302,7 +328,9 @@ Value adaptive_matrix(Builder& b, int64_t in, int64_t out, ElementType t) {
   Value i = b.iota(shape, ElementType::S64, 0), j = b.iota(shape, ElementType::S64, 1);
   auto c = [&](int64_t v) { return splat(b, static_cast<double>(v), ElementType::S64, shape); };
   Value start = b.binary("divide", b.binary("multiply", i, c(in)), c(out));
-  Value end = b.binary("divide", b.binary("add", b.binary("multiply", b.binary("add", i, c(1)), c(in)), c(out - 1)), c(out));
+  Value end = b.binary(
+      "divide", b.binary("add", b.binary("multiply", b.binary("add", i, c(1)), c(in)), c(out - 1)),
+      c(out));
   Value inside = b.binary("and", b.compare("GE", j, start), b.compare("LT", j, end));
   Value width = b.convert(b.binary("subtract", end, start), t);
   return b.binary("divide", b.convert(inside, t), width);
@@ -315,7 +343,8 @@ Value apply_adaptive(Builder& b, const Value& x, const Value& mh, const Value& m
                      int64_t contracted_dim) {
   int64_t r = x.rank();
   Value along_w = b.dot_general(x, mw, {}, {}, {r - 1}, {contracted_dim}, x.type);  // [..., h, w']
-  Value along_h = b.dot_general(along_w, mh, {}, {}, {r - 2}, {contracted_dim}, x.type);  // [..., w', h']
+  Value along_h =
+      b.dot_general(along_w, mh, {}, {}, {r - 2}, {contracted_dim}, x.type);  // [..., w', h']
   std::vector<int64_t> permutation;
   for (int64_t d = 0; d < r - 2; ++d) permutation.push_back(d);
   permutation.push_back(r - 1);
@@ -332,14 +361,15 @@ LOWER({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, [](LoweringContext& 
   Value mw = adaptive_matrix(b, x.shape[r - 1], size[1], x.type);
   return Values{apply_adaptive(b, x, mh, mw, 1)};
 });
-LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value grad = ctx.tensor(0), self = ctx.tensor(1);
-  int64_t r = self.rank();
-  Value mh = adaptive_matrix(b, self.shape[r - 2], grad.shape[r - 2], grad.type);
-  Value mw = adaptive_matrix(b, self.shape[r - 1], grad.shape[r - 1], grad.type);
-  return Values{apply_adaptive(b, grad, mh, mw, 0)};
-});
+LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value grad = ctx.tensor(0), self = ctx.tensor(1);
+        int64_t r = self.rank();
+        Value mh = adaptive_matrix(b, self.shape[r - 2], grad.shape[r - 2], grad.type);
+        Value mw = adaptive_matrix(b, self.shape[r - 1], grad.shape[r - 1], grad.type);
+        return Values{apply_adaptive(b, grad, mh, mw, 0)};
+      });
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
 LOWER({"native_layer_norm", "native_layer_norm.out"}, [](LoweringContext& ctx) {
@@ -348,7 +378,8 @@ LOWER({"native_layer_norm", "native_layer_norm.out"}, [](LoweringContext& ctx) {
   int64_t axis = x.rank() - static_cast<int64_t>(ctx.arg(1).toIntVector().size());
   TORCH_CHECK(axis >= 0, "layer_norm: normalized_shape has more dims than the input");
   double eps = ctx.arg(4).toDouble();
-  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  ElementType acc =
+      (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
   Value xf = b.convert(x, acc);
   std::vector<int64_t> dims;
   int64_t count = 1;
@@ -357,15 +388,22 @@ LOWER({"native_layer_norm", "native_layer_norm.out"}, [](LoweringContext& ctx) {
     count *= x.shape[d];
   }
   Shape stat_shape = keepdim_shape(x.shape, dims);
-  Value mean = b.reshape(b.binary("divide", sum(b, xf, dims), splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))), stat_shape);
+  Value mean =
+      b.reshape(b.binary("divide", sum(b, xf, dims),
+                         splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))),
+                stat_shape);
   Value centered = b.binary("subtract", xf, broadcast_to(b, mean, x.shape));
-  Value var = b.reshape(b.binary("divide", sum(b, b.binary("multiply", centered, centered), dims),
-                                 splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))), stat_shape);
+  Value var =
+      b.reshape(b.binary("divide", sum(b, b.binary("multiply", centered, centered), dims),
+                         splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))),
+                stat_shape);
   Value rstd = b.unary("rsqrt", b.binary("add", var, splat(b, eps, acc, stat_shape)));
   Value y = b.binary("multiply", centered, broadcast_to(b, rstd, x.shape));
   Shape param_shape(x.shape.begin() + axis, x.shape.end());
-  if (auto w = ctx.optional_tensor(2)) y = b.binary("multiply", y, broadcast_to(b, b.convert(*w, acc), x.shape));
-  if (auto bias = ctx.optional_tensor(3)) y = b.binary("add", y, broadcast_to(b, b.convert(*bias, acc), x.shape));
+  if (auto w = ctx.optional_tensor(2))
+    y = b.binary("multiply", y, broadcast_to(b, b.convert(*w, acc), x.shape));
+  if (auto bias = ctx.optional_tensor(3))
+    y = b.binary("add", y, broadcast_to(b, b.convert(*bias, acc), x.shape));
   return Values{b.convert(y, x.type), b.convert(mean, x.type), b.convert(rstd, x.type)};
 });
 
@@ -375,7 +413,8 @@ LOWER({"native_layer_norm_backward", "native_layer_norm_backward.out"}, [](Lower
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1), mean = ctx.tensor(3), rstd = ctx.tensor(4);
   int64_t axis = x.rank() - static_cast<int64_t>(ctx.arg(2).toIntVector().size());
-  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  ElementType acc =
+      (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
   std::vector<int64_t> norm_dims, batch_dims;
   int64_t count = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {
@@ -387,21 +426,26 @@ LOWER({"native_layer_norm_backward", "native_layer_norm_backward.out"}, [](Lower
     }
   }
   Value g = b.convert(grad, acc), xf = b.convert(x, acc);
-  Value xhat = b.binary("multiply", b.binary("subtract", xf, broadcast_to(b, b.convert(mean, acc), x.shape)),
-                        broadcast_to(b, b.convert(rstd, acc), x.shape));
+  Value xhat =
+      b.binary("multiply", b.binary("subtract", xf, broadcast_to(b, b.convert(mean, acc), x.shape)),
+               broadcast_to(b, b.convert(rstd, acc), x.shape));
   auto weight = ctx.optional_tensor(5);
-  Value gw = weight ? b.binary("multiply", g, broadcast_to(b, b.convert(*weight, acc), x.shape)) : g;
+  Value gw =
+      weight ? b.binary("multiply", g, broadcast_to(b, b.convert(*weight, acc), x.shape)) : g;
   Shape stat = keepdim_shape(x.shape, norm_dims);
   Value n = splat(b, static_cast<double>(count), acc, stat);
   Value mean_gw = b.binary("divide", b.reshape(sum(b, gw, norm_dims), stat), n);
-  Value mean_gw_xhat = b.binary("divide", b.reshape(sum(b, b.binary("multiply", gw, xhat), norm_dims), stat), n);
-  Value gi = b.binary("multiply", broadcast_to(b, b.convert(rstd, acc), x.shape),
-                      b.binary("subtract", b.binary("subtract", gw, broadcast_to(b, mean_gw, x.shape)),
-                               b.binary("multiply", xhat, broadcast_to(b, mean_gw_xhat, x.shape))));
+  Value mean_gw_xhat =
+      b.binary("divide", b.reshape(sum(b, b.binary("multiply", gw, xhat), norm_dims), stat), n);
+  Value gi =
+      b.binary("multiply", broadcast_to(b, b.convert(rstd, acc), x.shape),
+               b.binary("subtract", b.binary("subtract", gw, broadcast_to(b, mean_gw, x.shape)),
+                        b.binary("multiply", xhat, broadcast_to(b, mean_gw_xhat, x.shape))));
   Shape param_shape(x.shape.begin() + axis, x.shape.end());
   Value grad_weight = b.convert(sum(b, b.binary("multiply", g, xhat), batch_dims), x.type);
   Value grad_bias = b.convert(sum(b, g, batch_dims), x.type);
-  return Values{b.convert(gi, x.type), b.reshape(grad_weight, param_shape), b.reshape(grad_bias, param_shape)};
+  return Values{b.convert(gi, x.type), b.reshape(grad_weight, param_shape),
+                b.reshape(grad_bias, param_shape)};
 });
 
 }  // namespace

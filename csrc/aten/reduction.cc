@@ -12,7 +12,8 @@ Shape out_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim)
   if (keepdim) return keepdim_shape(in, dims);
   Shape out;
   for (size_t d = 0; d < in.size(); ++d) {
-    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) out.push_back(in[d]);
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end())
+      out.push_back(in[d]);
   }
   return out;
 }
@@ -27,14 +28,14 @@ ElementType sum_type(const LoweringContext& ctx, int dtype_index, const Value& x
 Value sum_impl(LoweringContext& ctx, int dims_index, bool keepdim, int dtype_index) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, dtype_index, x);
-  std::vector<int64_t> dims = dims_index < 0 ? reduce_dims(ctx, -1, x.rank()) : reduce_dims(ctx, dims_index, x.rank());
+  std::vector<int64_t> dims =
+      dims_index < 0 ? reduce_dims(ctx, -1, x.rank()) : reduce_dims(ctx, dims_index, x.rank());
   Value s = ctx.b.convert(sum(ctx.b, ctx.b.convert(x, opmath(t)), dims), t);
   return ctx.b.reshape(s, out_shape(x.shape, dims, keepdim));
 }
 
-LOWER({"sum.dim_IntList", "sum.IntList_out"}, [](LoweringContext& ctx) {
-  return Values{sum_impl(ctx, 1, ctx.arg(2).toBool(), 3)};
-});
+LOWER({"sum.dim_IntList", "sum.IntList_out"},
+      [](LoweringContext& ctx) { return Values{sum_impl(ctx, 1, ctx.arg(2).toBool(), 3)}; });
 LOWER({"sum", "sum.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 1, x);
@@ -46,8 +47,10 @@ LOWER({"sum", "sum.out"}, [](LoweringContext& ctx) {
 Value mean_impl(LoweringContext& ctx, std::vector<int64_t> dims, bool keepdim, int dtype_index) {
   Value x = ctx.tensor(0);
   ElementType t = ctx.arg(dtype_index).isNone() ? x.type : et(ctx.arg(dtype_index).toScalarType());
-  TORCH_CHECK(hlo::is_float(t), "mean(): could not infer output dtype. Input dtype must be either "
-              "a floating point or complex dtype. Got: ", to_scalar_type(t));
+  TORCH_CHECK(hlo::is_float(t),
+              "mean(): could not infer output dtype. Input dtype must be either "
+              "a floating point or complex dtype. Got: ",
+              to_scalar_type(t));
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape[d];
   // Accumulate low-precision floats in f32, as torch's CPU kernels do.
@@ -76,19 +79,22 @@ Values amax_amin(LoweringContext& ctx, bool is_max) {
     TORCH_CHECK_INDEX(x.shape[d] != 0, is_max ? "amax" : "amin", "(): Expected reduction dim ", d,
                       " to have non-zero size.");
   }
-  return {ctx.b.reshape(extreme(ctx.b, x, dims, is_max), out_shape(x.shape, dims, ctx.arg(2).toBool()))};
+  return {ctx.b.reshape(extreme(ctx.b, x, dims, is_max),
+                        out_shape(x.shape, dims, ctx.arg(2).toBool()))};
 }
 LOWER({"amax", "amax.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, true); });
 LOWER({"amin", "amin.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, false); });
 LOWER({"max", "max.unary_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  TORCH_CHECK(hlo::num_elements(x.shape) > 0, "max(): Expected reduction dim to be specified for "
+  TORCH_CHECK(hlo::num_elements(x.shape) > 0,
+              "max(): Expected reduction dim to be specified for "
               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   return Values{extreme(ctx.b, x, reduce_dims(ctx, -1, x.rank()), true)};
 });
 LOWER({"min", "min.unary_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  TORCH_CHECK(hlo::num_elements(x.shape) > 0, "min(): Expected reduction dim to be specified for "
+  TORCH_CHECK(hlo::num_elements(x.shape) > 0,
+              "min(): Expected reduction dim to be specified for "
               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   return Values{extreme(ctx.b, x, reduce_dims(ctx, -1, x.rank()), false)};
 });
@@ -96,10 +102,11 @@ LOWER({"min", "min.unary_out"}, [](LoweringContext& ctx) {
 // (value, index) of the first max/min along `dim`; NaN wins, as on CPU.
 std::pair<Value, Value> arg_extreme(Builder& b, const Value& x, int64_t dim, bool is_max) {
   Value index = b.iota(x.shape, ElementType::S64, dim);
-  Value init_value = is_max ? b.constant(lowest(x.type), x.type) : b.constant(highest(x.type), x.type);
+  Value init_value =
+      is_max ? b.constant(lowest(x.type), x.type) : b.constant(highest(x.type), x.type);
   if (x.type == ElementType::S64) {
-    init_value = b.constant_int(is_max ? std::numeric_limits<int64_t>::min()
-                                       : std::numeric_limits<int64_t>::max(), x.type);
+    init_value = b.constant_int(
+        is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), x.type);
   }
   auto results = b.reduce(
       {x, index}, {init_value, b.constant_int(0, ElementType::S64)}, {dim},
@@ -148,7 +155,8 @@ Values argmax_argmin(LoweringContext& ctx, bool is_max) {
   if (x.rank() == 0) return {ctx.b.constant_int(0, ElementType::S64)};
   TORCH_CHECK_INDEX(x.shape[dim] != 0, is_max ? "argmax" : "argmin", "(): Expected reduction dim ",
                     dim, " to have non-zero size.");
-  return {ctx.b.reshape(arg_extreme(ctx.b, x, dim, is_max).second, out_shape(x.shape, {dim}, keepdim))};
+  return {
+      ctx.b.reshape(arg_extreme(ctx.b, x, dim, is_max).second, out_shape(x.shape, {dim}, keepdim))};
 }
 LOWER({"argmax", "argmax.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, true); });
 LOWER({"argmin", "argmin.out"}, [](LoweringContext& ctx) { return argmax_argmin(ctx, false); });
@@ -161,16 +169,20 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
   TORCH_CHECK(hlo::is_float(x.type), "std and var only support floating point and complex dtypes");
   std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
   bool keepdim = ctx.arg(3).toBool();
-  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  ElementType acc =
+      (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
   Value xf = b.convert(x, acc);
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape[d];
-  Value mean = b.binary("divide", sum(b, xf, dims), splat(b, static_cast<double>(count), acc, out_shape(x.shape, dims, false)));
-  Value centered = b.binary("subtract", xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
+  Value mean = b.binary("divide", sum(b, xf, dims),
+                        splat(b, static_cast<double>(count), acc, out_shape(x.shape, dims, false)));
+  Value centered = b.binary(
+      "subtract", xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
   Value squares = sum(b, b.binary("multiply", centered, centered), dims);
   Value correction = ctx.arg(2).isNone() ? b.constant(1.0, acc) : ctx.scalar(2, acc);
-  Value denominator = b.binary("maximum", b.binary("subtract", b.constant(static_cast<double>(count), acc), correction),
-                               b.constant(0.0, acc));
+  Value denominator = b.binary(
+      "maximum", b.binary("subtract", b.constant(static_cast<double>(count), acc), correction),
+      b.constant(0.0, acc));
   Value var = b.binary("divide", squares, broadcast_to(b, denominator, squares.shape));
   if (take_sqrt) var = b.unary("sqrt", var);
   Shape shape = out_shape(x.shape, dims, keepdim);
@@ -198,7 +210,9 @@ LOWER({"prod", "prod.out"}, [](LoweringContext& ctx) {
 LOWER({"prod.dim_int", "prod.int_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 3, x);
-  std::vector<int64_t> dims = x.rank() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{wrap_dim(ctx.arg(1).toInt(), x.rank())};
+  std::vector<int64_t> dims = x.rank() == 0
+                                  ? std::vector<int64_t>{}
+                                  : std::vector<int64_t>{wrap_dim(ctx.arg(1).toInt(), x.rank())};
   Value p = ctx.b.convert(product(ctx.b, ctx.b.convert(x, opmath(t)), dims), t);
   return Values{ctx.b.reshape(p, out_shape(x.shape, dims, ctx.arg(2).toBool()))};
 });
@@ -218,15 +232,18 @@ Values scan_op(LoweringContext& ctx, const std::string& op, double identity) {
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
   return {ctx.b.convert(scan(ctx.b, ctx.b.convert(x, opmath(t)), dim, op, identity), t)};
 }
-LOWER({"cumsum", "cumsum_", "cumsum.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "add", 0); });
-LOWER({"cumprod", "cumprod_", "cumprod.out"}, [](LoweringContext& ctx) { return scan_op(ctx, "multiply", 1); });
+LOWER({"cumsum", "cumsum_", "cumsum.out"},
+      [](LoweringContext& ctx) { return scan_op(ctx, "add", 0); });
+LOWER({"cumprod", "cumprod_", "cumprod.out"},
+      [](LoweringContext& ctx) { return scan_op(ctx, "multiply", 1); });
 
 Values any_all(LoweringContext& ctx, int dims_index, bool keepdim, bool is_any) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value truth = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
   std::vector<int64_t> dims = reduce_dims(ctx, dims_index, x.rank());
-  Value r = b.reduce(truth, b.constant_int(is_any ? 0 : 1, ElementType::Pred), dims, is_any ? "or" : "and");
+  Value r = b.reduce(truth, b.constant_int(is_any ? 0 : 1, ElementType::Pred), dims,
+                     is_any ? "or" : "and");
   Value out = b.reshape(r, out_shape(x.shape, dims, keepdim));
   // uint8 inputs keep their dtype, as on CPU.
   return {x.type == ElementType::U8 ? b.convert(out, ElementType::U8) : out};
@@ -238,34 +255,72 @@ LOWER({"any.dim", "any.out", "any.dims", "any.dims_out"},
 LOWER({"all.dim", "all.out", "all.dims", "all.dims_out"},
       [](LoweringContext& ctx) { return any_all(ctx, 1, ctx.arg(2).toBool(), false); });
 
+// The ord-norm of |x| over `dims`, accumulated in at least float32.
+Value vector_norm(Builder& b, const Value& x, double ord, const std::vector<int64_t>& dims,
+                  bool keepdim, ElementType t) {
+  ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
+  Value a = b.unary("abs", b.convert(x, acc));
+  Value r;
+  if (std::isinf(ord)) {
+    r = extreme(b, a, dims, ord > 0);
+  } else if (ord == 0) {
+    r = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), dims);
+  } else if (ord == 1) {
+    r = sum(b, a, dims);
+  } else if (ord == 2) {
+    r = b.unary("sqrt", sum(b, b.binary("multiply", a, a), dims));
+  } else {
+    Value p = sum(b, b.binary("power", a, splat(b, ord, acc, a.shape)), dims);
+    r = b.binary("power", p, splat(b, 1.0 / ord, acc, p.shape));
+  }
+  return b.reshape(b.convert(r, t), out_shape(x.shape, dims, keepdim));
+}
+
+ElementType norm_type(const Value& x, const c10::IValue& dtype) {
+  return dtype.isNone() ? et(float_type(to_scalar_type(x.type))) : et(dtype.toScalarType());
+}
+
 // linalg_vector_norm(self, ord, dim, keepdim, dtype): ord shapes the computation (static).
-LOWER(
-    {"linalg_vector_norm", "linalg_vector_norm.out"},
-    [](LoweringContext& ctx) {
-      Builder& b = ctx.b;
-      Value x = ctx.tensor(0);
-      double ord = ctx.arg(1).toScalar().toDouble();
-      ElementType t = ctx.arg(4).isNone() ? et(float_type(to_scalar_type(x.type))) : et(ctx.arg(4).toScalarType());
-      ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
-      Value a = b.unary("abs", b.convert(x, acc));
-      std::vector<int64_t> dims = reduce_dims(ctx, 2, x.rank());
-      bool keepdim = ctx.arg(3).toBool();
-      Value r;
-      if (std::isinf(ord)) {
-        r = extreme(b, a, dims, ord > 0);
-      } else if (ord == 0) {
-        r = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), dims);
-      } else if (ord == 1) {
-        r = sum(b, a, dims);
-      } else if (ord == 2) {
-        r = b.unary("sqrt", sum(b, b.binary("multiply", a, a), dims));
-      } else {
-        Value p = sum(b, b.binary("power", a, splat(b, ord, acc, a.shape)), dims);
-        r = b.binary("power", p, splat(b, 1.0 / ord, acc, p.shape));
-      }
-      return Values{b.reshape(b.convert(r, t), out_shape(x.shape, dims, keepdim))};
-    },
-    {1});
+LOWER({"linalg_vector_norm", "linalg_vector_norm.out"},
+      [](LoweringContext& ctx) {
+        Value x = ctx.tensor(0);
+        return Values{vector_norm(ctx.b, x, ctx.arg(1).toScalar().toDouble(),
+                                  reduce_dims(ctx, 2, x.rank()), ctx.arg(3).toBool(),
+                                  norm_type(x, ctx.arg(4)))};
+      },
+      {1});
+
+// torch.norm's overloads: norm(self, p=2), norm(self, p?, dtype), norm(self, p?, dim, keepdim
+// [, dtype]) and their out= forms. p is static (it shapes the computation); None means 2.
+LOWER({"norm.Scalar", "norm.ScalarOpt_dtype", "norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype",
+       "norm.out", "norm.dtype_out", "norm.Scalar_out", "norm.ScalarOpt_dtype_out"},
+      [](LoweringContext& ctx) {
+        Value x = ctx.tensor(0);
+        double ord =
+            ctx.num_args() > 1 && !ctx.arg(1).isNone() ? ctx.arg(1).toScalar().toDouble() : 2.0;
+        bool has_dims = ctx.num_args() > 2 && ctx.arg(2).isIntList();
+        std::vector<int64_t> dims =
+            has_dims ? reduce_dims(ctx, 2, x.rank()) : reduce_dims(ctx, -1, x.rank());
+        bool keepdim = has_dims && ctx.arg(3).toBool();
+        int dtype_index = has_dims ? 4 : 2;
+        c10::IValue dtype = ctx.num_args() > dtype_index && ctx.arg(dtype_index).isInt()
+                                ? ctx.arg(dtype_index)
+                                : c10::IValue();
+        return Values{vector_norm(ctx.b, x, ord, dims, keepdim, norm_type(x, dtype))};
+      },
+      {1});
+
+// nansum(self, dim, keepdim, dtype): NaNs count as zero.
+LOWER({"nansum", "nansum.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  ElementType t = sum_type(ctx, 3, x);
+  std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
+  Value v = b.convert(x, opmath(t));
+  if (hlo::is_float(v.type)) v = b.select(b.compare("NE", v, v), splat(b, 0, v.type, v.shape), v);
+  return Values{
+      b.reshape(b.convert(sum(b, v, dims), t), out_shape(x.shape, dims, ctx.arg(2).toBool()))};
+});
 
 Value softmax(Builder& b, const Value& x, int64_t dim, bool log) {
   Value m = b.reshape(max_value(b, x, {dim}), keepdim_shape(x.shape, {dim}));
@@ -282,12 +337,16 @@ Values softmax_forward(LoweringContext& ctx, bool log) {
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
   bool half_to_float = ctx.arg(2).toBool();
   ElementType out_type = half_to_float ? ElementType::F32 : x.type;
-  ElementType acc = (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  ElementType acc =
+      (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
   Value y = ctx.b.convert(softmax(ctx.b, ctx.b.convert(x, acc), dim, log), out_type);
-  return {ctx.b.reshape(y, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+  return {ctx.b.reshape(
+      y, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
 }
-LOWER({"_softmax", "_softmax.out"}, [](LoweringContext& ctx) { return softmax_forward(ctx, false); });
-LOWER({"_log_softmax", "_log_softmax.out"}, [](LoweringContext& ctx) { return softmax_forward(ctx, true); });
+LOWER({"_softmax", "_softmax.out"},
+      [](LoweringContext& ctx) { return softmax_forward(ctx, false); });
+LOWER({"_log_softmax", "_log_softmax.out"},
+      [](LoweringContext& ctx) { return softmax_forward(ctx, true); });
 
 Values softmax_backward(LoweringContext& ctx, bool log) {
   Builder& b = ctx.b;
@@ -299,13 +358,16 @@ Values softmax_backward(LoweringContext& ctx, bool log) {
   }
   int64_t dim = wrap_dim(ctx.arg(2).toInt(), grad.rank());
   ElementType out_type = et(ctx.arg(3).toScalarType());
-  ElementType acc = (grad.type == ElementType::F16 || grad.type == ElementType::BF16) ? ElementType::F32 : grad.type;
+  ElementType acc = (grad.type == ElementType::F16 || grad.type == ElementType::BF16)
+                        ? ElementType::F32
+                        : grad.type;
   grad = b.convert(grad, acc);
   y = b.convert(y, acc);
   Value r;
   if (log) {
     Value s = b.reshape(sum(b, grad, {dim}), keepdim_shape(grad.shape, {dim}));
-    r = b.binary("subtract", grad, b.binary("multiply", b.unary("exponential", y), broadcast_to(b, s, grad.shape)));
+    r = b.binary("subtract", grad,
+                 b.binary("multiply", b.unary("exponential", y), broadcast_to(b, s, grad.shape)));
   } else {
     Value gy = b.binary("multiply", grad, y);
     Value s = b.reshape(sum(b, gy, {dim}), keepdim_shape(grad.shape, {dim}));

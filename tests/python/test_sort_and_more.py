@@ -76,3 +76,34 @@ def test_binary_log_ops_with_special_values(op: object) -> None:
     a[1, 1], b[1, 1] = 0.0, 0.0
     got = op(a.to(DEVICE), b.to(DEVICE))  # type: ignore[operator]
     torch.testing.assert_close(got.cpu(), op(a, b), equal_nan=True)  # type: ignore[operator]
+
+
+def test_equal() -> None:
+    x = torch.randn(4, 5)
+    t = x.to(DEVICE)
+    assert torch.equal(t, t.clone())
+    assert not torch.equal(t, t + 1e-3)
+    assert not torch.equal(t, t[:2])
+    x[0, 0] = float("nan")
+    assert torch.equal(x.to(DEVICE), x.to(DEVICE)) == torch.equal(x, x)
+
+
+@pytest.mark.parametrize(
+    "args", [(2,), (1,), (float("inf"),), (3, (1,), True), (0.5, (0, 1)), (None, (0,))]
+)
+def test_norm_overloads(args: tuple[object, ...]) -> None:
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(torch.norm(x.to(DEVICE), *args).cpu(), torch.norm(x, *args))
+
+
+def test_nansum_vdot_and_round_decimals() -> None:
+    x = torch.randn(4, 5)
+    x[0, 0] = float("nan")
+    t = x.to(DEVICE)
+    torch.testing.assert_close(torch.nansum(t, 1).cpu(), torch.nansum(x, 1))
+    torch.testing.assert_close(torch.nansum(t).cpu(), torch.nansum(x))
+    torch.testing.assert_close(torch.vdot(t[1], t[2]).cpu(), torch.vdot(x[1], x[2]))
+    y = torch.randn(1000) * 100
+    for decimals in (-2, -1, 0, 1, 2, 3):
+        got = torch.round(y.to(DEVICE), decimals=decimals).cpu()
+        assert torch.equal(got, torch.round(y, decimals=decimals)), decimals
