@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Literal
 
@@ -73,6 +74,11 @@ def _finish_device_work() -> None:
             _C._synchronize(index)
     except RuntimeError as error:  # an asynchronous failure nobody read: say so, do not hide it
         print(f"torch_tpu: device work failed before exit: {error}", file=sys.stderr)
+    # The autograd engine's tpu worker thread drops its last graph task (Python objects) just
+    # after backward() returns; if that lands during interpreter finalization, taking the GIL
+    # ends the thread by a forced unwind and the process by std::terminate. Releasing the GIL
+    # for a moment lets it finish first.
+    time.sleep(0.05)
 
 
 def plugin_path() -> str:

@@ -107,3 +107,34 @@ def test_nansum_vdot_and_round_decimals() -> None:
     for decimals in (-2, -1, 0, 1, 2, 3):
         got = torch.round(y.to(DEVICE), decimals=decimals).cpu()
         assert torch.equal(got, torch.round(y, decimals=decimals)), decimals
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize(
+    ("shape", "pad"),
+    [
+        ((2, 3, 7), (2, 3)),
+        ((3, 7), (3, 1)),
+        ((2, 3, 5, 6), (1, 2, 3, 0)),
+        ((1, 2, 4, 5, 6), (1, 1, 2, 0, 3, 2)),
+    ],
+)
+def test_reflection_and_replication_padding(
+    mode: str, shape: tuple[int, ...], pad: tuple[int, ...]
+) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(*shape, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    want = torch.nn.functional.pad(x, pad, mode=mode)
+    got = torch.nn.functional.pad(xt, pad, mode=mode)
+    torch.testing.assert_close(got.cpu(), want)
+    weights = torch.randn(want.shape)
+    (want * weights).sum().backward()
+    (got * weights.to(DEVICE)).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+
+
+def test_reflection_padding_larger_than_the_input_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="Padding size should be less than"):
+        torch.nn.functional.pad(torch.randn(1, 2, 3, device=DEVICE), (3, 0), mode="reflect")
