@@ -669,6 +669,65 @@ LOWER({"logaddexp", "logaddexp.out"}, [](LoweringContext& ctx) { return log_add_
 LOWER({"logaddexp2", "logaddexp2.out"},
       [](LoweringContext& ctx) { return log_add_exp(ctx, true); });
 
+// copysign(a, b): |a| with b's sign bit (so -0.0 and NaN signs count), in a float type.
+LOWER({"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar", "copysign_.Scalar",
+       "copysign.Scalar_out"},
+      [](LoweringContext& ctx) {
+        c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
+        Shape shape = operand_shape(ctx, {0, 1});
+        ElementType t = et(type), m = opmath(t);
+        Builder& b = ctx.b;
+        Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
+        ElementType bits = m == ElementType::F64 ? ElementType::S64 : ElementType::S32;
+        Value sign_bit = b.compare("LT", b.bitcast_convert(y, bits), splat(b, 0, bits, shape));
+        Value magnitude = b.unary("abs", x);
+        return Values{b.convert(b.select(sign_bit, b.unary("negate", magnitude), magnitude), t)};
+      });
+
+// fmax/fmin: like maximum/minimum, but a NaN loses to a number.
+Values nan_ignoring_extremum(LoweringContext& ctx, bool is_max) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Builder& b = ctx.b;
+  Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+  Value r = b.binary(is_max ? "maximum" : "minimum", x, y);
+  if (!hlo::is_float(t)) return {r};
+  r = b.select(b.compare("NE", x, x), y, r);
+  return {b.select(b.compare("NE", y, y), x, r)};
+}
+LOWER({"fmax", "fmax.out"}, [](LoweringContext& ctx) { return nan_ignoring_extremum(ctx, true); });
+LOWER({"fmin", "fmin.out"}, [](LoweringContext& ctx) { return nan_ignoring_extremum(ctx, false); });
+
+// frac(x) = x - trunc(x).
+TORCH_TPU_FLOAT_UNARY_FN(frac, {
+  Value truncated = b.binary("multiply", b.unary("sign", x), b.unary("floor", b.unary("abs", x)));
+  return b.binary("subtract", x, truncated);
+});
+
+// log_sigmoid_forward(x) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the buffer (which
+// CPU fills for its backward) is zeros here: the backward recomputes from x.
+LOWER({"log_sigmoid_forward", "log_sigmoid_forward.output"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  ElementType m = opmath(x.type);
+  Value v = b.convert(x, m);
+  Value zero = splat(b, 0, m, v.shape);
+  Value tail =
+      b.unary("log_plus_one", b.unary("exponential", b.unary("negate", b.unary("abs", v))));
+  Value out = b.binary("subtract", extremum(b, "minimum", v, zero), tail);
+  return Values{b.convert(out, x.type), splat(b, 0, x.type, x.shape)};
+});
+// log_sigmoid_backward(grad, x, buffer) = grad * sigmoid(-x).
+LOWER({"log_sigmoid_backward", "log_sigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  ElementType m = opmath(x.type);
+  Value v = b.convert(x, m);
+  Value one = splat(b, 1, m, v.shape);
+  Value sigmoid_neg = b.binary("divide", one, b.binary("add", one, b.unary("exponential", v)));
+  return Values{b.convert(b.binary("multiply", b.convert(grad, m), sigmoid_neg), x.type)};
+});
 // x * log(y), 0 where x is 0 unless y is NaN.
 LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
        "xlogy.Scalar_Other", "xlogy_.Scalar_Other", "xlogy.OutScalar_Self",

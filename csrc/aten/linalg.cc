@@ -90,5 +90,37 @@ LOWER({"addmv", "addmv_", "addmv.out"}, [](LoweringContext& ctx) {
   return Values{scale_add(ctx, ctx.b.dot_general(a, v, {}, {}, {1}, {0}, a.type), 3, 4)};
 });
 
+// addbmm(self, batch1, batch2, beta, alpha): the batch of products summed, contracting the
+// batch dimension along with k.
+LOWER({"addbmm", "addbmm_", "addbmm.out"}, [](LoweringContext& ctx) {
+  Value a = ctx.tensor(1), c = ctx.tensor(2);
+  check_matmul(a, c, "addbmm", 3);
+  return Values{scale_add(ctx, ctx.b.dot_general(a, c, {}, {}, {0, 2}, {0, 1}, a.type), 3, 4)};
+});
+
+// linalg_cross(self, other, dim): along a dimension of size 3, after broadcasting.
+LOWER({"linalg_cross", "linalg_cross.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+  int64_t dim = wrap_dim(ctx.arg(2).toInt(), static_cast<int64_t>(shape.size()));
+  TORCH_CHECK(shape[dim] == 3, "linalg.cross: inputs dimension ", dim, " must have length 3. Got ",
+              ctx.tensor_meta(0).size(dim), " and ", ctx.tensor_meta(1).size(dim));
+  auto part = [&](const Value& v, int64_t i) {
+    std::vector<int64_t> start(v.rank(), 0), limit(v.shape.begin(), v.shape.end()),
+        strides(v.rank(), 1);
+    start[dim] = i;
+    limit[dim] = i + 1;
+    return b.slice(v, start, limit, strides);
+  };
+  auto term = [&](int64_t i, int64_t j) {
+    return b.binary("subtract", b.binary("multiply", part(x, i), part(y, j)),
+                    b.binary("multiply", part(x, j), part(y, i)));
+  };
+  return Values{b.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
+});
+
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -138,3 +138,36 @@ def test_reflection_and_replication_padding(
 def test_reflection_padding_larger_than_the_input_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="Padding size should be less than"):
         torch.nn.functional.pad(torch.randn(1, 2, 3, device=DEVICE), (3, 0), mode="reflect")
+
+
+def test_copysign_fmax_fmin_frac() -> None:
+    a = torch.tensor([1.0, -2.0, 3.0, float("nan"), 0.0, 5.5, -7.25])
+    b = torch.tensor([-0.0, 1.0, float("nan"), 2.0, -1.0, -3.0, 2.0])
+    for op in (torch.copysign, torch.fmax, torch.fmin):
+        got = op(a.to(DEVICE), b.to(DEVICE)).cpu()
+        torch.testing.assert_close(got, op(a, b), equal_nan=True)
+    torch.testing.assert_close(torch.frac(a.to(DEVICE)).cpu(), torch.frac(a), equal_nan=True)
+
+
+def test_logsigmoid_and_gradient() -> None:
+    x = (torch.randn(50) * 10).requires_grad_()
+    xt = x.detach().to(DEVICE).requires_grad_()
+    want = torch.nn.functional.logsigmoid(x)
+    got = torch.nn.functional.logsigmoid(xt)
+    want.sum().backward()
+    got.sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+
+
+def test_addbmm_and_cross() -> None:
+    m, b1, b2 = torch.randn(3, 5), torch.randn(4, 3, 2), torch.randn(4, 2, 5)
+    got = torch.addbmm(m.to(DEVICE), b1.to(DEVICE), b2.to(DEVICE), beta=0.5, alpha=2)
+    torch.testing.assert_close(got.cpu(), torch.addbmm(m, b1, b2, beta=0.5, alpha=2))
+    u, v = torch.randn(4, 3), torch.randn(4, 3)
+    torch.testing.assert_close(
+        torch.linalg.cross(u.to(DEVICE), v.to(DEVICE)).cpu(), torch.linalg.cross(u, v)
+    )
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(torch.randn(2, 4, device=DEVICE), torch.randn(2, 4, device=DEVICE))
