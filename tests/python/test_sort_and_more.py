@@ -171,3 +171,28 @@ def test_addbmm_and_cross() -> None:
     )
     with pytest.raises(RuntimeError, match="must have length 3"):
         torch.linalg.cross(torch.randn(2, 4, device=DEVICE), torch.randn(2, 4, device=DEVICE))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("op", [torch.lgamma, torch.digamma])
+def test_lgamma_and_digamma(op: object, dtype: torch.dtype) -> None:
+    specials = [0.0, -1.0, -2.0, 1e-6, 1e10, float("inf"), float("-inf"), float("nan"), 0.5, 2.0]
+    x = torch.cat([torch.linspace(-10, 10, 2001), torch.tensor(specials)]).to(dtype)
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-8
+    got = op(x.to(DEVICE)).cpu()  # type: ignore[operator]
+    want = op(x)  # type: ignore[operator]
+    torch.testing.assert_close(got, want, atol=tolerance, rtol=tolerance, equal_nan=True)
+
+
+def test_lgamma_gradient_and_polygamma_order_zero() -> None:
+    x = torch.linspace(0.1, 5, 40, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    torch.lgamma(x).sum().backward()
+    torch.lgamma(xt).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+    torch.testing.assert_close(
+        torch.polygamma(0, xt.detach()).cpu(), torch.polygamma(0, x.detach())
+    )
+    with pytest.raises(NotImplementedError, match="polygamma of order 2"):
+        torch.polygamma(2, xt.detach())
