@@ -222,12 +222,23 @@ LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
       [](LoweringContext& ctx) { return scatter_impl(ctx, "add"); });
 
 // scatter_reduce(self, dim, index, src, reduce, include_self): sum, prod, mean, amax, amin.
-Value scatter_reduce(LoweringContext& ctx) {
+// With `slices`, index is 1-D and picks whole slices along dim (index_reduce), so it is
+// broadcast to the source's shape first.
+Value scatter_reduce(LoweringContext& ctx, bool slices = false) {
   Builder& b = ctx.b;
   Value self = at_least_1d(b, ctx.tensor(0));
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = at_least_1d(b, ctx.tensor(2));
   Value src = at_least_1d(b, b.convert(ctx.tensor(3), self.type));
+  if (slices) {
+    TORCH_CHECK_INDEX(index.rank() == 1, "index_reduce_(): Index is supposed to be a vector");
+    TORCH_CHECK(src.rank() == self.rank() && src.shape[dim] == index.shape[0],
+                "index_reduce_(): source must have the shape of self with dim ", dim,
+                " of the index's length");
+    Shape along(src.rank(), 1);
+    along[dim] = index.shape[0];
+    index = broadcast_to(b, b.reshape(index, along), src.shape);
+  }
   const std::string reduce = ctx.arg(4).toStringRef();
   bool include_self = ctx.arg(5).toBool();
   ElementType t = self.type;
@@ -274,6 +285,14 @@ LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
         return Values{ctx.b.reshape(
             out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
       });
+
+// index_reduce(self, dim, index, source, reduce, include_self): prod, mean, amax, amin over
+// whole slices.
+LOWER({"index_reduce", "index_reduce_", "index_reduce.out"}, [](LoweringContext& ctx) {
+  Value out = scatter_reduce(ctx, /*slices=*/true);
+  return Values{ctx.b.reshape(
+      out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
+});
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
 // front, gathered with one coordinate vector per element of the broadcast index shape.

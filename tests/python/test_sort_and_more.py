@@ -196,3 +196,17 @@ def test_lgamma_gradient_and_polygamma_order_zero() -> None:
     )
     with pytest.raises(NotImplementedError, match="polygamma of order 2"):
         torch.polygamma(2, xt.detach())
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(reduce: str, include_self: bool) -> None:
+    torch.manual_seed(0)
+    x, source, index = torch.randn(5, 4), torch.randn(3, 4), torch.tensor([0, 4, 0])
+    got = x.to(DEVICE).index_reduce(
+        0, index.to(DEVICE), source.to(DEVICE), reduce, include_self=include_self
+    )
+    torch.testing.assert_close(
+        got.cpu(), x.index_reduce(0, index, source, reduce, include_self=include_self)
+    )
