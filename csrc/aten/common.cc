@@ -235,4 +235,41 @@ Value erf(Builder& b, const Value& x) {
 
 Value is_nan(Builder& b, const Value& x) { return b.compare("NE", x, x); }
 
+Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {
+  Value positions =
+      b.reshape(b.convert(index, ElementType::S64), {hlo::num_elements(index.shape), 1});
+  hlo::GatherDims dims;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != dim) dims.offset_dims.push_back(d);
+  }
+  dims.collapsed_slice_dims = {dim};
+  dims.start_index_map = {dim};
+  dims.index_vector_dim = 1;
+  Shape sizes = x.shape;
+  sizes[dim] = 1;
+  return b.gather(x, positions, dims, sizes);
+}
+
+Value add_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
+                 const Value& updates) {
+  std::vector<int64_t> to_front{dim};
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != dim) to_front.push_back(d);
+  }
+  std::vector<int64_t> back(to_front.size());
+  for (size_t i = 0; i < to_front.size(); ++i) back[to_front[i]] = static_cast<int64_t>(i);
+  int64_t count = hlo::num_elements(index.shape);
+  Value positions = b.reshape(b.convert(index, ElementType::S64), {count, 1});
+  hlo::ScatterDims dims;
+  for (int64_t d = 1; d < x.rank(); ++d) dims.update_window_dims.push_back(d);
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = 1;
+  Value added = b.scatter(b.transpose(x, to_front), positions, b.transpose(updates, to_front), dims,
+                          [](Builder& r, const std::vector<Value>& a) {
+                            return std::vector<Value>{r.binary("add", a[0], a[1])};
+                          });
+  return b.transpose(added, back);
+}
+
 }  // namespace torch_tpu::aten

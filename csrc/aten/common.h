@@ -46,6 +46,10 @@ std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t 
 // Shape with `dims` kept as size 1 (keepdim=True).
 Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims);
 Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
+// The slices of `x` at positions `index` (a vector of valid positions) along `dim`.
+Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index);
+// `x` with `updates` (shaped like x but index.numel() long along dim) added at `index`.
+Value add_slices(Builder& b, const Value& x, int64_t dim, const Value& index, const Value& updates);
 // stablehlo maximum/minimum ("maximum" or "minimum") that propagate NaN from either operand,
 // as torch does (XLA's CPU lowering keeps the second operand's number).
 Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y);

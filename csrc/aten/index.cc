@@ -58,20 +58,7 @@ LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
               "index_select(): Expected dtype int32/int64 for index");
   if (self.rank() == 0) return Values{self};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
-  index =
-      ctx.b.reshape(wrap_index(ctx.b, index, self.shape[dim]), {hlo::num_elements(index.shape), 1});
-  hlo::GatherDims dims;
-  for (int64_t d = 0; d < self.rank(); ++d) {
-    if (d != dim) dims.offset_dims.push_back(d);
-  }
-  dims.collapsed_slice_dims = {dim};
-  dims.start_index_map = {dim};
-  dims.index_vector_dim = 1;
-  Shape sizes = self.shape;
-  sizes[dim] = 1;
-  // Gather puts the batch (index) dim first; move it to `dim`.
-  Value g = ctx.b.gather(self, index, dims, sizes);
-  return Values{g};
+  return Values{take_slices(ctx.b, self, dim, wrap_index(ctx.b, index, self.shape[dim]))};
 });
 
 // Full coordinates for gather/scatter along `dim`: every dim from iota except `dim`.

@@ -210,3 +210,40 @@ def test_index_reduce(reduce: str, include_self: bool) -> None:
     torch.testing.assert_close(
         got.cpu(), x.index_reduce(0, index, source, reduce, include_self=include_self)
     )
+
+
+@pytest.mark.parametrize(
+    ("shape", "options"),
+    [
+        ((2, 3, 7), {"size": 12, "mode": "nearest"}),
+        ((2, 3, 7), {"scale_factor": 1.7, "mode": "nearest"}),
+        ((2, 3, 5, 6), {"size": (9, 4), "mode": "nearest"}),
+        ((2, 3, 5, 6), {"size": (9, 4), "mode": "nearest-exact"}),
+        ((1, 2, 3, 4, 5), {"size": (5, 7, 3), "mode": "nearest"}),
+        ((2, 3, 7), {"size": 12, "mode": "linear", "align_corners": False}),
+        ((2, 3, 7), {"size": 12, "mode": "linear", "align_corners": True}),
+        ((2, 3, 5, 6), {"size": (9, 4), "mode": "bilinear", "align_corners": False}),
+        ((2, 3, 5, 6), {"scale_factor": 2.5, "mode": "bilinear", "align_corners": False}),
+        ((2, 3, 5, 6), {"size": (9, 13), "mode": "bilinear", "align_corners": True}),
+        ((1, 2, 3, 4, 5), {"size": (5, 7, 3), "mode": "trilinear", "align_corners": False}),
+    ],
+)
+def test_interpolate_and_gradient(shape: tuple[int, ...], options: dict[str, object]) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(*shape, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    want = torch.nn.functional.interpolate(x, **options)  # type: ignore[arg-type]
+    got = torch.nn.functional.interpolate(xt, **options)  # type: ignore[arg-type]
+    torch.testing.assert_close(got.cpu(), want)
+    weights = torch.randn(want.shape)
+    (want * weights).sum().backward()
+    (got * weights.to(DEVICE)).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_nearest_upsampling_keeps_an_inf_where_cpu_does() -> None:
+    x = torch.randn(1, 1, 4, 4)
+    x[0, 0, 0, 0] = float("inf")
+    got = torch.nn.functional.interpolate(x.to(DEVICE), scale_factor=2).cpu()
+    torch.testing.assert_close(got, torch.nn.functional.interpolate(x, scale_factor=2))
