@@ -84,3 +84,35 @@ def test_bad_shapes_and_unsupported_options() -> None:
         torch.linalg.solve(
             torch.randn(3, 3, device=DEVICE), torch.randn(2, 3, device=DEVICE), left=False
         )
+
+
+def test_cholesky_and_gradient() -> None:
+    torch.manual_seed(0)
+    m = torch.randn(3, 5, 5)
+    a = (m @ m.mT + 0.5 * torch.eye(5)).requires_grad_()
+    a_t = a.detach().to(DEVICE).requires_grad_()
+    for upper in (False, True):
+        got = torch.linalg.cholesky(tpu(a.detach()), upper=upper).cpu()
+        torch.testing.assert_close(got, torch.linalg.cholesky(a.detach(), upper=upper))
+    torch.linalg.cholesky(a).sum().backward()
+    torch.linalg.cholesky(a_t).sum().backward()
+    assert a.grad is not None and a_t.grad is not None
+    torch.testing.assert_close(a_t.grad.cpu(), a.grad, atol=1e-4, rtol=1e-4)
+    indefinite = torch.tensor([[1.0, 2.0], [2.0, 1.0]])
+    assert torch.linalg.cholesky_ex(tpu(indefinite)).info.item() == 2
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        torch.linalg.cholesky(tpu(indefinite))
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("unitriangular", [False, True])
+def test_solve_triangular(upper: bool, unitriangular: bool) -> None:
+    torch.manual_seed(0)
+    t = torch.randn(2, 4, 4) + 4 * torch.eye(4)
+    b_left, b_right = torch.randn(2, 4, 3), torch.randn(2, 3, 4)
+    options = {"upper": upper, "unitriangular": unitriangular}
+    got = torch.linalg.solve_triangular(tpu(t), tpu(b_left), **options).cpu()
+    torch.testing.assert_close(got, torch.linalg.solve_triangular(t, b_left, **options))
+    got = torch.linalg.solve_triangular(tpu(t), tpu(b_right), left=False, **options).cpu()
+    want = torch.linalg.solve_triangular(t, b_right, left=False, **options)
+    torch.testing.assert_close(got, want)
