@@ -87,7 +87,43 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   return index_kernel(*values, indices);
 }
 
+// self[mask] = the first mask.sum() elements of source, in order.
+at::Tensor& masked_scatter_kernel(at::Tensor& self, const at::Tensor& mask,
+                                  const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and source to have same dtypes but got ",
+              self.scalar_type(), " and ", source.scalar_type());
+  at::Tensor expanded = mask.expand(self.sizes());
+  at::Tensor coordinates = nonzero_kernel(expanded);
+  int64_t count = coordinates.size(0);
+  TORCH_CHECK(source.numel() >= count,
+              "masked_scatter: Number of elements of source < number "
+              "of ones in mask");
+  if (count == 0) return self;
+  at::Tensor values = source.reshape({-1}).narrow(0, 0, count);
+  if (self.dim() == 0) return self.copy_(values.reshape({}));
+  IndexList indices;
+  for (int64_t j = 0; j < self.dim(); ++j) indices.push_back(coordinates.select(1, j));
+  static const auto& put_schema = schema("aten::_index_put_impl_", "");
+  run_lowering("aten::_index_put_impl_", find_lowering("@index_put"), put_schema,
+               {self, indices, values, false, false});
+  return self;
+}
+
+at::Tensor masked_scatter_functional(const at::Tensor& self, const at::Tensor& mask,
+                                     const at::Tensor& source) {
+  // The result has the broadcast shape of self and mask, as on CPU.
+  at::Tensor out = at::clone(self.expand(at::infer_size(self.sizes(), mask.sizes())),
+                             at::MemoryFormat::Contiguous);
+  return masked_scatter_kernel(out, mask, source);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_kernel));
+  m.impl("masked_scatter", TORCH_FN(masked_scatter_functional));
   m.impl("nonzero", TORCH_FN(nonzero_kernel));
   m.impl("index.Tensor", TORCH_FN(index_kernel));
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl_kernel));

@@ -247,3 +247,24 @@ def test_nearest_upsampling_keeps_an_inf_where_cpu_does() -> None:
     x[0, 0, 0, 0] = float("inf")
     got = torch.nn.functional.interpolate(x.to(DEVICE), scale_factor=2).cpu()
     torch.testing.assert_close(got, torch.nn.functional.interpolate(x, scale_factor=2))
+
+
+def test_masked_scatter_and_gradients() -> None:
+    torch.manual_seed(0)
+    x, mask, source = torch.randn(3, 4), torch.rand(3, 4) > 0.5, torch.arange(20.0)
+    got = x.to(DEVICE).masked_scatter(mask.to(DEVICE), source.to(DEVICE)).cpu()
+    assert torch.equal(got, x.masked_scatter(mask, source))
+    row_mask = torch.tensor([True, False, True, True])  # broadcast over rows
+    got = x.to(DEVICE).masked_scatter(row_mask.to(DEVICE), source.to(DEVICE)).cpu()
+    assert torch.equal(got, x.masked_scatter(row_mask, source))
+    xr = x.clone().requires_grad_()
+    xt = x.to(DEVICE).requires_grad_()
+    src = source[:12].clone().requires_grad_()
+    src_t = src.detach().to(DEVICE).requires_grad_()
+    xr.masked_scatter(mask, src).sum().backward()
+    xt.masked_scatter(mask.to(DEVICE), src_t).sum().backward()
+    assert xr.grad is not None and xt.grad is not None and src.grad is not None
+    assert src_t.grad is not None
+    assert torch.equal(xt.grad.cpu(), xr.grad) and torch.equal(src_t.grad.cpu(), src.grad)
+    with pytest.raises(RuntimeError, match="Number of elements of source"):
+        x.to(DEVICE).masked_scatter(mask.to(DEVICE), torch.ones(1, device=DEVICE))
