@@ -268,3 +268,25 @@ def test_masked_scatter_and_gradients() -> None:
     assert torch.equal(xt.grad.cpu(), xr.grad) and torch.equal(src_t.grad.cpu(), src.grad)
     with pytest.raises(RuntimeError, match="Number of elements of source"):
         x.to(DEVICE).masked_scatter(mask.to(DEVICE), torch.ones(1, device=DEVICE))
+
+
+def test_max_unpool_2d_and_3d() -> None:
+    torch.manual_seed(0)
+    pooled, indices = torch.nn.functional.max_pool2d(
+        torch.randn(2, 3, 6, 8), 2, return_indices=True
+    )
+    values = pooled.clone().requires_grad_()
+    values_t = pooled.to(DEVICE).requires_grad_()
+    want = torch.nn.functional.max_unpool2d(values, indices, 2)
+    got = torch.nn.functional.max_unpool2d(values_t, indices.to(DEVICE), 2)
+    assert torch.equal(got.cpu(), want)
+    weights = torch.randn(want.shape)
+    (want * weights).sum().backward()
+    (got * weights.to(DEVICE)).sum().backward()
+    assert values.grad is not None and values_t.grad is not None
+    assert torch.equal(values_t.grad.cpu(), values.grad)
+    pooled3, indices3 = torch.nn.functional.max_pool3d(
+        torch.randn(1, 2, 4, 4, 4), 2, return_indices=True
+    )
+    got3 = torch.nn.functional.max_unpool3d(pooled3.to(DEVICE), indices3.to(DEVICE), 2)
+    assert torch.equal(got3.cpu(), torch.nn.functional.max_unpool3d(pooled3, indices3, 2))
