@@ -371,6 +371,41 @@ LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
         return Values{apply_adaptive(b, grad, mh, mw, 0)};
       });
 
+// Adaptive average pooling over the last three dims: each contraction moves its axis last, so
+// three in a row restore the order.
+Value apply_adaptive_3d(Builder& b, Value x, const std::vector<Value>& matrices,
+                        int64_t contracted_dim) {
+  int64_t r = x.rank();
+  for (const Value& m : matrices)
+    x = b.dot_general(x, m, {}, {}, {r - 3}, {contracted_dim}, x.type);
+  return x;
+}
+
+LOWER({"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  auto size = ints(ctx, 1, 3);
+  int64_t r = x.rank();
+  TORCH_CHECK(r == 4 || r == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", r,
+              "D");
+  std::vector<Value> matrices;
+  for (int64_t i = 0; i < 3; ++i)
+    matrices.push_back(adaptive_matrix(b, x.shape[r - 3 + i], size[i], x.type));
+  return Values{apply_adaptive_3d(b, x, matrices, 1)};
+});
+LOWER({"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.grad_input"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value grad = ctx.tensor(0), self = ctx.tensor(1);
+        int64_t r = self.rank();
+        std::vector<Value> matrices;
+        for (int64_t i = 0; i < 3; ++i) {
+          matrices.push_back(
+              adaptive_matrix(b, self.shape[r - 3 + i], grad.shape[r - 3 + i], grad.type));
+        }
+        return Values{apply_adaptive_3d(b, grad, matrices, 0)};
+      });
+
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
 LOWER({"native_layer_norm", "native_layer_norm.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;

@@ -290,3 +290,21 @@ def test_max_unpool_2d_and_3d() -> None:
     )
     got3 = torch.nn.functional.max_unpool3d(pooled3.to(DEVICE), indices3.to(DEVICE), 2)
     assert torch.equal(got3.cpu(), torch.nn.functional.max_unpool3d(pooled3, indices3, 2))
+
+
+@pytest.mark.parametrize(
+    ("shape", "size"),
+    [((2, 3, 5, 6, 7), (2, 3, 4)), ((3, 4, 4, 4), (1, 1, 1)), ((1, 2, 6, 6, 6), (3, 3, 3))],
+)
+def test_adaptive_avg_pool3d_and_gradient(shape: tuple[int, ...], size: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(*shape, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    want = torch.nn.functional.adaptive_avg_pool3d(x, size)
+    got = torch.nn.functional.adaptive_avg_pool3d(xt, size)
+    torch.testing.assert_close(got.cpu(), want)
+    weights = torch.randn(want.shape)
+    (want * weights).sum().backward()
+    (got * weights.to(DEVICE)).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
