@@ -100,21 +100,135 @@ LOWER({"lgamma", "lgamma_", "lgamma.out"},
       [](LoweringContext& ctx) { return special_unary(ctx, 0, lgamma); });
 LOWER({"digamma", "digamma_", "digamma.out"},
       [](LoweringContext& ctx) { return special_unary(ctx, 0, digamma); });
-// polygamma(n, self): n = 0 is digamma; higher orders are not lowered yet.
-LOWER({"polygamma", "polygamma.out"}, [](LoweringContext& ctx) {
-  int64_t n = ctx.arg(0).toInt();
+// Hurwitz zeta(s, q) for q >= 1/2 (Euler-Maclaurin: ten terms, then the tail with twelve
+// Bernoulli corrections, as Cephes does; its early exits only skip negligible terms).
+Value hurwitz_zeta(Builder& b, double s, const Value& q) {
+  static constexpr std::array<double, 12> kA = {12.0,
+                                                -720.0,
+                                                30240.0,
+                                                -1209600.0,
+                                                47900160.0,
+                                                -1.8924375803183791606e9,
+                                                7.47242496e10,
+                                                -2.950130727918164224e12,
+                                                1.1646782814350067249e14,
+                                                -4.5979787224074726105e15,
+                                                1.8152105401943546773e17,
+                                                -7.1661652561756670113e18};
+  Value exponent = c(b, -s, q);
+  Value sum = c(b, 0, q);
+  Value a = q;
+  Value term = c(b, 0, q);
+  for (int k = 0; k <= 9; ++k) {
+    a = k == 0 ? q : b.binary("add", a, c(b, 1, q));
+    term = b.binary("power", a, exponent);
+    sum = b.binary("add", sum, term);
+  }
+  Value w = a;
+  sum = b.binary("add", sum, b.binary("divide", b.binary("multiply", term, w), c(b, s - 1, q)));
+  sum = b.binary("subtract", sum, b.binary("multiply", c(b, 0.5, q), term));
+  double factor = 1.0;
+  double k = 0.0;
+  Value bt = term;
+  for (double coefficient : kA) {
+    factor *= s + k;
+    bt = b.binary("divide", bt, w);
+    sum = b.binary("add", sum, b.binary("multiply", c(b, factor / coefficient, q), bt));
+    k += 1;
+    factor *= s + k;
+    bt = b.binary("divide", bt, w);
+    k += 1;
+  }
+  return sum;
+}
+
+// d^n/dx^n cot(pi x), n <= 4, in terms of cot and csc^2 = 1 + cot^2.
+Value cot_derivative(Builder& b, int64_t n, const Value& x) {
+  Value angle = b.binary("multiply", c(b, kPi, x), x);
+  Value cot = b.binary("divide", b.unary("cosine", angle), b.unary("sine", angle));
+  Value csc2 = b.binary("add", c(b, 1, x), b.binary("multiply", cot, cot));
+  auto mul = [&](const Value& p, const Value& q) { return b.binary("multiply", p, q); };
+  double pi = kPi;
+  switch (n) {
+    case 1:
+      return mul(c(b, -pi, x), csc2);
+    case 2:
+      return mul(c(b, 2 * pi * pi, x), mul(cot, csc2));
+    case 3:
+      return mul(c(b, -2 * pi * pi * pi, x),
+                 mul(csc2, b.binary("add", csc2, mul(c(b, 2, x), mul(cot, cot)))));
+    default:
+      return mul(c(b, 8 * pi * pi * pi * pi, x),
+                 mul(mul(cot, csc2), b.binary("add", mul(c(b, 2, x), csc2), mul(cot, cot))));
+  }
+}
+
+// polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x) for x >= 1/2; below, the reflection
+// psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x).
+Value polygamma(Builder& b, int64_t n, const Value& x) {
+  double factorial = 1;
+  for (int64_t i = 2; i <= n; ++i) factorial *= static_cast<double>(i);
+  double sign = n % 2 == 1 ? 1.0 : -1.0;  // (-1)^(n+1)
+  Value reflect = b.compare("LT", x, c(b, 0.5, x));
+  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
+  Value direct = b.binary("multiply", c(b, sign * factorial, x), hurwitz_zeta(b, n + 1.0, y));
+  Value reflected = b.binary("subtract", b.binary("multiply", c(b, -sign, x), direct),
+                             b.binary("multiply", c(b, kPi, x), cot_derivative(b, n, x)));
+  Value result = b.select(reflect, reflected, direct);
+  return b.select(is_nonpositive_integer(b, x), c(b, sign * INFINITY, x), result);
+}
+
+// trigamma (polygamma of order 1) as ATen computes it: reflection through 1/sin^2 below 1/2,
+// recurrence up to 6, then the asymptotic series.
+Value trigamma(Builder& b, const Value& x) {
+  Value reflect = b.compare("LT", x, c(b, 0.5, x));
+  Value sine = b.unary("sine", b.binary("multiply", c(b, kPi, x), x));
+  Value result = b.select(
+      reflect,
+      b.unary("negate", b.binary("divide", c(b, kPi * kPi, x), b.binary("multiply", sine, sine))),
+      c(b, 0, x));
+  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
+  for (int i = 0; i < 6; ++i) {
+    result = b.binary("add", result, b.binary("divide", c(b, 1, x), b.binary("multiply", y, y)));
+    y = b.binary("add", y, c(b, 1, x));
+  }
+  Value ixx = b.binary("divide", c(b, 1, x), b.binary("multiply", y, y));
+  Value series =
+      b.binary("multiply", ixx,
+               b.binary("subtract", c(b, 1.0 / 6, x),
+                        b.binary("multiply", ixx,
+                                 b.binary("subtract", c(b, 1.0 / 30, x),
+                                          b.binary("multiply", ixx, c(b, 1.0 / 42, x))))));
+  Value tail = b.binary(
+      "divide",
+      b.binary("add",
+               b.binary("add", c(b, 1, x),
+                        b.binary("divide", c(b, 1, x), b.binary("multiply", c(b, 2, x), y))),
+               series),
+      y);
+  result = b.binary("add", result, tail);
+  return b.select(reflect, b.unary("negate", result), result);
+}
+
+// polygamma(n, self) and polygamma_(self, n): n = 0 is digamma; orders up to 4.
+Values polygamma_lowering(LoweringContext& ctx, int64_t n, int tensor_index) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
-  TORCH_CHECK_NOT_IMPLEMENTED(n == 0, "torch_tpu: polygamma of order ", n,
-                              " is not implemented for the tpu device yet");
-  return special_unary(ctx, 1, digamma);
-});
-LOWER({"polygamma_"}, [](LoweringContext& ctx) {
-  int64_t n = ctx.arg(1).toInt();
-  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
-  TORCH_CHECK_NOT_IMPLEMENTED(n == 0, "torch_tpu: polygamma of order ", n,
-                              " is not implemented for the tpu device yet");
-  return special_unary(ctx, 0, digamma);
-});
+  TORCH_CHECK_NOT_IMPLEMENTED(n <= 4, "torch_tpu: polygamma of order ", n,
+                              " is not implemented for the tpu device yet (orders 0 to 4 are)");
+  Value x = ctx.tensor(tensor_index);
+  ElementType t = et(float_type(to_scalar_type(x.type)));
+  // trigamma in the input's own precision, as ATen: near its poles 1/sin^2 follows the
+  // rounding of sin. The rest in float64.
+  Value wide = ctx.b.convert(x, n == 1 ? opmath(t) : ElementType::F64);
+  Value result = n == 0   ? digamma(ctx.b, wide)
+                 : n == 1 ? trigamma(ctx.b, wide)
+                          : polygamma(ctx.b, n, wide);
+  return {ctx.b.convert(result, t)};
+}
+LOWER({"polygamma", "polygamma.out"},
+      [](LoweringContext& ctx) { return polygamma_lowering(ctx, ctx.arg(0).toInt(), 1); });
+LOWER({"polygamma_"},
+      [](LoweringContext& ctx) { return polygamma_lowering(ctx, ctx.arg(1).toInt(), 0); });
 
 }  // namespace
 }  // namespace torch_tpu::aten
