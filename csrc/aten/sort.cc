@@ -2,6 +2,9 @@
 // above every number, as on CPU: last when ascending, first when descending.
 #include <c10/util/Exception.h>
 
+#include <cmath>
+#include <limits>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -96,6 +99,56 @@ LOWER({"roll", "roll.out"}, [](LoweringContext& ctx) {
   }
   return Values{b.reshape(x, original)};
 });
+
+// cummax/cummin(self, dim) -> (values, indices): a log-step scan whose combine is CPU's
+// sequential rule (a NaN always takes over; otherwise a later value takes over when >= (<=) the
+// running one), which is associative, so the scan equals the sequential result.
+Values cumulative_extreme(LoweringContext& ctx, bool is_max) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Shape original = x.shape;
+  if (x.rank() == 0) x = b.reshape(x, {1});
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  int64_t n = x.shape[dim];
+  bool boolean = x.type == ElementType::Pred;
+  Value values = boolean ? b.convert(x, ElementType::S32) : x;
+  Value indices = b.iota(values.shape, ElementType::S64, dim);
+  bool is_float = hlo::is_float(values.type);
+  Value identity = is_float ? b.constant(is_max ? -INFINITY : INFINITY, values.type)
+                            : b.constant_int(is_max ? std::numeric_limits<int32_t>::min()
+                                                    : std::numeric_limits<int32_t>::max(),
+                                             values.type);
+  if (values.type == ElementType::S64) {
+    identity = b.constant_int(
+        is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(),
+        values.type);
+  }
+  for (int64_t offset = 1; offset < n; offset *= 2) {
+    // The running result `offset` positions earlier (identity before the start).
+    std::vector<int64_t> low(values.rank(), 0), high(values.rank(), 0), interior(values.rank(), 0);
+    low[dim] = offset;
+    std::vector<int64_t> start(values.rank(), 0), limit(values.shape.begin(), values.shape.end()),
+        strides(values.rank(), 1);
+    limit[dim] = n - offset;
+    Value earlier = b.pad(b.slice(values, start, limit, strides), identity, low, high, interior);
+    Value earlier_index = b.pad(b.slice(indices, start, limit, strides),
+                                b.constant_int(-1, ElementType::S64), low, high, interior);
+    Value later_wins = b.compare(is_max ? "GE" : "LE", values, earlier);
+    if (is_float) {
+      Value later_nan = b.compare("NE", values, values);
+      Value earlier_nan = b.compare("NE", earlier, earlier);
+      later_wins =
+          b.binary("or", later_nan, b.binary("and", b.unary("not", earlier_nan), later_wins));
+    }
+    values = b.select(later_wins, values, earlier);
+    indices = b.select(later_wins, indices, earlier_index);
+  }
+  if (boolean) values = b.convert(values, ElementType::Pred);
+  return {b.reshape(values, original), b.reshape(indices, original)};
+}
+LOWER({"cummax", "cummax.out"}, [](LoweringContext& ctx) { return cumulative_extreme(ctx, true); });
+LOWER({"cummin", "cummin.out"},
+      [](LoweringContext& ctx) { return cumulative_extreme(ctx, false); });
 
 }  // namespace
 }  // namespace torch_tpu::aten

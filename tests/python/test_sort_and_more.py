@@ -319,3 +319,20 @@ def test_adaptive_avg_pool3d_and_gradient(shape: tuple[int, ...], size: tuple[in
     (got * weights.to(DEVICE)).sum().backward()
     assert x.grad is not None and xt.grad is not None
     torch.testing.assert_close(xt.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cummax_cummin_with_ties_and_nans(op: object, dim: int) -> None:
+    torch.manual_seed(0)
+    x = torch.randint(0, 4, (3, 9)).float()  # many ties: the later index wins, as on CPU
+    x[1, 3] = x[1, 6] = x[2, 0] = float("nan")
+    want = op(x, dim)  # type: ignore[operator]
+    got = op(x.to(DEVICE), dim)  # type: ignore[operator]
+    torch.testing.assert_close(got.values.cpu(), want.values, equal_nan=True)
+    assert torch.equal(got.indices.cpu(), want.indices)
+    integers = torch.randint(-3, 3, (4, 7))
+    got_int = op(integers.to(DEVICE), 1)  # type: ignore[operator]
+    want_int = op(integers, 1)  # type: ignore[operator]
+    assert torch.equal(got_int.values.cpu(), want_int.values)
+    assert torch.equal(got_int.indices.cpu(), want_int.indices)
