@@ -250,8 +250,8 @@ Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {
   return b.gather(x, positions, dims, sizes);
 }
 
-Value add_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
-                 const Value& updates) {
+Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
+                     const Value& updates, const std::string& op) {
   std::vector<int64_t> to_front{dim};
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d != dim) to_front.push_back(d);
@@ -265,11 +265,45 @@ Value add_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
   dims.inserted_window_dims = {0};
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = 1;
-  Value added = b.scatter(b.transpose(x, to_front), positions, b.transpose(updates, to_front), dims,
-                          [](Builder& r, const std::vector<Value>& a) {
-                            return std::vector<Value>{r.binary("add", a[0], a[1])};
-                          });
-  return b.transpose(added, back);
+  Value combined = b.scatter(b.transpose(x, to_front), positions, b.transpose(updates, to_front),
+                             dims, [op](Builder& r, const std::vector<Value>& a) {
+                               if (op.empty()) return std::vector<Value>{a[1]};
+                               return std::vector<Value>{r.binary(op, a[0], a[1])};
+                             });
+  return b.transpose(combined, back);
+}
+
+// Solves T X = B for triangular T [..., n, n] and B [..., n, m] with T's batch shape.
+Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool upper, bool unit) {
+  const int64_t r = t.rank(), n = t.shape[r - 1];
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < r - 2; ++d) batch.push_back(d);
+  Shape row_shape = t.shape;
+  row_shape[r - 2] = 1;
+  Value cols = b.iota(row_shape, ElementType::S64, r - 1);
+  Value rows = b.iota(rhs.shape, ElementType::S64, r - 2);
+  Value zero_row = splat(b, 0, t.type, row_shape);
+  Value x = rhs;
+  for (int64_t step = 0; step < n; ++step) {
+    int64_t i = upper ? n - 1 - step : step;
+    std::vector<int64_t> lo(r, 0), hi(t.shape.begin(), t.shape.end()), unit_step(r, 1);
+    lo[r - 2] = i;
+    hi[r - 2] = i + 1;
+    Value row = b.slice(t, lo, hi, unit_step);  // [..., 1, n]
+    Value i_row = splat(b, static_cast<double>(i), ElementType::S64, row_shape);
+    Value off = b.select(b.compare(upper ? "GT" : "LT", cols, i_row), row, zero_row);
+    Value done = b.dot_general(off, x, batch, batch, {r - 1}, {r - 2}, t.type);  // [..., 1, m]
+    Value value = b.binary("subtract", x, broadcast_to(b, done, x.shape));
+    if (!unit) {
+      std::vector<int64_t> dlo = lo, dhi = hi;
+      dlo[r - 1] = i;
+      dhi[r - 1] = i + 1;
+      value = b.binary("divide", value, broadcast_to(b, b.slice(t, dlo, dhi, unit_step), x.shape));
+    }
+    x = b.select(b.compare("EQ", rows, splat(b, static_cast<double>(i), ElementType::S64, x.shape)),
+                 value, x);
+  }
+  return x;
 }
 
 }  // namespace torch_tpu::aten

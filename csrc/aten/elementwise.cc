@@ -646,14 +646,26 @@ TORCH_TPU_FLOAT_UNARY_FN(atanh, {
 });
 TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.binary("subtract", one_like(b, x), erf(b, x)); });
 
+// Both operands of a binary op computed in floating point: broadcast, in the float type the
+// inputs promote to (f16/bf16 computed in f32), and that result type.
+struct FloatOperands {
+  Value x, y;
+  ElementType result;
+};
+FloatOperands float_operands(LoweringContext& ctx) {
+  ElementType t = et(float_type(promoted_type(ctx, {0, 1})));
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType m = opmath(t);
+  return {operand(ctx, 0, m, shape), operand(ctx, 1, m, shape), t};
+}
+
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)). Equal infinities give
 // a NaN difference; they (and every equal pair) are a + log(2) exactly.
 Values log_add_exp(LoweringContext& ctx, bool base2) {
-  c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
-  Shape shape = operand_shape(ctx, {0, 1});
-  ElementType t = et(type), m = opmath(t);
+  auto [x, y, t] = float_operands(ctx);
+  ElementType m = x.type;
+  const Shape& shape = x.shape;
   Builder& b = ctx.b;
-  Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
   Value distance = b.unary("negate", b.unary("abs", b.binary("subtract", x, y)));
   Value tail =
       base2
@@ -673,11 +685,10 @@ LOWER({"logaddexp2", "logaddexp2.out"},
 LOWER({"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar", "copysign_.Scalar",
        "copysign.Scalar_out"},
       [](LoweringContext& ctx) {
-        c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
-        Shape shape = operand_shape(ctx, {0, 1});
-        ElementType t = et(type), m = opmath(t);
+        auto [x, y, t] = float_operands(ctx);
+        ElementType m = x.type;
+        const Shape& shape = x.shape;
         Builder& b = ctx.b;
-        Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
         ElementType bits = m == ElementType::F64 ? ElementType::S64 : ElementType::S32;
         Value sign_bit = b.compare("LT", b.bitcast_convert(y, bits), splat(b, 0, bits, shape));
         Value magnitude = b.unary("abs", x);
@@ -733,11 +744,10 @@ LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
        "xlogy.Scalar_Other", "xlogy_.Scalar_Other", "xlogy.OutScalar_Self",
        "xlogy.OutScalar_Other"},
       [](LoweringContext& ctx) {
-        c10::ScalarType type = float_type(promoted_type(ctx, {0, 1}));
-        Shape shape = operand_shape(ctx, {0, 1});
-        ElementType t = et(type), m = opmath(t);
+        auto [x, y, t] = float_operands(ctx);
+        ElementType m = x.type;
+        const Shape& shape = x.shape;
         Builder& b = ctx.b;
-        Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
         Value product = b.binary("multiply", x, b.unary("log", y));
         Value zero = splat(b, 0.0, m, shape);
         Value take_zero = b.binary("and", b.compare("EQ", x, zero), b.compare("EQ", y, y));

@@ -135,26 +135,7 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
 // `dim` at the positions `index` (rank <= 1), combining by `op` ("" replaces).
 Value scatter_slices(Builder& b, const Value& self, int64_t dim, const Value& index,
                      const Value& updates, const std::string& op) {
-  std::vector<int64_t> to_front{dim};
-  for (int64_t d = 0; d < self.rank(); ++d) {
-    if (d != dim) to_front.push_back(d);
-  }
-  std::vector<int64_t> back(to_front.size());
-  for (size_t i = 0; i < to_front.size(); ++i) back[to_front[i]] = static_cast<int64_t>(i);
-  int64_t count = hlo::num_elements(index.shape);
-  Value coordinates = b.reshape(wrap_index(b, index, self.shape[dim]), {count, 1});
-  hlo::ScatterDims dims;
-  for (int64_t d = 1; d < self.rank(); ++d) dims.update_window_dims.push_back(d);
-  dims.inserted_window_dims = {0};
-  dims.scatter_dims_to_operand_dims = {0};
-  dims.index_vector_dim = 1;
-  Value scattered =
-      b.scatter(b.transpose(self, to_front), coordinates, b.transpose(updates, to_front), dims,
-                [op](Builder& r, const std::vector<Value>& a) {
-                  if (op.empty()) return std::vector<Value>{a[1]};
-                  return std::vector<Value>{r.binary(op, a[0], a[1])};
-                });
-  return b.transpose(scattered, back);
+  return combine_slices(b, self, dim, wrap_index(b, index, self.shape[dim]), updates, op);
 }
 
 Shape with_dim(const Shape& shape, int64_t dim, int64_t size) {

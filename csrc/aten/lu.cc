@@ -36,11 +36,29 @@ Value s64(Builder& b, int64_t v, const Shape& shape) {
   return splat(b, static_cast<double>(v), ElementType::S64, shape);
 }
 
-// Batched [..., 1, n] x [..., n, m].
-Value row_times(Builder& b, const Value& row, const Value& m) {
-  std::vector<int64_t> batch;
-  for (int64_t d = 0; d < m.rank() - 2; ++d) batch.push_back(d);
-  return b.dot_general(row, m, batch, batch, {row.rank() - 1}, {m.rank() - 2}, m.type);
+Shape appended(Shape shape, int64_t size) {
+  shape.push_back(size);
+  return shape;
+}
+
+// Entry k of the last dimension of `v`, broadcast back to v's shape.
+Value entry_everywhere(Builder& b, const Value& v, int64_t k) {
+  std::vector<int64_t> lo(v.rank(), 0), hi(v.shape.begin(), v.shape.end()), step(v.rank(), 1);
+  lo.back() = k;
+  hi.back() = k + 1;
+  return broadcast_to(b, b.slice(v, lo, hi, step), v.shape);
+}
+
+// `v` [..., n] with entries k and p (per batch, broadcast to v's shape) exchanged.
+Value swap_entries(Builder& b, const Value& v, const Value& iota, int64_t k, const Value& p) {
+  const int64_t last = v.rank() - 1;
+  Value at_k = entry_everywhere(b, v, k);
+  Value at_p = b.reduce(b.select(b.compare("EQ", iota, p), v, splat(b, 0, v.type, v.shape)),
+                        splat(b, 0, v.type, {}), {last}, "add");
+  Shape batch(v.shape.begin(), v.shape.end() - 1);
+  at_p = broadcast_to(b, b.reshape(at_p, appended(batch, 1)), v.shape);
+  Value is_k = b.compare("EQ", iota, splat(b, static_cast<double>(k), iota.type, iota.shape));
+  return b.select(is_k, at_p, b.select(b.compare("EQ", iota, p), at_k, v));
 }
 
 Lu factor(Builder& b, Value a) {
@@ -84,41 +102,9 @@ Lu factor(Builder& b, Value a) {
     row_p = broadcast_to(b, b.reshape(row_p, row_shape), a.shape);
     Value is_k = b.compare("EQ", row_iota, s64(b, k, a.shape));
     a = b.select(is_k, row_p, b.select(b.compare("EQ", row_iota, p), row_k, a));
-    Value pv = broadcast_to(b,
-                            b.reshape(first,
-                                      [&] {
-                                        Shape s = batch;
-                                        s.push_back(1);
-                                        return s;
-                                      }()),
-                            vec);
-    Value perm_k = broadcast_to(b,
-                                b.slice(
-                                    perm,
-                                    [&] {
-                                      std::vector<int64_t> lo(vec.size(), 0);
-                                      lo.back() = k;
-                                      return lo;
-                                    }(),
-                                    [&] {
-                                      std::vector<int64_t> hi(vec.begin(), vec.end());
-                                      hi.back() = k + 1;
-                                      return hi;
-                                    }(),
-                                    std::vector<int64_t>(vec.size(), 1)),
-                                vec);
-    Value perm_p = b.reduce(b.select(b.compare("EQ", vec_iota, pv), perm, s64(b, 0, vec)),
-                            b.constant_int(0, ElementType::S64), {r - 2}, "add");
-    perm_p = broadcast_to(b,
-                          b.reshape(perm_p,
-                                    [&] {
-                                      Shape s = batch;
-                                      s.push_back(1);
-                                      return s;
-                                    }()),
-                          vec);
+    Value pv = broadcast_to(b, b.reshape(first, appended(batch, 1)), vec);
+    perm = swap_entries(b, perm, vec_iota, k, pv);
     Value vec_is_k = b.compare("EQ", vec_iota, s64(b, k, vec));
-    perm = b.select(vec_is_k, perm_p, b.select(b.compare("EQ", vec_iota, pv), perm_k, perm));
     pivots = b.select(vec_is_k, b.convert(b.binary("add", pv, s64(b, 1, vec)), ElementType::S32),
                       pivots);
     // Eliminate below the pivot; a zero pivot is recorded and the column left unscaled.
@@ -160,107 +146,45 @@ Lu factor(Builder& b, Value a) {
   return {a, perm, pivots, info};
 }
 
-// Solves A X = B from A's factorization: X = U^-1 L^-1 P B.
-Value solve_with(Builder& b, const Lu& f, const Value& rhs) {
-  const Value& lu = f.lu;
-  const int64_t r = lu.rank(), n = lu.shape[r - 1];
-  // P B: row i is row perm[i] of B, by a one-hot product.
-  Shape square = lu.shape;
-  Shape perm_col = square;
-  perm_col[r - 1] = 1;
-  Value perm_b = broadcast_to(b, b.reshape(f.perm, perm_col), square);
+// The rows of `rhs` permuted by perm (row i of the result is row perm[i]), or by its inverse.
+Value permute_rows(Builder& b, const Value& perm, const Value& rhs, bool inverse) {
+  const int64_t r = rhs.rank();
+  Shape square = appended(Shape(perm.shape.begin(), perm.shape.end()), perm.shape.back());
+  Shape column = appended(Shape(perm.shape.begin(), perm.shape.end()), 1);
+  Value perm_b = broadcast_to(b, b.reshape(perm, column), square);
   Value onehot =
       b.convert(b.compare("EQ", perm_b, b.iota(square, ElementType::S64, r - 1)), rhs.type);
   std::vector<int64_t> batch;
   for (int64_t d = 0; d < r - 2; ++d) batch.push_back(d);
-  Value y = b.dot_general(onehot, rhs, batch, batch, {r - 1}, {r - 2}, rhs.type);
-  Value rhs_rows = b.iota(y.shape, ElementType::S64, r - 2);
-  Value lu_cols = b.iota(
-      [&] {
-        Shape s = square;
-        s[r - 2] = 1;
-        return s;
-      }(),
-      ElementType::S64, r - 1);
-  Value zero_row = splat(b, 0, lu.type, lu_cols.shape);
-  for (int64_t i = 1; i < n; ++i) {  // L y = P B, L unit lower
-    Value l = b.select(b.compare("LT", lu_cols, s64(b, i, lu_cols.shape)), rows_of(b, lu, i, i + 1),
-                       zero_row);
-    Value update = broadcast_to(b, row_times(b, l, y), y.shape);
-    y = b.select(b.compare("EQ", rhs_rows, s64(b, i, y.shape)), b.binary("subtract", y, update), y);
-  }
-  for (int64_t i = n - 1; i >= 0; --i) {  // U x = y
-    Value row = rows_of(b, lu, i, i + 1);
-    Value u = b.select(b.compare("GT", lu_cols, s64(b, i, lu_cols.shape)), row, zero_row);
-    Value diagonal = broadcast_to(b, cols_of(b, row, i, i + 1), y.shape);
-    Value update = broadcast_to(b, row_times(b, u, y), y.shape);
-    y = b.select(b.compare("EQ", rhs_rows, s64(b, i, y.shape)),
-                 b.binary("divide", b.binary("subtract", y, update), diagonal), y);
-  }
-  return y;
+  return b.dot_general(onehot, rhs, batch, batch, {inverse ? r - 2 : r - 1}, {r - 2}, rhs.type);
+}
+
+// Solves A X = B from P A = L U: X = U^-1 L^-1 P B.
+Value solve_with(Builder& b, const Lu& f, const Value& rhs) {
+  Value y = triangular_substitute(b, f.lu, permute_rows(b, f.perm, rhs, false), false, true);
+  return triangular_substitute(b, f.lu, y, true, false);
 }
 
 // Solves A^T X = B from P A = L U: U^T z = B, then L^T w = z, then X = P^T w.
 Value solve_adjoint_with(Builder& b, const Lu& f, const Value& rhs) {
-  const int64_t r = f.lu.rank(), n = f.lu.shape[r - 1];
-  std::vector<int64_t> swap_last(r);
-  for (int64_t d = 0; d < r; ++d) swap_last[d] = d;
-  std::swap(swap_last[r - 2], swap_last[r - 1]);
-  Value lu_t = b.transpose(f.lu, swap_last);  // row i: column i of L U
-  Value rows = b.iota(rhs.shape, ElementType::S64, r - 2);
-  Shape row_shape = f.lu.shape;
-  row_shape[r - 2] = 1;
-  Value cols = b.iota(row_shape, ElementType::S64, r - 1);
-  Value zero_row = splat(b, 0, f.lu.type, row_shape);
-  Value y = rhs;
-  for (int64_t i = 0; i < n; ++i) {  // U^T z = B: lower, diagonal U_ii
-    Value row = rows_of(b, lu_t, i, i + 1);
-    Value lower = b.select(b.compare("LT", cols, s64(b, i, row_shape)), row, zero_row);
-    Value diagonal = broadcast_to(b, cols_of(b, row, i, i + 1), y.shape);
-    Value update = broadcast_to(b, row_times(b, lower, y), y.shape);
-    y = b.select(b.compare("EQ", rows, s64(b, i, y.shape)),
-                 b.binary("divide", b.binary("subtract", y, update), diagonal), y);
-  }
-  for (int64_t i = n - 1; i >= 0; --i) {  // L^T w = z: upper, unit diagonal
-    Value row = rows_of(b, lu_t, i, i + 1);
-    Value upper = b.select(b.compare("GT", cols, s64(b, i, row_shape)), row, zero_row);
-    Value update = broadcast_to(b, row_times(b, upper, y), y.shape);
-    y = b.select(b.compare("EQ", rows, s64(b, i, y.shape)), b.binary("subtract", y, update), y);
-  }
-  // X = P^T w: X[perm[i]] = w[i].
-  Shape square = f.lu.shape;
-  Shape perm_col = square;
-  perm_col[r - 1] = 1;
-  Value perm_b = broadcast_to(b, b.reshape(f.perm, perm_col), square);
-  Value onehot =
-      b.convert(b.compare("EQ", perm_b, b.iota(square, ElementType::S64, r - 1)), y.type);
-  std::vector<int64_t> batch;
-  for (int64_t d = 0; d < r - 2; ++d) batch.push_back(d);
-  return b.dot_general(onehot, y, batch, batch, {r - 2}, {r - 2}, y.type);
+  std::vector<int64_t> order(f.lu.rank());
+  for (int64_t d = 0; d < f.lu.rank(); ++d) order[d] = d;
+  std::swap(order[f.lu.rank() - 2], order[f.lu.rank() - 1]);
+  Value lu_t = b.transpose(f.lu, order);
+  Value z = triangular_substitute(b, lu_t, rhs, false, false);
+  Value w = triangular_substitute(b, lu_t, z, true, true);
+  return permute_rows(b, f.perm, w, true);
 }
 
 // The row permutation of LAPACK's sequential pivots (1-based swaps).
 Value permutation_of(Builder& b, const Value& pivots) {
-  const int64_t r = pivots.rank(), n = pivots.shape[r - 1];
-  Shape vec = pivots.shape;
-  Shape batch(vec.begin(), vec.end() - 1);
-  Shape batch1 = batch;
-  batch1.push_back(1);
-  Value iota = b.iota(vec, ElementType::S64, r - 1);
+  const int64_t n = pivots.shape.back();
+  Value iota = b.iota(pivots.shape, ElementType::S64, pivots.rank() - 1);
+  Value targets =
+      b.binary("subtract", b.convert(pivots, ElementType::S64), s64(b, 1, pivots.shape));
   Value perm = iota;
-  Value targets = b.binary("subtract", b.convert(pivots, ElementType::S64), s64(b, 1, vec));
-  for (int64_t k = 0; k < n; ++k) {
-    std::vector<int64_t> lo(r, 0), hi(vec.begin(), vec.end()), step(r, 1);
-    lo[r - 1] = k;
-    hi[r - 1] = k + 1;
-    Value p = broadcast_to(b, b.slice(targets, lo, hi, step), vec);
-    Value at_k = broadcast_to(b, b.slice(perm, lo, hi, step), vec);
-    Value at_p = b.reduce(b.select(b.compare("EQ", iota, p), perm, s64(b, 0, vec)),
-                          b.constant_int(0, ElementType::S64), {r - 1}, "add");
-    at_p = broadcast_to(b, b.reshape(at_p, batch1), vec);
-    Value is_k = b.compare("EQ", iota, s64(b, k, vec));
-    perm = b.select(is_k, at_p, b.select(b.compare("EQ", iota, p), at_k, perm));
-  }
+  for (int64_t k = 0; k < n; ++k)
+    perm = swap_entries(b, perm, iota, k, entry_everywhere(b, targets, k));
   return perm;
 }
 
@@ -273,6 +197,16 @@ Value square_input(LoweringContext& ctx, int index, const char* name) {
   TORCH_CHECK(hlo::is_float(a.type), name, ": Expected a floating point tensor, got ",
               to_scalar_type(a.type));
   return a;
+}
+
+// B must have A's batch shape and A's size as rows (broadcasting is not lowered).
+void check_right_hand_side(const Value& a, const Value& rhs, const char* name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(rhs.rank() == a.rank() &&
+                                  Shape(rhs.shape.begin(), rhs.shape.end() - 2) ==
+                                      Shape(a.shape.begin(), a.shape.end() - 2) &&
+                                  rhs.shape[rhs.rank() - 2] == a.shape[a.rank() - 1],
+                              "torch_tpu: ", name,
+                              " with broadcast batch shapes is not implemented for the tpu device");
 }
 
 Value wide(Builder& b, const Value& a) { return b.convert(a, opmath(a.type)); }
@@ -308,19 +242,8 @@ LOWER({"_linalg_solve_ex", "_linalg_solve_ex.result"}, [](LoweringContext& ctx) 
                               "not implemented for the tpu device");
   bool vector = rhs.rank() == a.rank() - 1 && Shape(rhs.shape.begin(), rhs.shape.end()) ==
                                                   Shape(a.shape.begin(), a.shape.end() - 1);
-  Value matrix = vector ? b.reshape(rhs,
-                                    [&] {
-                                      Shape s = rhs.shape;
-                                      s.push_back(1);
-                                      return s;
-                                    }())
-                        : rhs;
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      matrix.rank() == a.rank() &&
-          Shape(matrix.shape.begin(), matrix.shape.end() - 2) ==
-              Shape(a.shape.begin(), a.shape.end() - 2) &&
-          matrix.shape[matrix.rank() - 2] == a.shape[a.rank() - 1],
-      "torch_tpu: linalg.solve with broadcast batch shapes is not implemented for the tpu device");
+  Value matrix = vector ? b.reshape(rhs, appended(rhs.shape, 1)) : rhs;
+  check_right_hand_side(a, matrix, "linalg.solve");
   Lu f = factor(b, wide(b, a));
   Value x = solve_with(b, f, b.convert(matrix, f.lu.type));
   Shape result_shape(ctx.tensor_meta(1).sizes().begin(), ctx.tensor_meta(1).sizes().end());
@@ -336,13 +259,7 @@ LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK_NOT_IMPLEMENTED(ctx.arg(3).toBool(),
                               "torch_tpu: linalg.lu_solve with left=False "
                               "is not implemented for the tpu device");
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      rhs.rank() == lu.rank() &&
-          Shape(rhs.shape.begin(), rhs.shape.end() - 2) ==
-              Shape(lu.shape.begin(), lu.shape.end() - 2) &&
-          rhs.shape[rhs.rank() - 2] == lu.shape[lu.rank() - 1],
-      "torch_tpu: linalg.lu_solve with broadcast batch shapes is not implemented for the tpu "
-      "device");
+  check_right_hand_side(lu, rhs, "linalg.lu_solve");
   Lu f{wide(b, lu), permutation_of(b, ctx.tensor(1)), Value(), Value()};
   Value x = b.convert(rhs, f.lu.type);
   x = ctx.arg(4).toBool() ? solve_adjoint_with(b, f, x) : solve_with(b, f, x);

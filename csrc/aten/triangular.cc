@@ -16,39 +16,6 @@ Value transpose_last(Builder& b, const Value& x) {
   return b.transpose(x, order);
 }
 
-// Solves T X = B for triangular T [..., n, n] and B [..., n, m] with T's batch shape.
-Value substitute(Builder& b, const Value& t, const Value& rhs, bool upper, bool unit) {
-  const int64_t r = t.rank(), n = t.shape[r - 1];
-  std::vector<int64_t> batch;
-  for (int64_t d = 0; d < r - 2; ++d) batch.push_back(d);
-  Shape row_shape = t.shape;
-  row_shape[r - 2] = 1;
-  Value cols = b.iota(row_shape, ElementType::S64, r - 1);
-  Value rows = b.iota(rhs.shape, ElementType::S64, r - 2);
-  Value zero_row = splat(b, 0, t.type, row_shape);
-  Value x = rhs;
-  for (int64_t step = 0; step < n; ++step) {
-    int64_t i = upper ? n - 1 - step : step;
-    std::vector<int64_t> lo(r, 0), hi(t.shape.begin(), t.shape.end()), unit_step(r, 1);
-    lo[r - 2] = i;
-    hi[r - 2] = i + 1;
-    Value row = b.slice(t, lo, hi, unit_step);  // [..., 1, n]
-    Value i_row = splat(b, static_cast<double>(i), ElementType::S64, row_shape);
-    Value off = b.select(b.compare(upper ? "GT" : "LT", cols, i_row), row, zero_row);
-    Value done = b.dot_general(off, x, batch, batch, {r - 1}, {r - 2}, t.type);  // [..., 1, m]
-    Value value = b.binary("subtract", x, broadcast_to(b, done, x.shape));
-    if (!unit) {
-      std::vector<int64_t> dlo = lo, dhi = hi;
-      dlo[r - 1] = i;
-      dhi[r - 1] = i + 1;
-      value = b.binary("divide", value, broadcast_to(b, b.slice(t, dlo, dhi, unit_step), x.shape));
-    }
-    x = b.select(b.compare("EQ", rows, splat(b, static_cast<double>(i), ElementType::S64, x.shape)),
-                 value, x);
-  }
-  return x;
-}
-
 void check_shapes(const Value& a, const Value& rhs, const char* name) {
   const int64_t r = a.rank();
   TORCH_CHECK(r >= 2 && a.shape[r - 1] == a.shape[r - 2], name,
@@ -74,7 +41,7 @@ LOWER({"linalg_solve_triangular", "linalg_solve_triangular.out"}, [](LoweringCon
   check_shapes(ta, tb, "linalg.solve_triangular");
   TORCH_CHECK(tb.shape[tb.rank() - 2] == ta.shape[ta.rank() - 1],
               "linalg.solve_triangular: Incompatible shapes of A and B for the equation");
-  Value x = substitute(b, ta, tb, upper, unit);
+  Value x = triangular_substitute(b, ta, tb, upper, unit);
   if (!left) x = transpose_last(b, x);
   return Values{b.convert(x, rhs.type)};
 });
@@ -91,7 +58,7 @@ LOWER({"triangular_solve", "triangular_solve.X"}, [](LoweringContext& ctx) {
     upper = !upper;
   }
   check_shapes(ta, rhs, "triangular_solve");
-  Value x = substitute(b, ta, b.convert(rhs, t), upper, unit);
+  Value x = triangular_substitute(b, ta, b.convert(rhs, t), upper, unit);
   return Values{b.convert(x, rhs.type), a};
 });
 

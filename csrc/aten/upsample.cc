@@ -76,11 +76,11 @@ Value resample_axis_backward(Builder& b, const Value& grad, int64_t dim, int64_t
   Shape shape = grad.shape;
   shape[dim] = in;
   Value zeros = splat(b, 0, grad.type, shape);
-  if (mode != Interp::Linear) return add_slices(b, zeros, dim, plan.low, grad);
+  if (mode != Interp::Linear) return combine_slices(b, zeros, dim, plan.low, grad, "add");
   Value w1 = along(b, plan.high_weight, grad, dim);
   Value w0 = b.binary("subtract", splat(b, 1, grad.type, grad.shape), w1);
-  Value result = add_slices(b, zeros, dim, plan.low, b.binary("multiply", w0, grad));
-  return add_slices(b, result, dim, plan.high, b.binary("multiply", w1, grad));
+  Value result = combine_slices(b, zeros, dim, plan.low, b.binary("multiply", w0, grad), "add");
+  return combine_slices(b, result, dim, plan.high, b.binary("multiply", w1, grad), "add");
 }
 
 std::optional<double> optional_double(const c10::IValue& value) {

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
 DEVICE = "tpu"
+
+
+def check_forward_and_backward(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    shape: tuple[int, ...],
+    grad_tolerance: float | None = None,
+) -> None:
+    """fn on tpu against CPU: the output, and the input's gradient for random output weights."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    want, got = fn(x), fn(xt)
+    torch.testing.assert_close(got.cpu(), want)
+    weights = torch.randn(want.shape)
+    (want * weights).sum().backward()
+    (got * weights.to(DEVICE)).sum().backward()
+    assert x.grad is not None and xt.grad is not None
+    tolerance = {} if grad_tolerance is None else {"atol": grad_tolerance, "rtol": grad_tolerance}
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, **tolerance)  # type: ignore[arg-type]
 
 
 def with_specials(*shape: int) -> torch.Tensor:
@@ -122,17 +143,7 @@ def test_nansum_vdot_and_round_decimals() -> None:
 def test_reflection_and_replication_padding(
     mode: str, shape: tuple[int, ...], pad: tuple[int, ...]
 ) -> None:
-    torch.manual_seed(0)
-    x = torch.randn(*shape, requires_grad=True)
-    xt = x.detach().to(DEVICE).requires_grad_()
-    want = torch.nn.functional.pad(x, pad, mode=mode)
-    got = torch.nn.functional.pad(xt, pad, mode=mode)
-    torch.testing.assert_close(got.cpu(), want)
-    weights = torch.randn(want.shape)
-    (want * weights).sum().backward()
-    (got * weights.to(DEVICE)).sum().backward()
-    assert x.grad is not None and xt.grad is not None
-    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+    check_forward_and_backward(lambda x: torch.nn.functional.pad(x, pad, mode=mode), shape)
 
 
 def test_reflection_padding_larger_than_the_input_is_an_error() -> None:
@@ -240,17 +251,11 @@ def test_index_reduce(reduce: str, include_self: bool) -> None:
     ],
 )
 def test_interpolate_and_gradient(shape: tuple[int, ...], options: dict[str, object]) -> None:
-    torch.manual_seed(0)
-    x = torch.randn(*shape, requires_grad=True)
-    xt = x.detach().to(DEVICE).requires_grad_()
-    want = torch.nn.functional.interpolate(x, **options)  # type: ignore[arg-type]
-    got = torch.nn.functional.interpolate(xt, **options)  # type: ignore[arg-type]
-    torch.testing.assert_close(got.cpu(), want)
-    weights = torch.randn(want.shape)
-    (want * weights).sum().backward()
-    (got * weights.to(DEVICE)).sum().backward()
-    assert x.grad is not None and xt.grad is not None
-    torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)
+    check_forward_and_backward(
+        lambda x: torch.nn.functional.interpolate(x, **options),  # type: ignore[arg-type]
+        shape,
+        grad_tolerance=1e-4,
+    )
 
 
 def test_nearest_upsampling_keeps_an_inf_where_cpu_does() -> None:
@@ -308,17 +313,7 @@ def test_max_unpool_2d_and_3d() -> None:
     [((2, 3, 5, 6, 7), (2, 3, 4)), ((3, 4, 4, 4), (1, 1, 1)), ((1, 2, 6, 6, 6), (3, 3, 3))],
 )
 def test_adaptive_avg_pool3d_and_gradient(shape: tuple[int, ...], size: tuple[int, ...]) -> None:
-    torch.manual_seed(0)
-    x = torch.randn(*shape, requires_grad=True)
-    xt = x.detach().to(DEVICE).requires_grad_()
-    want = torch.nn.functional.adaptive_avg_pool3d(x, size)
-    got = torch.nn.functional.adaptive_avg_pool3d(xt, size)
-    torch.testing.assert_close(got.cpu(), want)
-    weights = torch.randn(want.shape)
-    (want * weights).sum().backward()
-    (got * weights.to(DEVICE)).sum().backward()
-    assert x.grad is not None and xt.grad is not None
-    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+    check_forward_and_backward(lambda x: torch.nn.functional.adaptive_avg_pool3d(x, size), shape)
 
 
 @pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
