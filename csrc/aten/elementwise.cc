@@ -59,29 +59,63 @@ LOWER({"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar", "mul
       });
 LOWER({"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, "divide", true); });
+// Floor division as CPU computes it for floats: from fmod, so that the quotient is exact where
+// x / y rounds across an integer; division by zero gives x / y.
+Value float_floor_divide(Builder& b, const Value& x, const Value& y) {
+  Value zero = splat(b, 0, x.type, x.shape), one = splat(b, 1, x.type, x.shape);
+  Value mod = b.binary("remainder", x, y);
+  Value div = b.binary("divide", b.binary("subtract", x, mod), y);
+  Value adjust = b.binary("and", b.compare("NE", mod, zero),
+                          b.compare("NE", b.compare("LT", y, zero), b.compare("LT", mod, zero)));
+  div = b.select(adjust, b.binary("subtract", div, one), div);
+  Value floored = b.unary("floor", div);
+  floored =
+      b.select(b.compare("GT", b.binary("subtract", div, floored), splat(b, 0.5, x.type, x.shape)),
+               b.binary("add", floored, one), floored);
+  // A zero quotient takes the sign of x / y.
+  Value quotient = b.binary("divide", x, y);
+  Value signed_zero = b.select(b.compare("LT", quotient, zero), b.unary("negate", zero), zero);
+  floored = b.select(b.compare("EQ", div, zero), signed_zero, floored);
+  return b.select(b.compare("EQ", y, zero), quotient, floored);
+}
+// Integer floor division: truncating division corrected where the signs differ.
+Value integer_floor_divide(Builder& b, const Value& x, const Value& y) {
+  Value q = b.binary("divide", x, y);
+  Value r = b.binary("remainder", x, y);
+  Value zero = splat(b, 0, x.type, x.shape);
+  Value adjust = b.binary("and", b.compare("NE", r, zero),
+                          b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
+  return b.select(adjust, b.binary("subtract", q, splat(b, 1, x.type, x.shape)), q);
+}
+Values floor_divide(LoweringContext& ctx) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Builder& b = ctx.b;
+  if (!hlo::is_float(t)) {
+    Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+    return {integer_floor_divide(b, x, y)};
+  }
+  ElementType m = opmath(t);
+  return {
+      b.convert(float_floor_divide(b, operand(ctx, 0, m, shape), operand(ctx, 1, m, shape)), t)};
+}
+LOWER({"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar",
+       "floor_divide_.Scalar", "floor_divide.Scalar_out"},
+      [](LoweringContext& ctx) { return floor_divide(ctx); });
 LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode", "div_.Scalar_mode",
        "div.Scalar_mode_out"},
       [](LoweringContext& ctx) {
         const c10::IValue& mode = ctx.arg(2);
+        if (!mode.isNone() && mode.toStringRef() == "floor") return floor_divide(ctx);
         c10::ScalarType type = promoted_type(ctx, {0, 1});
         Shape shape = operand_shape(ctx, {0, 1});
         Builder& b = ctx.b;
         if (mode.isNone()) type = float_type(type);
         ElementType t = et(type);
         Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
-        if (mode.isNone()) return Values{b.binary("divide", x, y)};
-        if (!hlo::is_float(t)) {
-          Value q = b.binary("divide", x, y);  // truncates toward zero
-          if (mode.toStringRef() == "trunc") return Values{q};
-          Value r = b.binary("remainder", x, y);
-          Value zero = splat(b, 0, t, shape);
-          Value adjust =
-              b.binary("and", b.compare("NE", r, zero),
-                       b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
-          return Values{b.select(adjust, b.binary("subtract", q, splat(b, 1, t, shape)), q)};
-        }
-        Value q = b.binary("divide", x, y);
-        if (mode.toStringRef() == "floor") return Values{b.unary("floor", q)};
+        Value q = b.binary("divide", x, y);  // integers truncate toward zero
+        if (mode.isNone() || !hlo::is_float(t)) return Values{q};
         return Values{
             b.binary("multiply", b.unary("sign", q), b.unary("floor", b.unary("abs", q)))};
       });
@@ -254,7 +288,7 @@ TORCH_TPU_FLOAT_UNARY(sigmoid, "logistic");
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
-        [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
+        [](LoweringContext& ctx) { return float_unary(ctx, [](Builder& b, Value x) body); })
 TORCH_TPU_FLOAT_UNARY_FN(log2, {
   return b.binary("divide", b.unary("log", x), splat(b, 0.69314718055994531, x.type, x.shape));
 });

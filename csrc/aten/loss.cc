@@ -1,4 +1,5 @@
-// Losses: nll_loss (what cross_entropy lowers to) and mse_loss, forward and backward.
+// Losses: nll_loss (what cross_entropy lowers to), mse_loss, binary_cross_entropy, smooth_l1
+// and huber, forward and backward.
 #include <c10/util/Exception.h>
 
 #include "csrc/aten/common.h"
@@ -152,6 +153,97 @@ LOWER({"mse_loss_backward", "mse_loss_backward.grad_input"}, [](LoweringContext&
   Value g = broadcast_to(b, b.convert(ctx.tensor(0), t), shape);
   return Values{b.binary("multiply", b.binary("multiply", diff, splat(b, factor, t, shape)), g)};
 });
+
+// The upstream gradient of a reduced loss, broadcast over the elements, with mean's 1/N.
+Value loss_grad(Builder& b, const Value& grad, int64_t reduction, ElementType t,
+                const Shape& shape) {
+  Value g = broadcast_to(b, b.convert(grad, t), shape);
+  if (reduction != kReductionMean) return g;
+  return b.binary("divide", g, splat(b, static_cast<double>(hlo::num_elements(shape)), t, shape));
+}
+
+// binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
+// each log clamped at -100 as on CPU.
+LOWER({"binary_cross_entropy", "binary_cross_entropy.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  ElementType m = opmath(x0.type);
+  Value x = b.convert(x0, m), t = as(b, ctx.tensor(1), m, x.shape);
+  Value floor = splat(b, -100, m, x.shape), one = splat(b, 1, m, x.shape);
+  Value log_x = extremum(b, "maximum", b.unary("log", x), floor);
+  Value log_1mx = extremum(b, "maximum", b.unary("log", b.binary("subtract", one, x)), floor);
+  Value loss =
+      b.unary("negate", b.binary("add", b.binary("multiply", t, log_x),
+                                 b.binary("multiply", b.binary("subtract", one, t), log_1mx)));
+  if (auto w = ctx.optional_tensor(2)) loss = b.binary("multiply", loss, as(b, *w, m, x.shape));
+  return Values{b.convert(reduce_loss(b, loss, ctx.arg(3).toInt()), x0.type)};
+});
+// binary_cross_entropy_backward(grad, self, target, weight?, reduction):
+// grad w (x - t) / max(x (1 - x), 1e-12).
+LOWER({"binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_input"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value x0 = ctx.tensor(1);
+        ElementType m = opmath(x0.type);
+        Value x = b.convert(x0, m), t = as(b, ctx.tensor(2), m, x.shape);
+        Value one = splat(b, 1, m, x.shape);
+        Value denominator =
+            extremum(b, "maximum", b.binary("multiply", x, b.binary("subtract", one, x)),
+                     splat(b, 1e-12, m, x.shape));
+        Value r = b.binary("divide", b.binary("subtract", x, t), denominator);
+        if (auto w = ctx.optional_tensor(3)) r = b.binary("multiply", r, as(b, *w, m, x.shape));
+        r = b.binary("multiply", r, loss_grad(b, ctx.tensor(0), ctx.arg(4).toInt(), m, x.shape));
+        return Values{b.convert(r, x0.type)};
+      });
+
+// smooth_l1_loss(self, target, reduction, beta): 0.5 d^2 / beta where |d| < beta, else
+// |d| - beta / 2; huber_loss(self, target, reduction, delta): 0.5 d^2 where |d| < delta, else
+// delta (|d| - delta / 2).
+Values piecewise_loss(LoweringContext& ctx, bool huber) {
+  Builder& b = ctx.b;
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(promoted_type(ctx, {0, 1})), m = opmath(t);
+  Value d = b.binary("subtract", operand(ctx, 0, m, shape), operand(ctx, 1, m, shape));
+  Value z = b.unary("abs", d);
+  double k = ctx.arg(3).toDouble();
+  Value kv = splat(b, k, m, shape), half = splat(b, 0.5, m, shape);
+  Value square = b.binary("multiply", half, b.binary("multiply", z, z));
+  Value linear = b.binary("subtract", z, b.binary("multiply", half, kv));
+  Value loss;
+  if (huber) {
+    loss = b.select(b.compare("LT", z, kv), square, b.binary("multiply", kv, linear));
+  } else if (k == 0) {
+    loss = z;
+  } else {
+    loss = b.select(b.compare("LT", z, kv), b.binary("divide", square, kv), linear);
+  }
+  return {b.convert(reduce_loss(b, loss, ctx.arg(2).toInt()), t)};
+}
+// The gradients: d clamped to [-k, k], divided by beta for smooth_l1 (sign(d) when beta is 0).
+Values piecewise_loss_backward(LoweringContext& ctx, bool huber) {
+  Builder& b = ctx.b;
+  Shape shape = operand_shape(ctx, {1, 2});
+  ElementType t = et(promoted_type(ctx, {1, 2})), m = opmath(t);
+  Value d = b.binary("subtract", operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
+  double k = ctx.arg(4).toDouble();
+  Value slope;
+  if (!huber && k == 0) {
+    slope = b.unary("sign", d);
+  } else {
+    slope = b.clamp(splat(b, -k, m, shape), d, splat(b, k, m, shape));
+    if (!huber) slope = b.binary("divide", slope, splat(b, k, m, shape));
+  }
+  Value g = loss_grad(b, ctx.tensor(0), ctx.arg(3).toInt(), m, shape);
+  return {b.convert(b.binary("multiply", slope, g), t)};
+}
+LOWER({"smooth_l1_loss", "smooth_l1_loss.out"},
+      [](LoweringContext& ctx) { return piecewise_loss(ctx, false); });
+LOWER({"smooth_l1_loss_backward", "smooth_l1_loss_backward.grad_input"},
+      [](LoweringContext& ctx) { return piecewise_loss_backward(ctx, false); });
+LOWER({"huber_loss", "huber_loss.out"},
+      [](LoweringContext& ctx) { return piecewise_loss(ctx, true); });
+LOWER({"huber_loss_backward", "huber_loss_backward.out"},
+      [](LoweringContext& ctx) { return piecewise_loss_backward(ctx, true); });
 
 Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite) {
   Builder& b = ctx.b;

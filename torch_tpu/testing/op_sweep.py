@@ -77,13 +77,25 @@ def set_aside_reason(op: Any) -> str | None:
     return None
 
 
+# The forward phase runs in float32; an entry without float32 (bitwise and integer ops) runs in
+# its first own dtype of these instead, and the report says which.
+FORWARD_DTYPES = (torch.float32, torch.int64, torch.int32, torch.bool, torch.uint8)
+
+# Arguments that the op itself requires on the host (as on CUDA): they stay on CPU.
+HOST_ARGUMENTS = {"tensor_split": "tensor_indices_or_sections must be a CPU tensor"}
+
+
+def forward_dtype(op: Any) -> torch.dtype:
+    return next(dt for dt in FORWARD_DTYPES if dt in op.dtypes)
+
+
 def entry_name(op: Any) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
 def tolerance(op: Any, dtype: torch.dtype) -> tuple[float, float]:
     """The entry's own tolerance for comparing devices, where it declares one."""
-    atol, rtol = DEFAULT_TOLERANCE[dtype]
+    atol, rtol = DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
     for info in getattr(op, "decorators", ()):
         test_name = getattr(info, "test_name", None)
         if test_name not in (None, "test_compare_cpu", "test_variant_consistency_eager"):
@@ -96,7 +108,11 @@ def tolerance(op: Any, dtype: torch.dtype) -> tuple[float, float]:
     return atol, rtol
 
 
-def to_tpu(value: Any) -> Any:
+def to_tpu(value: Any, keep_args_on_host: bool = False) -> Any:
+    if keep_args_on_host:
+        self, args, kwargs = value
+        return (to_tpu(self), args, to_tpu(kwargs))
+
     def move(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
             moved = x.detach().to("tpu")
@@ -155,6 +171,7 @@ def grad_inputs(call: tuple[Any, Any, Any]) -> list[torch.Tensor]:
 def run_phase(op: Any, dtype: torch.dtype, backward: bool) -> tuple[str, str]:
     """(status, reason) of one entry in one phase."""
     shape_only = any(op.name.startswith(n) for n in NONDETERMINISTIC)
+    host_args = op.name in HOST_ARGUMENTS
     atol, rtol = tolerance(op, dtype)
     try:
         samples = list(op.sample_inputs("cpu", dtype, requires_grad=backward))
@@ -172,12 +189,12 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool) -> tuple[str, str]:
                 if not inputs:
                     continue
                 want = grads_of(lambda c=call: op(c[0], *c[1], **c[2]), inputs)
-                moved = to_tpu(call)
+                moved = to_tpu(call, host_args)
                 got = grads_of(lambda m=moved: op(m[0], *m[1], **m[2]), grad_inputs(moved))
                 compare(got, want, atol, rtol, random_sample)
             else:
                 want = op(sample.input, *sample.args, **sample.kwargs)
-                moved = to_tpu((sample.input, sample.args, sample.kwargs))
+                moved = to_tpu((sample.input, sample.args, sample.kwargs), host_args)
                 got = to_cpu(op(moved[0], *moved[1], **moved[2]))
                 compare(got, want, atol, rtol, random_sample)
         except NotImplementedError as error:
@@ -203,7 +220,10 @@ def sweep(indices: list[int]) -> list[dict[str, Any]]:
             result["set_aside"] = reason
             results.append(result)
             continue
-        result["float32"] = run_phase(op, torch.float32, backward=False)
+        dtype = forward_dtype(op)
+        result["float32"] = run_phase(op, dtype, backward=False)
+        if dtype != torch.float32:
+            result["forward_dtype"] = str(dtype).removeprefix("torch.")
         if torch.bfloat16 in op.dtypes:
             result["bfloat16"] = run_phase(op, torch.bfloat16, backward=False)
         if op.supports_autograd and torch.float32 in op.dtypes:

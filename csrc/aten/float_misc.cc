@@ -1,0 +1,173 @@
+// Small float functions with CPU's edge cases: heaviside, hypot, sinc, angle (real), signbit,
+// nextafter and frexp (by the bits of the float), xlog1py and entr.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+Value c(Builder& b, double value, const Value& like) {
+  return splat(b, value, like.type, like.shape);
+}
+
+// The signed integer type as wide as a float type.
+ElementType bits_of(ElementType t) {
+  switch (t) {
+    case ElementType::F64:
+      return ElementType::S64;
+    case ElementType::F32:
+      return ElementType::S32;
+    default:
+      return ElementType::S16;
+  }
+}
+
+// heaviside(x, values): values where x == 0, else x > 0 (NaN gives 0, as on CPU).
+LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  TORCH_CHECK(ctx.tensor_meta(0).scalar_type() == ctx.tensor_meta(1).scalar_type(),
+              "heaviside is not yet implemented for tensors with different dtypes");
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type);
+  Value x = operand(ctx, 0, t, shape), values = operand(ctx, 1, t, shape);
+  Value step = b.convert(b.compare("GT", x, splat(b, 0, t, shape)), t);
+  return Values{b.select(b.compare("EQ", x, splat(b, 0, t, shape)), values, step)};
+});
+
+// hypot(x, y) = m sqrt(1 + (n / m)^2), m = max(|x|, |y|), n = min: no overflow on the way.
+LOWER({"hypot", "hypot_", "hypot.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  ElementType t = et(float_type(promoted_type(ctx, {0, 1}))), m = opmath(t);
+  Shape shape = operand_shape(ctx, {0, 1});
+  Value x = b.unary("abs", operand(ctx, 0, m, shape)),
+        y = b.unary("abs", operand(ctx, 1, m, shape));
+  Value big = extremum(b, "maximum", x, y), small = extremum(b, "minimum", x, y);
+  Value ratio = b.binary("divide", small, big);
+  Value r =
+      b.binary("multiply", big,
+               b.unary("sqrt", b.binary("add", c(b, 1, x), b.binary("multiply", ratio, ratio))));
+  r = b.select(b.compare("EQ", big, c(b, 0, x)), c(b, 0, x), r);
+  Value inf = c(b, INFINITY, x);
+  r = b.select(b.binary("or", b.compare("EQ", x, inf), b.compare("EQ", y, inf)), inf, r);
+  return Values{b.convert(r, t)};
+});
+
+// sinc(x) = sin(pi x) / (pi x), 1 at 0.
+LOWER({"sinc", "sinc_", "sinc.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  ElementType t = et(float_type(to_scalar_type(x0.type)));
+  Value x = b.convert(x0, opmath(t));
+  Value product = b.binary("multiply", x, c(b, 3.14159265358979323846, x));
+  Value r = b.binary("divide", b.unary("sine", product), product);
+  return Values{b.convert(b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), r), t)};
+});
+
+// angle of a real number: pi below zero, NaN for NaN, else 0.
+LOWER({"angle", "angle.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  ElementType t = et(float_type(to_scalar_type(x0.type)));
+  Value x = b.convert(x0, t);
+  Value r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, 3.14159265358979323846, x), c(b, 0, x));
+  return Values{b.select(is_nan(b, x), x, r)};
+});
+
+LOWER({"signbit", "signbit.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (x.type == ElementType::Pred) return Values{splat(b, 0, ElementType::Pred, x.shape)};
+  if (!hlo::is_float(x.type)) return Values{b.compare("LT", x, splat(b, 0, x.type, x.shape))};
+  ElementType bits = bits_of(x.type);
+  return Values{b.compare("LT", b.bitcast_convert(x, bits), splat(b, 0, bits, x.shape))};
+});
+
+// nextafter(x, y): the neighbouring float of x towards y, stepping the bit pattern.
+LOWER({"nextafter", "nextafter_", "nextafter.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  ElementType t = et(promoted_type(ctx, {0, 1}));
+  Shape shape = operand_shape(ctx, {0, 1});
+  Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+  ElementType bits = bits_of(t);
+  Value xb = b.bitcast_convert(x, bits);
+  Value one = splat(b, 1, bits, shape);
+  // Away from zero when |y| > |x| on x's side; the magnitude bits grow by one.
+  Value up = b.compare("EQ", b.compare("LT", x, y), b.compare("GT", x, c(b, 0, x)));
+  Value stepped =
+      b.bitcast_convert(b.select(up, b.binary("add", xb, one), b.binary("subtract", xb, one)), t);
+  // From zero: the smallest subnormal with y's sign.
+  Value tiny = b.bitcast_convert(one, t);
+  Value from_zero = b.select(b.compare("LT", y, c(b, 0, y)), b.unary("negate", tiny), tiny);
+  Value r = b.select(b.compare("EQ", x, c(b, 0, x)), from_zero, stepped);
+  r = b.select(b.compare("EQ", x, y), y, r);
+  return Values{b.select(b.binary("or", is_nan(b, x), is_nan(b, y)), b.binary("add", x, y), r)};
+});
+
+// frexp(x) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN keep x with exponent 0.
+LOWER({"frexp.Tensor", "frexp.Tensor_out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  TORCH_CHECK(hlo::is_float(x0.type), "torch.frexp() only supports floating-point dtypes");
+  const bool wide = x0.type == ElementType::F64;
+  ElementType f = wide ? ElementType::F64 : ElementType::F32;
+  ElementType bits = wide ? ElementType::S64 : ElementType::S32;
+  const int64_t mantissa_bits = wide ? 52 : 23, exponent_mask = wide ? 0x7FF : 0xFF;
+  const int64_t bias_minus_one = wide ? 1022 : 126;
+  Value x = b.convert(x0, f);
+  // Subnormals are scaled into the normal range first.
+  Value subnormal =
+      b.compare("LT", b.unary("abs", x), c(b, wide ? 2.2250738585072014e-308 : 1.17549435e-38, x));
+  Value scaled = b.select(subnormal, b.binary("multiply", x, c(b, std::ldexp(1.0, 54), x)), x);
+  Value shift = b.select(subnormal, splat(b, 54, bits, x.shape), splat(b, 0, bits, x.shape));
+  Value xb = b.bitcast_convert(scaled, bits);
+  Value biased = b.binary(
+      "and", b.binary("shift_right_logical", xb, b.constant_int(mantissa_bits, bits, x.shape)),
+      b.constant_int(exponent_mask, bits, x.shape));
+  Value exponent = b.binary(
+      "subtract", b.binary("subtract", biased, splat(b, bias_minus_one, bits, x.shape)), shift);
+  int64_t clear = ~(exponent_mask << mantissa_bits);
+  Value mantissa_bits_only = b.binary("and", xb, b.constant_int(clear, bits, x.shape));
+  Value mantissa =
+      b.bitcast_convert(b.binary("or", mantissa_bits_only,
+                                 b.constant_int(bias_minus_one << mantissa_bits, bits, x.shape)),
+                        f);
+  Value special =
+      b.binary("or", b.compare("EQ", x, c(b, 0, x)),
+               b.binary("or", is_nan(b, x), b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x))));
+  mantissa = b.select(special, x, mantissa);
+  exponent = b.select(special, splat(b, 0, bits, x.shape), exponent);
+  return Values{b.convert(mantissa, x0.type), b.convert(exponent, ElementType::S32)};
+});
+
+// xlog1py(x, y) = x log1p(y), 0 where x is 0 unless y is NaN.
+LOWER({"special_xlog1py", "special_xlog1py.other_scalar", "special_xlog1py.self_scalar",
+       "special_xlog1py.out", "special_xlog1py.self_scalar_out",
+       "special_xlog1py.other_scalar_out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        ElementType t = et(float_type(promoted_type(ctx, {0, 1}))), m = opmath(t);
+        Shape shape = operand_shape(ctx, {0, 1});
+        Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
+        Value product = b.binary("multiply", x, b.unary("log_plus_one", y));
+        Value take_zero = b.binary("and", b.compare("EQ", x, c(b, 0, x)), b.compare("EQ", y, y));
+        return Values{b.convert(b.select(take_zero, c(b, 0, x), product), t)};
+      });
+
+// entr(x) = -x log x for x > 0, 0 at 0, -inf below; NaN stays.
+LOWER({"special_entr", "special_entr.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  ElementType t = et(float_type(to_scalar_type(x0.type)));
+  Value x = b.convert(x0, opmath(t));
+  Value r = b.unary("negate", b.binary("multiply", x, b.unary("log", x)));
+  r = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 0, x), r);
+  r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, -INFINITY, x), r);
+  return Values{b.convert(b.select(is_nan(b, x), x, r), t)};
+});
+
+}  // namespace
+}  // namespace torch_tpu::aten
