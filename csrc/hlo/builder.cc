@@ -94,7 +94,8 @@ std::vector<Value> Builder::emit(const std::string& op, const std::vector<Value>
   for (size_t i = 0; i < operands.size(); ++i) line << (i ? ", " : "") << operands[i].tensor_type();
   line << ") -> ";
   if (shapes.size() != 1) line << "(";
-  for (size_t i = 0; i < shapes.size(); ++i) line << (i ? ", " : "") << tensor_type(shapes[i], types[i]);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    line << (i ? ", " : "") << tensor_type(shapes[i], types[i]);
   if (shapes.size() != 1) line << ")";
   line << "\n";
   *out_ += line.str();
@@ -114,10 +115,16 @@ Value Builder::emit1(const std::string& op, const std::vector<Value>& operands,
 }
 
 std::string Builder::region(const std::vector<ElementType>& types, const Body& body) {
+  std::vector<Value> templates;
+  for (ElementType type : types) templates.push_back(Value{"", {}, type});
+  return region_like(templates, body);
+}
+
+std::string Builder::region_like(const std::vector<Value>& templates, const Body& body) {
   std::vector<Value> arguments;
   std::string header = "{\n  ^bb0(";
-  for (size_t i = 0; i < types.size(); ++i) {
-    Value argument{fresh_name(), {}, types[i]};
+  for (size_t i = 0; i < templates.size(); ++i) {
+    Value argument{fresh_name(), templates[i].shape, templates[i].type};
     header += (i ? ", " : "") + argument.name + ": " + argument.tensor_type();
     arguments.push_back(argument);
   }
@@ -151,8 +158,8 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
 
 Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
   if (is_float(type)) return constant(static_cast<double>(value), type, shape);
-  std::string literal = type == ElementType::Pred ? (value ? "true" : "false")
-                                                  : std::to_string(value);
+  std::string literal =
+      type == ElementType::Pred ? (value ? "true" : "false") : std::to_string(value);
   return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
                shape, type);
 }
@@ -160,8 +167,7 @@ Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape)
 Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
   require(dimension >= 0 && dimension < static_cast<int64_t>(shape.size()),
           "iota dimension out of range");
-  return emit1("iota", {}, "iota_dimension = " + std::to_string(dimension) + " : i64", shape,
-               type);
+  return emit1("iota", {}, "iota_dimension = " + std::to_string(dimension) + " : i64", shape, type);
 }
 
 Value Builder::unary(const std::string& op, const Value& x) {
@@ -170,27 +176,26 @@ Value Builder::unary(const std::string& op, const Value& x) {
 }
 
 Value Builder::binary(const std::string& op, const Value& a, const Value& b) {
-  require(a.shape == b.shape, op + ": operand shapes differ (" + a.tensor_type() + " vs " +
-                                  b.tensor_type() + ")");
-  require(a.type == b.type, op + ": operand types differ (" + a.tensor_type() + " vs " +
-                                b.tensor_type() + ")");
+  require(a.shape == b.shape,
+          op + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
+  require(a.type == b.type,
+          op + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   return emit1(op, {a, b}, "", a.shape, a.type);
 }
 
 Value Builder::compare(const std::string& direction, const Value& a, const Value& b) {
-  require(a.shape == b.shape && a.type == b.type, "compare: operands differ (" +
-                                                      a.tensor_type() + " vs " + b.tensor_type() +
-                                                      ")");
+  require(a.shape == b.shape && a.type == b.type,
+          "compare: operands differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   return emit1("compare", {a, b},
-               "comparison_direction = #stablehlo<comparison_direction " + direction + ">",
-               a.shape, ElementType::Pred);
+               "comparison_direction = #stablehlo<comparison_direction " + direction + ">", a.shape,
+               ElementType::Pred);
 }
 
 Value Builder::select(const Value& predicate, const Value& on_true, const Value& on_false) {
   require(predicate.type == ElementType::Pred, "select: predicate must be i1");
-  require(on_true.shape == on_false.shape && on_true.type == on_false.type,
-          "select: branches differ (" + on_true.tensor_type() + " vs " +
-              on_false.tensor_type() + ")");
+  require(
+      on_true.shape == on_false.shape && on_true.type == on_false.type,
+      "select: branches differ (" + on_true.tensor_type() + " vs " + on_false.tensor_type() + ")");
   require(predicate.shape == on_true.shape || predicate.shape.empty(),
           "select: predicate shape differs");
   return emit1("select", {predicate, on_true, on_false}, "", on_true.shape, on_true.type);
@@ -212,9 +217,9 @@ Value Builder::bitcast_convert(const Value& x, ElementType type) {
 }
 
 Value Builder::reshape(const Value& x, const Shape& shape) {
-  require(num_elements(x.shape) == num_elements(shape),
-          "reshape: element counts differ (" + x.tensor_type() + " to " +
-              tensor_type(shape, x.type) + ")");
+  require(num_elements(x.shape) == num_elements(shape), "reshape: element counts differ (" +
+                                                            x.tensor_type() + " to " +
+                                                            tensor_type(shape, x.type) + ")");
   if (x.shape == shape) return x;
   return emit1("reshape", {x}, "", shape, x.type);
 }
@@ -229,8 +234,7 @@ Value Builder::broadcast_in_dim(const Value& x, const Shape& shape,
                 tensor_type(shape, x.type));
   }
   if (x.shape == shape) return x;
-  return emit1("broadcast_in_dim", {x}, "broadcast_dimensions = " + i64_array(dims), shape,
-               x.type);
+  return emit1("broadcast_in_dim", {x}, "broadcast_dimensions = " + i64_array(dims), shape, x.type);
 }
 
 Value Builder::transpose(const Value& x, const std::vector<int64_t>& permutation) {
@@ -308,8 +312,8 @@ Value Builder::pad(const Value& x, const Value& padding_value, const std::vector
     shape.push_back(dilated + low[d] + high[d]);
   }
   return emit1("pad", {x, padding_value},
-               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " +
-                   i64_array(high) + ", interior_padding = " + i64_array(interior),
+               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                   ", interior_padding = " + i64_array(interior),
                shape, x.type);
 }
 
@@ -374,15 +378,14 @@ Value Builder::convolution(const Value& input, const Value& kernel, const ConvDi
     for (size_t i = 0; i < rank; ++i) text += (i ? ", " : "") + letters[i];
     return text + "]";
   };
-  std::string numbers =
-      layout(input.shape.size(), dims.input_batch, 'b', dims.input_feature, 'f',
-             dims.input_spatial) +
-      "x" +
-      layout(kernel.shape.size(), dims.kernel_output_feature, 'o', dims.kernel_input_feature, 'i',
-             dims.kernel_spatial) +
-      "->" +
-      layout(input.shape.size(), dims.output_batch, 'b', dims.output_feature, 'f',
-             dims.output_spatial);
+  std::string numbers = layout(input.shape.size(), dims.input_batch, 'b', dims.input_feature, 'f',
+                               dims.input_spatial) +
+                        "x" +
+                        layout(kernel.shape.size(), dims.kernel_output_feature, 'o',
+                               dims.kernel_input_feature, 'i', dims.kernel_spatial) +
+                        "->" +
+                        layout(input.shape.size(), dims.output_batch, 'b', dims.output_feature, 'f',
+                               dims.output_spatial);
   Shape shape(input.shape.size());
   shape[dims.output_batch] = input.shape[dims.input_batch] / params.batch_group_count;
   shape[dims.output_feature] = kernel.shape[dims.kernel_output_feature];
@@ -443,16 +446,15 @@ Value Builder::reduce_window(const Value& x, const Value& init, const std::vecto
   require(window.size() == rank && strides.size() == rank && base_dilations.size() == rank &&
               window_dilations.size() == rank && padding.size() == rank,
           "reduce_window: one window/stride/dilation/padding per dimension");
-  Shape shape = window_output_shape(x.shape, window, strides, base_dilations, window_dilations,
-                                    padding);
+  Shape shape =
+      window_output_shape(x.shape, window, strides, base_dilations, window_dilations, padding);
   std::string body_text = region({init.type, init.type}, [&op](Builder& b, const auto& args) {
     return std::vector<Value>{b.binary(op, args[0], args[1])};
   });
-  std::string attributes = "base_dilations = " + i64_array(base_dilations) +
-                           ", padding = " + padding_attr(padding) +
-                           ", window_dilations = " + i64_array(window_dilations) +
-                           ", window_dimensions = " + i64_array(window) +
-                           ", window_strides = " + i64_array(strides);
+  std::string attributes =
+      "base_dilations = " + i64_array(base_dilations) + ", padding = " + padding_attr(padding) +
+      ", window_dilations = " + i64_array(window_dilations) +
+      ", window_dimensions = " + i64_array(window) + ", window_strides = " + i64_array(strides);
   return emit1("reduce_window", {x, init}, attributes, shape, x.type, body_text);
 }
 
@@ -470,9 +472,38 @@ std::vector<Value> Builder::sort(const std::vector<Value>& inputs, int64_t dimen
   }
   std::string body_text = region(block_types, comparator);
   return emit("sort", inputs,
-              "dimension = " + std::to_string(dimension) + " : i64, is_stable = " +
-                  (stable ? "true" : "false"),
+              "dimension = " + std::to_string(dimension) +
+                  " : i64, is_stable = " + (stable ? "true" : "false"),
               shapes, types, body_text);
+}
+
+std::vector<Value> Builder::while_loop(const std::vector<Value>& state, const Body& condition,
+                                       const Body& body) {
+  require(!state.empty(), "while: no loop state");
+  auto checked_condition = [&](Builder& b, const std::vector<Value>& args) {
+    std::vector<Value> result = condition(b, args);
+    require(result.size() == 1 && result[0].type == ElementType::Pred && result[0].shape.empty(),
+            "while: the condition must return one scalar predicate");
+    return result;
+  };
+  auto checked_body = [&](Builder& b, const std::vector<Value>& args) {
+    std::vector<Value> result = body(b, args);
+    require(result.size() == state.size(), "while: the body must return the whole state");
+    for (size_t i = 0; i < state.size(); ++i) {
+      require(result[i].shape == state[i].shape && result[i].type == state[i].type,
+              "while: the body changed the state's shape or type");
+    }
+    return result;
+  };
+  std::string regions =
+      region_like(state, checked_condition) + ", " + region_like(state, checked_body);
+  std::vector<Shape> shapes;
+  std::vector<ElementType> types;
+  for (const Value& value : state) {
+    shapes.push_back(value.shape);
+    types.push_back(value.type);
+  }
+  return emit("while", state, "", shapes, types, regions);
 }
 
 Value Builder::gather(const Value& operand, const Value& indices, const GatherDims& dims,
@@ -493,12 +524,12 @@ Value Builder::gather(const Value& operand, const Value& indices, const GatherDi
   Shape shape(out_rank);
   size_t next_batch = 0, next_offset = 0;
   for (int64_t d = 0; d < out_rank; ++d) {
-    shape[d] = contains(dims.offset_dims, d) ? offset_sizes[next_offset++]
-                                             : batch_shape.at(next_batch++);
+    shape[d] =
+        contains(dims.offset_dims, d) ? offset_sizes[next_offset++] : batch_shape.at(next_batch++);
   }
-  std::string numbers = "dimension_numbers = #stablehlo.gather<offset_dims = " +
-                        list(dims.offset_dims) +
-                        ", collapsed_slice_dims = " + list(dims.collapsed_slice_dims);
+  std::string numbers =
+      "dimension_numbers = #stablehlo.gather<offset_dims = " + list(dims.offset_dims) +
+      ", collapsed_slice_dims = " + list(dims.collapsed_slice_dims);
   if (!dims.operand_batching_dims.empty()) {
     numbers += ", operand_batching_dims = " + list(dims.operand_batching_dims) +
                ", start_indices_batching_dims = " + list(dims.start_indices_batching_dims);
@@ -524,15 +555,15 @@ Value Builder::scatter(const Value& operand, const Value& indices, const Value& 
   numbers += ", scatter_dims_to_operand_dims = " + list(dims.scatter_dims_to_operand_dims) +
              ", index_vector_dim = " + std::to_string(dims.index_vector_dim) + ">";
   return emit1("scatter", {operand, indices, updates},
-               "indices_are_sorted = false, " + numbers + ", unique_indices = false",
-               operand.shape, operand.type, body_text);
+               "indices_are_sorted = false, " + numbers + ", unique_indices = false", operand.shape,
+               operand.type, body_text);
 }
 
 std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Shape& shape,
                                                    ElementType type) {
-  auto results = emit("rng_bit_generator", {state},
-                      "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>",
-                      {state.shape, shape}, {state.type, type});
+  auto results =
+      emit("rng_bit_generator", {state}, "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>",
+           {state.shape, shape}, {state.type, type});
   return {results[0], results[1]};
 }
 

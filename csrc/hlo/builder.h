@@ -85,8 +85,7 @@ class Builder {
               const std::vector<int64_t>& strides);
   Value dynamic_slice(const Value& x, const std::vector<Value>& starts,
                       const std::vector<int64_t>& sizes);
-  Value dynamic_update_slice(const Value& x, const Value& update,
-                             const std::vector<Value>& starts);
+  Value dynamic_update_slice(const Value& x, const Value& update, const std::vector<Value>& starts);
   Value concatenate(const std::vector<Value>& values, int64_t dimension);
   Value pad(const Value& x, const Value& padding_value, const std::vector<int64_t>& low,
             const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
@@ -113,6 +112,11 @@ class Builder {
   std::vector<Value> sort(const std::vector<Value>& inputs, int64_t dimension, bool stable,
                           const Body& comparator);
 
+  // stablehlo.while over loop-carried `state`: `condition` returns a scalar predicate, `body`
+  // the next state (same shapes and types). Both see only the state, never outer values.
+  std::vector<Value> while_loop(const std::vector<Value>& state, const Body& condition,
+                                const Body& body);
+
   Value gather(const Value& operand, const Value& indices, const GatherDims& dims,
                const std::vector<int64_t>& slice_sizes);
   Value scatter(const Value& operand, const Value& indices, const Value& updates,
@@ -132,13 +136,14 @@ class Builder {
   std::string fresh_name();
   std::vector<Value> emit(const std::string& op, const std::vector<Value>& operands,
                           const std::string& attributes, const std::vector<Shape>& shapes,
-                          const std::vector<ElementType>& types,
-                          const std::string& regions = "");
+                          const std::vector<ElementType>& types, const std::string& regions = "");
   Value emit1(const std::string& op, const std::vector<Value>& operands,
               const std::string& attributes, const Shape& shape, ElementType type,
               const std::string& regions = "");
   // Emits a region whose block takes scalar arguments of `types`, filled in by `body`.
   std::string region(const std::vector<ElementType>& types, const Body& body);
+  // A region whose block arguments are shaped like `templates`.
+  std::string region_like(const std::vector<Value>& templates, const Body& body);
 
   int next_id_ = 0;
   std::vector<Value> parameters_;

@@ -96,8 +96,7 @@ TEST(Builder, VariadicReduceGivesArgmax) {
   Value x = b.parameter({2, 3}, ElementType::F32);
   Value index = b.iota({2, 3}, ElementType::F32, 1);
   auto results = b.reduce(
-      {x, index},
-      {b.constant(-INFINITY, ElementType::F32), b.constant(0.0, ElementType::F32)}, {1},
+      {x, index}, {b.constant(-INFINITY, ElementType::F32), b.constant(0.0, ElementType::F32)}, {1},
       [](Builder& r, const std::vector<Value>& args) {
         Value take_left = r.compare("GE", args[0], args[2]);
         return std::vector<Value>{r.select(take_left, args[0], args[2]),
@@ -124,7 +123,8 @@ TEST(Builder, GatherRows) {
 TEST(Builder, ScatterAddAccumulatesDuplicates) {
   Builder b;
   Value base = b.parameter({3}, ElementType::F32);
-  Value indices = b.reshape(b.convert(b.parameter({3}, ElementType::F32), ElementType::S32), {3, 1});
+  Value indices =
+      b.reshape(b.convert(b.parameter({3}, ElementType::F32), ElementType::S32), {3, 1});
   Value updates = b.parameter({3}, ElementType::F32);
   ScatterDims dims;
   dims.inserted_window_dims = {0};
@@ -147,9 +147,9 @@ TEST(Builder, ConvolutionAndPooling) {
   dims.output_spatial = {2, 3};
   ConvParams params{{1, 1}, {1, 1}, {1, 1}, {{0, 0}, {0, 0}}};
   Value conv = b.convolution(image, kernel, dims, params, ElementType::F32);
-  Value pool = b.reduce_window(image, b.constant(-INFINITY, ElementType::F32), {1, 1, 2, 2},
-                               {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1},
-                               {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "maximum");
+  Value pool =
+      b.reduce_window(image, b.constant(-INFINITY, ElementType::F32), {1, 1, 2, 2}, {1, 1, 1, 1},
+                      {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "maximum");
   std::string module = b.module({conv, pool});
   std::vector<float> pixels{1, 2, 3, 4, 5, 6, 7, 8, 9};
   EXPECT_EQ(run(module, {pixels}, {{1, 1, 3, 3}}, 0), (std::vector<float>{12, 16, 24, 28}));
@@ -165,16 +165,37 @@ TEST(Builder, SortAscending) {
   EXPECT_EQ(run(b.module({sorted[0]}), {{3, 1, 4, 2}}, {{4}}), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// Doubles each element until the largest passes 100: the trip count depends on the data.
+TEST(Builder, WhileLoopRunsUntilItsCondition) {
+  Builder b;
+  Value x = b.parameter({3}, ElementType::F32);
+  auto out = b.while_loop(
+      {x},
+      [](Builder& r, const std::vector<Value>& s) {
+        Value largest = r.reduce(s[0], r.constant(-INFINITY, ElementType::F32), {0}, "maximum");
+        return std::vector<Value>{r.compare("LT", largest, r.constant(100, ElementType::F32))};
+      },
+      [](Builder& r, const std::vector<Value>& s) {
+        return std::vector<Value>{r.binary("add", s[0], s[0])};
+      });
+  EXPECT_EQ(run(b.module({out[0]}), {{1, 3, 5}}, {{3}}), (std::vector<float>{32, 96, 160}));
+  EXPECT_THROW(b.while_loop(
+                   {x}, [](Builder&, const std::vector<Value>& s) { return s; },
+                   [](Builder&, const std::vector<Value>& s) { return s; }),
+               BuildError);
+}
+
 TEST(Builder, RngBitsAreUniformInUnitInterval) {
   Builder b;
   Value seed = b.convert(b.parameter({2}, ElementType::F32), ElementType::U64);
   auto [state, bits] = b.rng_bit_generator(seed, {1000}, ElementType::U32);
   // Top 23 bits as a mantissa in [1, 2), minus one: the usual uniform float construction.
-  Value mantissa = b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, {1000}));
+  Value mantissa =
+      b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, {1000}));
   Value one_bits = b.constant_int(0x3F800000, ElementType::U32, {1000});
-  Value uniform = b.binary("subtract",
-                           b.bitcast_convert(b.binary("or", mantissa, one_bits), ElementType::F32),
-                           b.constant(1.0, ElementType::F32, {1000}));
+  Value uniform =
+      b.binary("subtract", b.bitcast_convert(b.binary("or", mantissa, one_bits), ElementType::F32),
+               b.constant(1.0, ElementType::F32, {1000}));
   auto host = run(b.module({uniform}), {{42, 7}}, {{2}});
   double mean = 0;
   for (float v : host) {
@@ -188,10 +209,10 @@ TEST(Builder, RngBitsAreUniformInUnitInterval) {
 TEST(Builder, SliceConcatPadTranspose) {
   Builder b;
   Value x = b.parameter({2, 3}, ElementType::F32);
-  Value sliced = b.slice(x, {0, 1}, {2, 3}, {1, 1});                         // 2x2
-  Value joined = b.concatenate({sliced, sliced}, 0);                          // 4x2
+  Value sliced = b.slice(x, {0, 1}, {2, 3}, {1, 1});                                        // 2x2
+  Value joined = b.concatenate({sliced, sliced}, 0);                                        // 4x2
   Value padded = b.pad(joined, b.constant(0.0, ElementType::F32), {0, 1}, {0, 0}, {0, 0});  // 4x3
-  Value out = b.transpose(padded, {1, 0});                                    // 3x4
+  Value out = b.transpose(padded, {1, 0});                                                  // 3x4
   auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}}, {{2, 3}});
   EXPECT_EQ(host, (std::vector<float>{0, 0, 0, 0, 2, 5, 2, 5, 3, 6, 3, 6}));
 }
