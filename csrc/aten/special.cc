@@ -102,7 +102,7 @@ LOWER({"digamma", "digamma_", "digamma.out"},
       [](LoweringContext& ctx) { return special_unary(ctx, 0, digamma); });
 // Hurwitz zeta(s, q) for q >= 1/2 (Euler-Maclaurin: ten terms, then the tail with twelve
 // Bernoulli corrections, as Cephes does; its early exits only skip negligible terms).
-Value hurwitz_zeta(Builder& b, double s, const Value& q) {
+Value hurwitz_zeta(Builder& b, const Value& s, const Value& q) {
   static constexpr std::array<double, 12> kA = {12.0,
                                                 -720.0,
                                                 30240.0,
@@ -115,7 +115,7 @@ Value hurwitz_zeta(Builder& b, double s, const Value& q) {
                                                 -4.5979787224074726105e15,
                                                 1.8152105401943546773e17,
                                                 -7.1661652561756670113e18};
-  Value exponent = c(b, -s, q);
+  Value exponent = b.unary("negate", s);
   Value sum = c(b, 0, q);
   Value a = q;
   Value term = c(b, 0, q);
@@ -125,44 +125,87 @@ Value hurwitz_zeta(Builder& b, double s, const Value& q) {
     sum = b.binary("add", sum, term);
   }
   Value w = a;
-  sum = b.binary("add", sum, b.binary("divide", b.binary("multiply", term, w), c(b, s - 1, q)));
+  sum = b.binary(
+      "add", sum,
+      b.binary("divide", b.binary("multiply", term, w), b.binary("subtract", s, c(b, 1, q))));
   sum = b.binary("subtract", sum, b.binary("multiply", c(b, 0.5, q), term));
-  double factor = 1.0;
+  Value factor = c(b, 1, q);
   double k = 0.0;
   Value bt = term;
   for (double coefficient : kA) {
-    factor *= s + k;
+    factor = b.binary("multiply", factor, b.binary("add", s, c(b, k, q)));
     bt = b.binary("divide", bt, w);
-    sum = b.binary("add", sum, b.binary("multiply", c(b, factor / coefficient, q), bt));
+    sum = b.binary("add", sum,
+                   b.binary("multiply", b.binary("divide", factor, c(b, coefficient, q)), bt));
     k += 1;
-    factor *= s + k;
+    factor = b.binary("multiply", factor, b.binary("add", s, c(b, k, q)));
     bt = b.binary("divide", bt, w);
     k += 1;
   }
   return sum;
 }
 
-// d^n/dx^n cot(pi x), n <= 4, in terms of cot and csc^2 = 1 + cot^2.
+// zeta(x, q) for any q: the terms below 1/2 are summed directly by a device loop first; CPU's
+// domain rules: x = 1 is inf, x < 1 NaN, q a nonpositive integer inf, q < 0 with x not an
+// integer NaN.
+Value zeta(Builder& b, const Value& x, const Value& q) {
+  std::vector<int64_t> all_dims;
+  for (int64_t d = 0; d < q.rank(); ++d) all_dims.push_back(d);
+  auto shifted = b.while_loop(
+      {x, q, c(b, 0, q)},
+      [&](Builder& r, const std::vector<Value>& s) {
+        Value low = r.compare("LT", s[1], splat(r, 0.5, s[1].type, s[1].shape));
+        return std::vector<Value>{
+            r.reduce(low, r.constant(0, hlo::ElementType::Pred), all_dims, "or")};
+      },
+      [](Builder& r, const std::vector<Value>& s) {
+        Value low = r.compare("LT", s[1], splat(r, 0.5, s[1].type, s[1].shape));
+        Value term = r.binary("power", s[1], r.unary("negate", s[0]));
+        return std::vector<Value>{
+            s[0], r.select(low, r.binary("add", s[1], splat(r, 1, s[1].type, s[1].shape)), s[1]),
+            r.select(low, r.binary("add", s[2], term), s[2])};
+      });
+  Value result = b.binary("add", shifted[2], hurwitz_zeta(b, x, shifted[1]));
+  Value nan = c(b, NAN, q), inf = c(b, INFINITY, q);
+  Value integer_x = b.compare("EQ", x, b.unary("floor", x));
+  result = b.select(b.binary("and", b.compare("LT", q, c(b, 0, q)), b.unary("not", integer_x)), nan,
+                    result);
+  result = b.select(is_nonpositive_integer(b, q), inf, result);
+  result = b.select(b.compare("LT", x, c(b, 1, x)), nan, result);
+  result = b.select(b.compare("EQ", x, c(b, 1, x)), inf, result);
+  return b.select(b.binary("or", is_nan(b, x), is_nan(b, q)), nan, result);
+}
+LOWER({"special_zeta", "special_zeta.out", "special_zeta.self_scalar", "special_zeta.other_scalar",
+       "special_zeta.self_scalar_out", "special_zeta.other_scalar_out"},
+      [](LoweringContext& ctx) {
+        ElementType t = et(float_type(promoted_type(ctx, {0, 1})));
+        Shape shape = operand_shape(ctx, {0, 1});
+        Value x = operand(ctx, 0, ElementType::F64, shape);
+        Value q = operand(ctx, 1, ElementType::F64, shape);
+        return Values{ctx.b.convert(zeta(ctx.b, x, q), t)};
+      });
+
+// d^n/dx^n cot(pi x) = pi^n Q_n(cot(pi x)), with Q_0(u) = u and Q_{k+1} = -(1 + u^2) Q_k'.
 Value cot_derivative(Builder& b, int64_t n, const Value& x) {
+  std::vector<double> q{0, 1};  // coefficients of u^0, u^1, ...
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<double> derivative(q.size() > 1 ? q.size() - 1 : 1, 0.0);
+    for (size_t i = 1; i < q.size(); ++i) derivative[i - 1] = q[i] * static_cast<double>(i);
+    std::vector<double> next(derivative.size() + 2, 0.0);
+    for (size_t i = 0; i < derivative.size(); ++i) {
+      next[i] -= derivative[i];
+      next[i + 2] -= derivative[i];
+    }
+    q = next;
+  }
   Value angle = b.binary("multiply", c(b, kPi, x), x);
   Value cot = b.binary("divide", b.unary("cosine", angle), b.unary("sine", angle));
-  Value csc2 = b.binary("add", c(b, 1, x), b.binary("multiply", cot, cot));
-  auto mul = [&](const Value& p, const Value& q) { return b.binary("multiply", p, q); };
-  double pi = kPi;
-  switch (n) {
-    case 1:
-      return mul(c(b, -pi, x), csc2);
-    case 2:
-      return mul(c(b, 2 * pi * pi, x), mul(cot, csc2));
-    case 3:
-      return mul(c(b, -2 * pi * pi * pi, x),
-                 mul(csc2, b.binary("add", csc2, mul(c(b, 2, x), mul(cot, cot)))));
-    default:
-      return mul(c(b, 8 * pi * pi * pi * pi, x),
-                 mul(mul(cot, csc2), b.binary("add", mul(c(b, 2, x), csc2), mul(cot, cot))));
+  Value poly = c(b, q.back(), x);
+  for (size_t i = q.size() - 1; i-- > 0;) {
+    poly = b.binary("add", b.binary("multiply", poly, cot), c(b, q[i], x));
   }
+  return b.binary("multiply", c(b, std::pow(kPi, static_cast<double>(n)), x), poly);
 }
-
 // polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x) for x >= 1/2; below, the reflection
 // psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x).
 Value polygamma(Builder& b, int64_t n, const Value& x) {
@@ -171,7 +214,8 @@ Value polygamma(Builder& b, int64_t n, const Value& x) {
   double sign = n % 2 == 1 ? 1.0 : -1.0;  // (-1)^(n+1)
   Value reflect = b.compare("LT", x, c(b, 0.5, x));
   Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
-  Value direct = b.binary("multiply", c(b, sign * factorial, x), hurwitz_zeta(b, n + 1.0, y));
+  Value direct =
+      b.binary("multiply", c(b, sign * factorial, x), hurwitz_zeta(b, c(b, n + 1.0, y), y));
   Value reflected = b.binary("subtract", b.binary("multiply", c(b, -sign, x), direct),
                              b.binary("multiply", c(b, kPi, x), cot_derivative(b, n, x)));
   Value result = b.select(reflect, reflected, direct);
@@ -210,11 +254,9 @@ Value trigamma(Builder& b, const Value& x) {
   return b.select(reflect, b.unary("negate", result), result);
 }
 
-// polygamma(n, self) and polygamma_(self, n): n = 0 is digamma; orders up to 4.
+// polygamma(n, self) and polygamma_(self, n): n = 0 is digamma, 1 trigamma.
 Values polygamma_lowering(LoweringContext& ctx, int64_t n, int tensor_index) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
-  TORCH_CHECK_NOT_IMPLEMENTED(n <= 4, "torch_tpu: polygamma of order ", n,
-                              " is not implemented for the tpu device yet (orders 0 to 4 are)");
   Value x = ctx.tensor(tensor_index);
   ElementType t = et(float_type(to_scalar_type(x.type)));
   // trigamma in the input's own precision, as ATen: near its poles 1/sin^2 follows the
