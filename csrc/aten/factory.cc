@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <functional>
 
 #include "csrc/aten/common.h"
 
@@ -221,6 +222,83 @@ LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringCon
       b.select(b.convert(mask, ElementType::Pred), grad, splat(b, 0, grad.type, grad.shape));
   return Values{b.binary("multiply", kept, scale)};
 });
+
+// In-place samplers from one uniform stream u in [0, 1), computed in f32 (f64 for doubles).
+Values sample_from_uniform(LoweringContext& ctx,
+                           const std::function<Value(Builder&, const Value&)>& transform) {
+  const at::Tensor& self = ctx.tensor_meta(0);
+  Shape shape = shape_of(self);
+  ElementType t = et(self.scalar_type());
+  Value u = uniform01(ctx, shape, compute_type(t));
+  return {ctx.b.convert(transform(ctx.b, u), t)};
+}
+// exponential_(lambd): -log(1 - u) / lambd.
+LOWER({"exponential_", "exponential", "exponential.out"}, [](LoweringContext& ctx) {
+  double lambd = ctx.arg(1).toDouble();
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  return sample_from_uniform(ctx, [lambd](Builder& b, const Value& u) {
+    Value tail = b.unary("log_plus_one", b.unary("negate", u));
+    return b.binary("divide", b.unary("negate", tail), splat(b, lambd, u.type, u.shape));
+  });
+});
+// cauchy_(median, sigma): median + sigma tan(pi (u - 1/2)).
+LOWER({"cauchy_", "cauchy", "cauchy.out"}, [](LoweringContext& ctx) {
+  double median = ctx.arg(1).toDouble(), sigma = ctx.arg(2).toDouble();
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  return sample_from_uniform(ctx, [median, sigma](Builder& b, const Value& u) {
+    Value angle = b.binary("multiply", splat(b, 3.14159265358979323846, u.type, u.shape),
+                           b.binary("subtract", u, splat(b, 0.5, u.type, u.shape)));
+    return b.binary("add", splat(b, median, u.type, u.shape),
+                    b.binary("multiply", splat(b, sigma, u.type, u.shape), b.unary("tan", angle)));
+  });
+});
+// geometric_(p): ceil(log(1 - u) / log(1 - p)), the number of trials to the first success.
+LOWER({"geometric_", "geometric", "geometric.out"}, [](LoweringContext& ctx) {
+  double p = ctx.arg(1).toDouble();
+  TORCH_CHECK(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  return sample_from_uniform(ctx, [p](Builder& b, const Value& u) {
+    Value trials = b.binary("divide", b.unary("log_plus_one", b.unary("negate", u)),
+                            splat(b, std::log1p(-p), u.type, u.shape));
+    return extremum(b, "maximum", b.unary("ceil", trials), splat(b, 1, u.type, u.shape));
+  });
+});
+// log_normal_(mean, std): exp(mean + std z).
+LOWER({"log_normal_", "log_normal", "log_normal.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& self = ctx.tensor_meta(0);
+  double mean = ctx.arg(1).toDouble(), std = ctx.arg(2).toDouble();
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  Shape shape = shape_of(self);
+  ElementType t = et(self.scalar_type()), acc = compute_type(t);
+  Value z = standard_normal(ctx, shape, acc);
+  Value r = b.unary("exponential", b.binary("add", splat(b, mean, acc, shape),
+                                            b.binary("multiply", z, splat(b, std, acc, shape))));
+  return Values{b.convert(r, t)};
+});
+// normal(mean, std) with a tensor mean and/or std: mean + std z, broadcast.
+Values normal_with_tensors(LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  bool mean_tensor = ctx.arg(0).isTensor(), std_tensor = ctx.arg(1).isTensor();
+  Shape shape;
+  if (mean_tensor) shape = shape_of(ctx.tensor_meta(0));
+  if (std_tensor) {
+    Shape s = shape_of(ctx.tensor_meta(1));
+    shape = mean_tensor ? broadcast_shapes(shape, s) : s;
+  }
+  ElementType t =
+      et(mean_tensor ? ctx.tensor_meta(0).scalar_type() : ctx.tensor_meta(1).scalar_type());
+  TORCH_CHECK(hlo::is_float(t), "normal expects floating-point mean and std");
+  ElementType acc = compute_type(t);
+  Value mean = mean_tensor ? broadcast_to(b, b.convert(ctx.tensor(0), acc), shape)
+                           : splat(b, ctx.arg(0).toDouble(), acc, shape);
+  Value std = std_tensor ? broadcast_to(b, b.convert(ctx.tensor(1), acc), shape)
+                         : splat(b, ctx.arg(1).toDouble(), acc, shape);
+  Value z = standard_normal(ctx, shape, acc);
+  return {b.convert(b.binary("add", mean, b.binary("multiply", std, z)), t)};
+}
+LOWER({"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
+       "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
+      normal_with_tensors);
 
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -77,7 +77,10 @@ Value coordinates(Builder& b, const Value& index, int64_t dim, int64_t size) {
 LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
   Value self = ctx.tensor(0);
   Value index = ctx.tensor(2);
-  TORCH_CHECK(index.type == ElementType::S64, "gather(): Expected dtype int64 for index");
+  TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32 ||
+                  hlo::num_elements(index.shape) == 0,
+              "gather(): Expected dtype int32/int64 for index");
+  index = ctx.b.convert(index, ElementType::S64);
   if (self.rank() == 0) return Values{ctx.b.reshape(self, index.shape)};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   TORCH_CHECK(index.rank() == self.rank(),
@@ -125,7 +128,9 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
   Value self = at_least_1d(b, original);
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = at_least_1d(b, ctx.tensor(2));
-  TORCH_CHECK(index.type == ElementType::S64, "scatter(): Expected dtype int64 for index");
+  TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32,
+              "scatter(): Expected dtype int32/int64 for index");
+  index = b.convert(index, ElementType::S64);
   Value src = ctx.arg(3).isTensor() ? at_least_1d(b, b.convert(ctx.tensor(3), self.type))
                                     : as(b, ctx.scalar(3, self.type), self.type, index.shape);
   return {b.reshape(scatter_along(b, self, dim, index, src, reduce), original.shape)};
@@ -460,6 +465,40 @@ LOWER({"constant_pad_nd", "constant_pad_nd.out"}, [](LoweringContext& ctx) {
     high[d] = pad[2 * i + 1];
   }
   return Values{ctx.b.pad(self, ctx.scalar(2, self.type), low, high, interior)};
+});
+
+// take(self, index): self flattened, read at index (negative counts from the end).
+LOWER({"take", "take.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), index = ctx.tensor(1);
+  TORCH_CHECK(index.type == ElementType::S64, "take(): Expected a long tensor for index, but got ",
+              to_scalar_type(index.type));
+  int64_t n = hlo::num_elements(self.shape), m = hlo::num_elements(index.shape);
+  TORCH_CHECK_INDEX(n > 0 || m == 0, "take(): tried to take from an empty tensor");
+  if (m == 0) return Values{splat(b, 0, self.type, index.shape)};
+  Value flat = b.reshape(self, {n});
+  Value positions = wrap_index(b, b.reshape(index, {m}), n);
+  return Values{b.reshape(take_slices(b, flat, 0, positions), index.shape)};
+});
+// put(self, index, source, accumulate): source written (or added) into self flattened.
+LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), index = ctx.tensor(1), source = ctx.tensor(2);
+  TORCH_CHECK(index.type == ElementType::S64, "put_(): Expected a long tensor for index, but got ",
+              to_scalar_type(index.type));
+  int64_t n = hlo::num_elements(self.shape), m = hlo::num_elements(index.shape);
+  TORCH_CHECK(hlo::num_elements(source.shape) == m,
+              "put_(): Expected source and index to have "
+              "the same number of elements, but got source.numel() = ",
+              hlo::num_elements(source.shape), ", index.numel() = ", m);
+  if (m == 0) return Values{self};
+  TORCH_CHECK_INDEX(n > 0, "put_(): Tried to put elements into an empty tensor");
+  Value flat = b.reshape(self, {n});
+  Value positions = wrap_index(b, b.reshape(index, {m}), n);
+  Value updates = b.reshape(b.convert(source, self.type), {m});
+  bool accumulate = ctx.arg(3).toBool();
+  return Values{b.reshape(combine_slices(b, flat, 0, positions, updates, accumulate ? "add" : ""),
+                          self.shape)};
 });
 
 }  // namespace

@@ -219,7 +219,7 @@ LOWER({"prod.dim_int", "prod.int_out"}, [](LoweringContext& ctx) {
 
 // Inclusive scan along `dim`: a window covering everything before each position.
 Value scan(Builder& b, const Value& x, int64_t dim, const std::string& op, double identity) {
-  if (x.rank() == 0) return x;
+  if (x.rank() == 0 || x.shape[dim] == 0) return x;
   std::vector<int64_t> window(x.rank(), 1), ones(x.rank(), 1);
   std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
   window[dim] = x.shape[dim];
@@ -379,6 +379,107 @@ LOWER({"_softmax_backward_data", "_softmax_backward_data.out"},
       [](LoweringContext& ctx) { return softmax_backward(ctx, false); });
 LOWER({"_log_softmax_backward_data", "_log_softmax_backward_data.out"},
       [](LoweringContext& ctx) { return softmax_backward(ctx, true); });
+
+// logcumsumexp(self, dim) = m + log(cumsum(exp(x - m))), m the slice's finite maximum.
+LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value x0 = ctx.tensor(0);
+        if (x0.rank() == 0) return Values{x0};
+        int64_t dim = wrap_dim(ctx.arg(1).toInt(), x0.rank());
+        if (x0.shape[dim] == 0) return Values{x0};
+        ElementType m = opmath(x0.type);
+        Value x = b.convert(x0, m);
+        Value top = reduce_extremum(b, x, {dim}, true);
+        Value finite = b.compare("LT", b.unary("abs", top), splat(b, INFINITY, m, top.shape));
+        top = b.select(finite, top, splat(b, 0, m, top.shape));
+        Value shift = broadcast_to(b, b.reshape(top, keepdim_shape(x.shape, {dim})), x.shape);
+        Value sums = scan(b, b.unary("exponential", b.binary("subtract", x, shift)), dim, "add", 0);
+        return Values{b.convert(b.binary("add", shift, b.unary("log", sums)), x0.type)};
+      });
+
+// aminmax(self, dim?, keepdim) -> (min, max).
+LOWER({"aminmax", "aminmax.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> dims;
+  if (ctx.arg(1).isNone()) {
+    for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+    TORCH_CHECK(hlo::num_elements(x.shape) > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                "no identity.");
+  } else if (x.rank() > 0) {
+    dims = {wrap_dim(ctx.arg(1).toInt(), x.rank())};
+    TORCH_CHECK(x.shape[dims[0]] > 0, "aminmax(): Expected reduction dim ", dims[0],
+                " to have non-zero size.");
+  }
+  bool keepdim = ctx.arg(2).toBool();
+  Shape shape = out_shape(x.shape, dims, keepdim);
+  if (ctx.arg(1).isNone() && !keepdim) shape = {};
+  if (ctx.arg(1).isNone() && keepdim) shape = Shape(x.rank(), 1);
+  return Values{b.reshape(extreme(b, x, dims, false), shape),
+                b.reshape(extreme(b, x, dims, true), shape)};
+});
+
+// trace(self): the sum of a matrix's diagonal, accumulated like sum.
+LOWER({"trace", "trace.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(x.rank() == 2, "trace: expected a matrix, but got tensor with dim ", x.rank());
+  ElementType t = hlo::is_float(x.type) ? x.type : ElementType::S64;
+  Value diagonal =
+      b.compare("EQ", b.iota(x.shape, ElementType::S64, 0), b.iota(x.shape, ElementType::S64, 1));
+  Value v = b.convert(x, opmath(t));
+  return Values{b.convert(sum(b, b.select(diagonal, v, splat(b, 0, v.type, v.shape)), {0, 1}), t)};
+});
+
+// count_nonzero(self, dims) as int64; no dims counts everything.
+Values count_nonzero(LoweringContext& ctx, std::vector<int64_t> dims) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (dims.empty() || x.rank() == 0) {
+    dims.clear();
+    for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+  }
+  Value nonzero =
+      x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+  return {sum(b, b.convert(nonzero, ElementType::S64), dims)};
+}
+LOWER({"count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"}, [](LoweringContext& ctx) {
+  std::vector<int64_t> dims;
+  int64_t rank = ctx.tensor_meta(0).dim();
+  for (int64_t d : ctx.arg(1).toIntVector()) dims.push_back(wrap_dim(d, rank));
+  return count_nonzero(ctx, dims);
+});
+LOWER({"count_nonzero", "count_nonzero.out"}, [](LoweringContext& ctx) {
+  if (ctx.arg(1).isNone()) return count_nonzero(ctx, {});
+  return count_nonzero(ctx, {wrap_dim(ctx.arg(1).toInt(), ctx.tensor_meta(0).dim())});
+});
+
+// renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds maxnorm is scaled
+// to maxnorm / (norm + 1e-7), as on CPU.
+LOWER({"renorm", "renorm_", "renorm.out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value x0 = ctx.tensor(0);
+        double p = ctx.arg(1).toScalar().toDouble();
+        TORCH_CHECK(p > 0, "renorm: non-positive-norm not supported");
+        int64_t dim = wrap_dim(ctx.arg(2).toInt(), x0.rank());
+        std::vector<int64_t> others;
+        for (int64_t d = 0; d < x0.rank(); ++d)
+          if (d != dim) others.push_back(d);
+        ElementType m = opmath(x0.type);
+        Value x = b.convert(x0, m);
+        Value norm = vector_norm(b, x, p, others, true, m);
+        Value maxnorm = as(b, ctx.scalar(3, m), m, norm.shape);
+        Value factor = b.select(
+            b.compare("GT", norm, maxnorm),
+            b.binary("divide", maxnorm, b.binary("add", norm, splat(b, 1e-7, m, norm.shape))),
+            splat(b, 1, m, norm.shape));
+        return Values{
+            b.convert(b.binary("multiply", x, broadcast_to(b, factor, x.shape)), x0.type)};
+      },
+      {1});
 
 }  // namespace
 }  // namespace torch_tpu::aten

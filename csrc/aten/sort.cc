@@ -150,5 +150,170 @@ LOWER({"cummax", "cummax.out"}, [](LoweringContext& ctx) { return cumulative_ext
 LOWER({"cummin", "cummin.out"},
       [](LoweringContext& ctx) { return cumulative_extreme(ctx, false); });
 
+// The entry at per-slice position `rank` (shaped like x without `dim`) of sorted values and
+// positions along `dim`.
+std::pair<Value, Value> pick_rank(Builder& b, const Value& values, const Value& positions,
+                                  int64_t dim, const Value& rank) {
+  Shape kept = values.shape;
+  kept[dim] = 1;
+  std::vector<int64_t> keep_dims;
+  for (int64_t d = 0; d < values.rank(); ++d)
+    if (d != dim) keep_dims.push_back(d);
+  Value target = b.broadcast_in_dim(rank, values.shape, keep_dims);
+  Value hit = b.compare("EQ", b.iota(values.shape, ElementType::S64, dim), target);
+  Value zero_v = splat(b, 0, values.type, values.shape);
+  Value picked = b.reduce(b.select(hit, values, zero_v), b.constant(0, values.type), {dim}, "add");
+  Value picked_position =
+      b.reduce(b.select(hit, positions, splat(b, 0, ElementType::S64, values.shape)),
+               b.constant_int(0, ElementType::S64), {dim}, "add");
+  return {picked, picked_position};
+}
+
+Shape reduced_shape(const Shape& shape, int64_t dim, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != dim)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// Number of NaNs along `dim` (0 for non-floats).
+Value count_nan(Builder& b, const Value& x, int64_t dim) {
+  if (!hlo::is_float(x.type)) {
+    Shape out = reduced_shape(x.shape, dim, false);
+    return splat(b, 0, ElementType::S64, out);
+  }
+  Value nan = b.convert(b.compare("NE", x, x), ElementType::S64);
+  return b.reduce(nan, b.constant_int(0, ElementType::S64), {dim}, "add");
+}
+
+// median/nanmedian along dim: the lower middle of the sorted slice. median: any NaN makes the
+// result the first NaN; nanmedian: the middle of the non-NaN entries (NaN when all are).
+std::pair<Value, Value> median_along(Builder& b, const Value& x, int64_t dim, bool ignore_nan) {
+  auto [values, positions] = sort_along(b, x, dim, false);
+  int64_t n = x.shape[dim];
+  Value nans = count_nan(b, x, dim);
+  Shape out = nans.shape;
+  Value total = splat(b, static_cast<double>(n), ElementType::S64, out);
+  Value one = splat(b, 1, ElementType::S64, out), two = splat(b, 2, ElementType::S64, out);
+  Value rank;
+  if (ignore_nan) {
+    Value valid = b.binary("subtract", total, nans);
+    rank = b.binary("divide", b.binary("subtract", valid, one), two);
+    rank = b.select(b.compare("EQ", valid, splat(b, 0, ElementType::S64, out)),
+                    splat(b, 0, ElementType::S64, out), rank);
+  } else {
+    rank = splat(b, static_cast<double>((n - 1) / 2), ElementType::S64, out);
+    // The first NaN in sorted order sits right after the numbers.
+    rank = b.select(b.compare("GT", nans, splat(b, 0, ElementType::S64, out)),
+                    b.binary("subtract", total, nans), rank);
+  }
+  return pick_rank(b, values, positions, dim, rank);
+}
+
+Values median_dim(LoweringContext& ctx, bool ignore_nan) {
+  Value x = ctx.tensor(0);
+  if (x.rank() == 0) return {x, ctx.b.constant_int(0, ElementType::S64)};
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  bool keepdim = ctx.arg(2).toBool();
+  TORCH_CHECK_INDEX(x.shape[dim] > 0, ignore_nan ? "nanmedian" : "median",
+                    "(): Expected reduction dim ", dim, " to have non-zero size.");
+  auto [value, position] = median_along(ctx.b, x, dim, ignore_nan);
+  Shape shape = reduced_shape(x.shape, dim, keepdim);
+  return {ctx.b.reshape(value, shape), ctx.b.reshape(position, shape)};
+}
+Values median_all(LoweringContext& ctx, bool ignore_nan) {
+  Value x = ctx.tensor(0);
+  int64_t n = hlo::num_elements(x.shape);
+  if (n == 0) return {splat(ctx.b, NAN, x.type, {})};
+  Value flat = ctx.b.reshape(x, {n});
+  return {median_along(ctx.b, flat, 0, ignore_nan).first};
+}
+LOWER({"median.dim", "median.dim_values"},
+      [](LoweringContext& ctx) { return median_dim(ctx, false); });
+LOWER({"nanmedian.dim", "nanmedian.dim_values"},
+      [](LoweringContext& ctx) { return median_dim(ctx, true); });
+LOWER({"median", "median.out"}, [](LoweringContext& ctx) { return median_all(ctx, false); });
+LOWER({"nanmedian", "nanmedian.out"}, [](LoweringContext& ctx) { return median_all(ctx, true); });
+
+// kthvalue(self, k, dim, keepdim): the k-th smallest (NaN above every number).
+LOWER({"kthvalue", "kthvalue.values"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t k = ctx.arg(1).toInt();
+  bool keepdim = ctx.arg(3).toBool();
+  if (x.rank() == 0) {
+    TORCH_CHECK_INDEX(k == 1, "kthvalue(): selected number k out of range for dimension 0");
+    return Values{x, b.constant_int(0, ElementType::S64)};
+  }
+  int64_t dim = wrap_dim(ctx.arg(2).toInt(), x.rank());
+  TORCH_CHECK_INDEX(k >= 1 && k <= x.shape[dim],
+                    "kthvalue(): selected number k out of range for dimension ", dim);
+  auto [values, positions] = sort_along(b, x, dim, false);
+  std::vector<int64_t> start(x.rank(), 0), limit(x.shape.begin(), x.shape.end()),
+      strides(x.rank(), 1);
+  start[dim] = k - 1;
+  limit[dim] = k;
+  Shape shape = reduced_shape(x.shape, dim, keepdim);
+  return Values{b.reshape(b.slice(values, start, limit, strides), shape),
+                b.reshape(b.slice(positions, start, limit, strides), shape)};
+});
+
+// mode(self, dim, keepdim): the most frequent value (the smallest among equally frequent ones)
+// and the last position where it occurs.
+LOWER({"mode", "mode.values"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  bool keepdim = ctx.arg(2).toBool();
+  if (x.rank() == 0) return Values{x, b.constant_int(0, ElementType::S64)};
+  int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
+  int64_t n = x.shape[dim];
+  TORCH_CHECK_INDEX(n > 0, "mode(): Expected reduction dim ", dim, " to have non-zero size.");
+  // count[i] = how many entries along dim equal x[i], over an [.., n, n, ..] comparison.
+  int64_t rank = x.rank();
+  Shape pair_shape = x.shape;
+  pair_shape.insert(pair_shape.begin() + dim + 1, n);
+  std::vector<int64_t> as_i, as_j;
+  for (int64_t d = 0; d < rank; ++d) {
+    as_i.push_back(d <= dim ? d : d + 1);
+    as_j.push_back(d < dim ? d : d + 1);
+  }
+  Value xi = b.broadcast_in_dim(x, pair_shape, as_i);
+  Value xj = b.broadcast_in_dim(x, pair_shape, as_j);
+  Value equal = b.compare("EQ", xi, xj);
+  if (hlo::is_float(x.type)) {
+    equal =
+        b.binary("or", equal, b.binary("and", b.compare("NE", xi, xi), b.compare("NE", xj, xj)));
+  }
+  Value count = b.reduce(b.convert(equal, ElementType::S64), b.constant_int(0, ElementType::S64),
+                         {dim + 1}, "add");
+  // Best = highest count, then smallest value, then last position.
+  Value position = b.iota(x.shape, ElementType::S64, dim);
+  Value values = x.type == ElementType::Pred ? b.convert(x, ElementType::S32) : x;
+  auto best = b.reduce(
+      {count, values, position},
+      {b.constant_int(-1, ElementType::S64), b.constant(0, values.type),
+       b.constant_int(-1, ElementType::S64)},
+      {dim}, [](Builder& r, const std::vector<Value>& a) {
+        // a = (count_l, value_l, pos_l, count_r, value_r, pos_r)
+        Value more = r.compare("GT", a[0], a[3]);
+        Value same = r.compare("EQ", a[0], a[3]);
+        Value smaller = r.compare("LT", a[1], a[4]);
+        Value equal_value = r.compare("EQ", a[1], a[4]);
+        Value later = r.compare("GT", a[2], a[5]);
+        Value left = r.binary(
+            "or", more,
+            r.binary("and", same, r.binary("or", smaller, r.binary("and", equal_value, later))));
+        return std::vector<Value>{r.select(left, a[0], a[3]), r.select(left, a[1], a[4]),
+                                  r.select(left, a[2], a[5])};
+      });
+  Value value = x.type == ElementType::Pred ? b.convert(best[1], ElementType::Pred) : best[1];
+  Shape shape = reduced_shape(x.shape, dim, keepdim);
+  return Values{b.reshape(value, shape), b.reshape(best[2], shape)};
+});
+
 }  // namespace
 }  // namespace torch_tpu::aten
