@@ -34,6 +34,7 @@ LOWER({"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, [](LoweringContext& ctx) {
   const int64_t n = input.shape[r - 1];
   Value a = b.convert(input, opmath(input.type));
   Shape batch(a.shape.begin(), a.shape.end() - 2);
+  if (n == 0) return Values{input, splat(b, 0, ElementType::S32, batch)};
   Value rows = b.iota(column(b, a, 0).shape, ElementType::S64, r - 2);  // [..., n, 1]
   Value l = splat(b, 0, a.type, a.shape);
   Value info = splat(b, 0, ElementType::S32, batch);

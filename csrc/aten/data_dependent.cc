@@ -83,6 +83,11 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   auto [values, expanded_mask] = at::expand_outplace(self, mask);
   IndexList indices;
+  // A 0-d mask selects from the value as a one-element vector.
+  if (values->dim() == 0) {
+    indices.push_back(expanded_mask->reshape({1}));
+    return index_kernel(values->reshape({1}), indices);
+  }
   indices.push_back(*expanded_mask);
   return index_kernel(*values, indices);
 }

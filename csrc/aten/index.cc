@@ -80,6 +80,7 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32 ||
                   hlo::num_elements(index.shape) == 0,
               "gather(): Expected dtype int32/int64 for index");
+  if (hlo::num_elements(index.shape) == 0) return Values{splat(ctx.b, 0, self.type, index.shape)};
   index = ctx.b.convert(index, ElementType::S64);
   if (self.rank() == 0) return Values{ctx.b.reshape(self, index.shape)};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
@@ -128,6 +129,7 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
   Value self = at_least_1d(b, original);
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = at_least_1d(b, ctx.tensor(2));
+  if (hlo::num_elements(index.shape) == 0) return {original};
   TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32,
               "scatter(): Expected dtype int32/int64 for index");
   index = b.convert(index, ElementType::S64);

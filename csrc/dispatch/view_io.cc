@@ -43,6 +43,8 @@ bool covers_whole_storage(const at::TensorBase& tensor) {
 hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat, const at::TensorBase& tensor) {
   hlo::Shape shape = sizes_of(tensor);
   if (covers_whole_storage(tensor)) return b.reshape(flat, shape);
+  // An empty view reads nothing, wherever its offset points.
+  if (tensor.numel() == 0) return b.constant(0, flat.type, shape);
   if (is_dense_range(tensor)) {
     int64_t start = tensor.storage_offset();
     hlo::Value range = b.slice(flat, {start}, {start + tensor.numel()}, {1});
@@ -58,6 +60,7 @@ hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat, const at::TensorBa
 hlo::Value write_view(hlo::Builder& b, const hlo::Value& flat, const hlo::Value& values,
                       const at::TensorBase& tensor) {
   if (covers_whole_storage(tensor)) return b.reshape(values, flat.shape);
+  if (tensor.numel() == 0) return flat;
   if (is_dense_range(tensor)) {
     hlo::Value start = b.constant_int(tensor.storage_offset(), hlo::ElementType::S64);
     return b.dynamic_update_slice(flat, b.reshape(values, {tensor.numel()}), {start});
