@@ -333,5 +333,36 @@ LOWER({"_linalg_slogdet", "_linalg_slogdet.sign"}, [](LoweringContext& ctx) {
                 f.pivots};
 });
 
+// lu_unpack(LU, pivots, unpack_data, unpack_pivots) -> (P, L, U) with A = P L U, for square
+// factors; what is not unpacked comes back empty, as on CPU.
+LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value lu = ctx.tensor(0);
+  const int64_t r = lu.rank();
+  TORCH_CHECK(r >= 2, "torch.lu_unpack: LU_data must have at least 2 dimensions");
+  TORCH_CHECK_NOT_IMPLEMENTED(lu.shape[r - 1] == lu.shape[r - 2],
+                              "torch_tpu: lu_unpack of a rectangular factorization is not "
+                              "implemented for the tpu device");
+  bool unpack_data = ctx.arg(2).toBool(), unpack_pivots = ctx.arg(3).toBool();
+  Value empty = splat(b, 0, lu.type, {0});
+  Value p = empty, l = empty, u = empty;
+  Value rows = b.iota(lu.shape, ElementType::S64, r - 2),
+        cols = b.iota(lu.shape, ElementType::S64, r - 1);
+  if (unpack_data) {
+    Value zero = splat(b, 0, lu.type, lu.shape);
+    l = b.select(b.compare("GT", rows, cols), lu,
+                 b.select(b.compare("EQ", rows, cols), splat(b, 1, lu.type, lu.shape), zero));
+    u = b.select(b.compare("LE", rows, cols), lu, zero);
+  }
+  if (unpack_pivots) {
+    Value perm = permutation_of(b, ctx.tensor(1));  // [..., n]
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < r - 2; ++d) dims.push_back(d);
+    dims.push_back(r - 1);
+    p = b.convert(b.compare("EQ", rows, b.broadcast_in_dim(perm, lu.shape, dims)), lu.type);
+  }
+  return Values{p, l, u};
+});
+
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -483,5 +483,74 @@ LOWER({"native_layer_norm_backward", "native_layer_norm_backward.out"}, [](Lower
                 b.reshape(grad_bias, param_shape)};
 });
 
+// native_group_norm_backward(grad_out, input, mean [N, G], rstd [N, G], weight?, N, C, HxW,
+// group, output_mask) -> (grad_input, grad_weight, grad_bias): layer norm's backward over each
+// group's C/G * HxW values, with the per-channel weight applied first.
+LOWER({"native_group_norm_backward", "native_group_norm_backward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t n = ctx.arg(5).toInt(), c = ctx.arg(6).toInt(), hw = ctx.arg(7).toInt();
+  int64_t groups = ctx.arg(8).toInt();
+  ElementType acc =
+      (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  Shape channels{n, c, hw}, grouped{n, groups, (c / groups) * hw}, stat{n, groups, 1};
+  Value g = b.reshape(b.convert(grad, acc), channels);
+  Value xf = b.reshape(b.convert(x, acc), grouped);
+  Value mean = b.reshape(b.convert(ctx.tensor(2), acc), stat);
+  Value rstd = b.reshape(b.convert(ctx.tensor(3), acc), stat);
+  Value xhat = b.binary("multiply", b.binary("subtract", xf, broadcast_to(b, mean, grouped)),
+                        broadcast_to(b, rstd, grouped));
+  auto weight = ctx.optional_tensor(4);
+  Value gw =
+      weight ? b.binary("multiply", g, b.broadcast_in_dim(b.convert(*weight, acc), channels, {1}))
+             : g;
+  gw = b.reshape(gw, grouped);
+  Value count = splat(b, static_cast<double>(grouped[2]), acc, stat);
+  Value mean_gw = b.binary("divide", b.reshape(sum(b, gw, {2}), stat), count);
+  Value mean_gw_xhat =
+      b.binary("divide", b.reshape(sum(b, b.binary("multiply", gw, xhat), {2}), stat), count);
+  Value gi =
+      b.binary("multiply", broadcast_to(b, rstd, grouped),
+               b.binary("subtract", b.binary("subtract", gw, broadcast_to(b, mean_gw, grouped)),
+                        b.binary("multiply", xhat, broadcast_to(b, mean_gw_xhat, grouped))));
+  Value xhat_channels = b.reshape(xhat, channels);
+  Value grad_weight = sum(b, b.binary("multiply", g, xhat_channels), {0, 2});
+  Value grad_bias = sum(b, g, {0, 2});
+  return Values{b.reshape(b.convert(gi, x.type), x.shape), b.convert(grad_weight, x.type),
+                b.convert(grad_bias, x.type)};
+});
+
+// unfold_backward(grad [.., windows, .., size], input_sizes, dim, size, step): each window's
+// gradient added back at the positions it was read from.
+LOWER({"unfold_backward", "unfold_backward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0);
+  Shape input_shape = ctx.arg(1).toIntVector();
+  int64_t rank = static_cast<int64_t>(input_shape.size());
+  int64_t dim = rank == 0 ? 0 : wrap_dim(ctx.arg(2).toInt(), rank);
+  int64_t size = ctx.arg(3).toInt(), step = ctx.arg(4).toInt();
+  if (rank == 0) return Values{b.reshape(grad, {})};
+  int64_t windows = grad.shape[dim];
+  Value total = splat(b, 0, grad.type, input_shape);
+  for (int64_t k = 0; k < size; ++k) {
+    // The k-th element of every window: grad[..., :, ..., k] lands at k + w * step.
+    std::vector<int64_t> start(grad.rank(), 0), limit(grad.shape.begin(), grad.shape.end()),
+        strides(grad.rank(), 1);
+    start[grad.rank() - 1] = k;
+    limit[grad.rank() - 1] = k + 1;
+    Value piece = b.reshape(b.slice(grad, start, limit, strides),
+                            Shape(grad.shape.begin(), grad.shape.end() - 1));
+    // Spread the windows `step` apart (interior padding), then shift by k.
+    std::vector<int64_t> low(rank, 0), high(rank, 0), interior(rank, 0);
+    interior[dim] = step - 1;
+    low[dim] = k;
+    high[dim] = input_shape[dim] - (k + (windows - 1) * step + 1);
+    Value zero = b.constant(0, grad.type);
+    if (windows == 0) continue;
+    total = b.binary("add", total, b.pad(piece, zero, low, high, interior));
+  }
+  return Values{total};
+});
+
 }  // namespace
 }  // namespace torch_tpu::aten
