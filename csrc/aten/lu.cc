@@ -4,6 +4,8 @@
 // n elimination steps are unrolled into vector operations over the batch.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "csrc/aten/common.h"
@@ -62,35 +64,34 @@ Value swap_entries(Builder& b, const Value& v, const Value& iota, int64_t k, con
 }
 
 Lu factor(Builder& b, Value a) {
-  const int64_t r = a.rank(), n = a.shape[r - 1];
+  // Rectangular [..., m, n] factors take min(m, n) steps, as getrf.
+  const int64_t r = a.rank(), m = a.shape[r - 2], n = a.shape[r - 1];
+  const int64_t steps = std::min(m, n);
   Shape batch(a.shape.begin(), a.shape.end() - 2);
-  Shape vec = batch;
-  vec.push_back(n);
-  Shape col_shape = batch;
-  col_shape.push_back(n);
-  col_shape.push_back(1);
-  Shape one = batch;
-  one.push_back(1);
-  one.push_back(1);
+  Shape vec = appended(batch, m);
+  Shape pivot_shape = appended(batch, steps);
+  Shape col_shape = appended(appended(batch, m), 1);
+  Shape one = appended(appended(batch, 1), 1);
   Value row_iota = b.iota(a.shape, ElementType::S64, r - 2);
   Value col_iota = b.iota(a.shape, ElementType::S64, r - 1);
   Value col_rows = b.iota(col_shape, ElementType::S64, r - 2);
   Value vec_iota = b.iota(vec, ElementType::S64, r - 2);
+  Value pivot_iota = b.iota(pivot_shape, ElementType::S64, r - 2);
   Value perm = vec_iota;
-  Value pivots = splat(b, 0, ElementType::S32, vec);
+  Value pivots = splat(b, 0, ElementType::S32, pivot_shape);
   Value info = splat(b, 0, ElementType::S32, batch);
   Value zero = splat(b, 0, a.type, a.shape);
-  for (int64_t k = 0; k < n; ++k) {
+  for (int64_t k = 0; k < steps; ++k) {
     // The pivot: the first row at or below k with the largest |a[:, k]|.
     Value magnitude = b.unary("abs", cols_of(b, a, k, k + 1));
     Value candidates = b.select(b.compare("GE", col_rows, s64(b, k, col_shape)), magnitude,
                                 splat(b, -1, a.type, col_shape));
     Value best = b.reshape(b.reduce(candidates, b.constant(-1.0, a.type), {r - 2}, "maximum"), one);
     Value hit = b.compare("EQ", candidates, broadcast_to(b, best, col_shape));
-    Value first = b.reduce(b.select(hit, col_rows, s64(b, n, col_shape)),
-                           b.constant_int(n, ElementType::S64), {r - 2}, "minimum");  // [..., 1]
+    Value first = b.reduce(b.select(hit, col_rows, s64(b, m, col_shape)),
+                           b.constant_int(m, ElementType::S64), {r - 2}, "minimum");  // [..., 1]
     first = b.reshape(first, batch);
-    first = b.select(b.compare("GE", first, s64(b, n, batch)), s64(b, k, batch), first);  // NaN
+    first = b.select(b.compare("GE", first, s64(b, m, batch)), s64(b, k, batch), first);  // NaN
     // Swap rows k and p of a, and of the permutation.
     Value p = broadcast_to(b, b.reshape(first, one), a.shape);
     Value row_k = broadcast_to(b, rows_of(b, a, k, k + 1), a.shape);
@@ -104,9 +105,11 @@ Lu factor(Builder& b, Value a) {
     a = b.select(is_k, row_p, b.select(b.compare("EQ", row_iota, p), row_k, a));
     Value pv = broadcast_to(b, b.reshape(first, appended(batch, 1)), vec);
     perm = swap_entries(b, perm, vec_iota, k, pv);
-    Value vec_is_k = b.compare("EQ", vec_iota, s64(b, k, vec));
-    pivots = b.select(vec_is_k, b.convert(b.binary("add", pv, s64(b, 1, vec)), ElementType::S32),
-                      pivots);
+    Value pivot_is_k = b.compare("EQ", pivot_iota, s64(b, k, pivot_shape));
+    Value pivot_value = broadcast_to(b, b.reshape(first, appended(batch, 1)), pivot_shape);
+    pivots = b.select(
+        pivot_is_k,
+        b.convert(b.binary("add", pivot_value, s64(b, 1, pivot_shape)), ElementType::S32), pivots);
     // Eliminate below the pivot; a zero pivot is recorded and the column left unscaled.
     Value d = b.slice(
         a,
@@ -176,15 +179,34 @@ Value solve_adjoint_with(Builder& b, const Lu& f, const Value& rhs) {
   return permute_rows(b, f.perm, w, true);
 }
 
-// The row permutation of LAPACK's sequential pivots (1-based swaps).
-Value permutation_of(Builder& b, const Value& pivots) {
-  const int64_t n = pivots.shape.back();
-  Value iota = b.iota(pivots.shape, ElementType::S64, pivots.rank() - 1);
+// The permutation of `rows` rows by LAPACK's sequential pivots (1-based swaps).
+Value permutation_of(Builder& b, const Value& pivots, int64_t rows) {
+  const int64_t steps = pivots.shape.back();
+  Shape vec = Shape(pivots.shape.begin(), pivots.shape.end() - 1);
+  vec.push_back(rows);
+  Value iota = b.iota(vec, ElementType::S64, pivots.rank() - 1);
   Value targets =
       b.binary("subtract", b.convert(pivots, ElementType::S64), s64(b, 1, pivots.shape));
   Value perm = iota;
-  for (int64_t k = 0; k < n; ++k)
-    perm = swap_entries(b, perm, iota, k, entry_everywhere(b, targets, k));
+  for (int64_t k = 0; k < steps; ++k) {
+    Value target =
+        broadcast_to(b,
+                     b.slice(
+                         targets,
+                         [&] {
+                           std::vector<int64_t> lo(targets.rank(), 0);
+                           lo.back() = k;
+                           return lo;
+                         }(),
+                         [&] {
+                           std::vector<int64_t> hi(targets.shape.begin(), targets.shape.end());
+                           hi.back() = k + 1;
+                           return hi;
+                         }(),
+                         std::vector<int64_t>(targets.rank(), 1)),
+                     vec);
+    perm = swap_entries(b, perm, iota, k, target);
+  }
   return perm;
 }
 
@@ -211,8 +233,52 @@ void check_right_hand_side(const Value& a, const Value& rhs, const char* name) {
 
 Value wide(Builder& b, const Value& a) { return b.convert(a, opmath(a.type)); }
 
+Value matrix_input(LoweringContext& ctx, int index, const char* name) {
+  Value a = ctx.tensor(index);
+  TORCH_CHECK(a.rank() >= 2, name, ": The input tensor A must have at least 2 dimensions.");
+  TORCH_CHECK(hlo::is_float(a.type), name, ": Expected a floating point tensor, got ",
+              to_scalar_type(a.type));
+  return a;
+}
+
+// P (rows x rows) with A = P L U from the permutation: P[perm[i], i] = 1.
+Value permutation_matrix(Builder& b, const Value& perm, ElementType type) {
+  const int64_t r = perm.rank() + 1, rows = perm.shape.back();
+  Shape square = appended(Shape(perm.shape.begin(), perm.shape.end()), rows);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < r - 2; ++d) dims.push_back(d);
+  dims.push_back(r - 1);
+  return b.convert(b.compare("EQ", b.iota(square, ElementType::S64, r - 2),
+                             b.broadcast_in_dim(perm, square, dims)),
+                   type);
+}
+
+// Unit-lower L [..., m, k] and upper U [..., k, n] of a packed factor, k = min(m, n).
+std::pair<Value, Value> unpack_factors(Builder& b, const Value& lu) {
+  const int64_t r = lu.rank(), m = lu.shape[r - 2], n = lu.shape[r - 1], k = std::min(m, n);
+  Value rows = b.iota(lu.shape, ElementType::S64, r - 2);
+  Value cols = b.iota(lu.shape, ElementType::S64, r - 1);
+  Value zero = splat(b, 0, lu.type, lu.shape);
+  Value l = b.select(b.compare("GT", rows, cols), lu,
+                     b.select(b.compare("EQ", rows, cols), splat(b, 1, lu.type, lu.shape), zero));
+  Value u = b.select(b.compare("LE", rows, cols), lu, zero);
+  return {cols_of(b, l, 0, k), rows_of(b, u, 0, k)};
+}
+
+// linalg_lu(A, pivot) -> (P, L, U).
+LOWER({"linalg_lu", "linalg_lu.out"}, [](LoweringContext& ctx) {
+  Value a = matrix_input(ctx, 0, "torch.linalg.lu");
+  TORCH_CHECK_NOT_IMPLEMENTED(ctx.arg(1).toBool(),
+                              "torch_tpu: LU without pivoting is not "
+                              "implemented for the tpu device");
+  Builder& b = ctx.b;
+  Lu f = factor(b, wide(b, a));
+  auto [l, u] = unpack_factors(b, f.lu);
+  return Values{permutation_matrix(b, f.perm, a.type), b.convert(l, a.type), b.convert(u, a.type)};
+});
+
 LOWER({"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"}, [](LoweringContext& ctx) {
-  Value a = square_input(ctx, 0, "torch.linalg.lu_factor");
+  Value a = matrix_input(ctx, 0, "torch.linalg.lu_factor");
   TORCH_CHECK_NOT_IMPLEMENTED(ctx.arg(1).toBool(),
                               "torch_tpu: LU without pivoting is not "
                               "implemented for the tpu device");
@@ -251,18 +317,27 @@ LOWER({"_linalg_solve_ex", "_linalg_solve_ex.result"}, [](LoweringContext& ctx) 
                 f.info};
 });
 
-// linalg_lu_solve(LU, pivots, B, left, adjoint): left=True, B with LU's batch shape.
+Value matrix_transpose(Builder& b, const Value& x) {
+  std::vector<int64_t> order(x.rank());
+  for (int64_t d = 0; d < x.rank(); ++d) order[d] = d;
+  std::swap(order[x.rank() - 2], order[x.rank() - 1]);
+  return b.transpose(x, order);
+}
+
+// linalg_lu_solve(LU, pivots, B, left, adjoint), B with LU's batch shape. Solving from the
+// right, X A = B, is the transposed system A^T X^T = B^T.
 LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   Value lu = square_input(ctx, 0, "torch.linalg.lu_solve");
   Builder& b = ctx.b;
+  bool left = ctx.arg(3).toBool(), adjoint = ctx.arg(4).toBool();
   Value rhs = ctx.tensor(2);
-  TORCH_CHECK_NOT_IMPLEMENTED(ctx.arg(3).toBool(),
-                              "torch_tpu: linalg.lu_solve with left=False "
-                              "is not implemented for the tpu device");
-  check_right_hand_side(lu, rhs, "linalg.lu_solve");
-  Lu f{wide(b, lu), permutation_of(b, ctx.tensor(1)), Value(), Value()};
-  Value x = b.convert(rhs, f.lu.type);
-  x = ctx.arg(4).toBool() ? solve_adjoint_with(b, f, x) : solve_with(b, f, x);
+  Value system_rhs = left ? rhs : matrix_transpose(b, rhs);
+  check_right_hand_side(lu, system_rhs, "linalg.lu_solve");
+  Lu f{wide(b, lu), permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), Value(), Value()};
+  Value x = b.convert(system_rhs, f.lu.type);
+  bool transposed_system = adjoint != !left;
+  x = transposed_system ? solve_adjoint_with(b, f, x) : solve_with(b, f, x);
+  if (!left) x = matrix_transpose(b, x);
   return Values{b.convert(x, rhs.type)};
 });
 
@@ -333,33 +408,17 @@ LOWER({"_linalg_slogdet", "_linalg_slogdet.sign"}, [](LoweringContext& ctx) {
                 f.pivots};
 });
 
-// lu_unpack(LU, pivots, unpack_data, unpack_pivots) -> (P, L, U) with A = P L U, for square
-// factors; what is not unpacked comes back empty, as on CPU.
+// lu_unpack(LU, pivots, unpack_data, unpack_pivots) -> (P, L, U) with A = P L U; what is not
+// unpacked comes back empty, as on CPU.
 LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value lu = ctx.tensor(0);
-  const int64_t r = lu.rank();
-  TORCH_CHECK(r >= 2, "torch.lu_unpack: LU_data must have at least 2 dimensions");
-  TORCH_CHECK_NOT_IMPLEMENTED(lu.shape[r - 1] == lu.shape[r - 2],
-                              "torch_tpu: lu_unpack of a rectangular factorization is not "
-                              "implemented for the tpu device");
+  Value lu = matrix_input(ctx, 0, "torch.lu_unpack");
   bool unpack_data = ctx.arg(2).toBool(), unpack_pivots = ctx.arg(3).toBool();
   Value empty = splat(b, 0, lu.type, {0});
   Value p = empty, l = empty, u = empty;
-  Value rows = b.iota(lu.shape, ElementType::S64, r - 2),
-        cols = b.iota(lu.shape, ElementType::S64, r - 1);
-  if (unpack_data) {
-    Value zero = splat(b, 0, lu.type, lu.shape);
-    l = b.select(b.compare("GT", rows, cols), lu,
-                 b.select(b.compare("EQ", rows, cols), splat(b, 1, lu.type, lu.shape), zero));
-    u = b.select(b.compare("LE", rows, cols), lu, zero);
-  }
+  if (unpack_data) std::tie(l, u) = unpack_factors(b, lu);
   if (unpack_pivots) {
-    Value perm = permutation_of(b, ctx.tensor(1));  // [..., n]
-    std::vector<int64_t> dims;
-    for (int64_t d = 0; d < r - 2; ++d) dims.push_back(d);
-    dims.push_back(r - 1);
-    p = b.convert(b.compare("EQ", rows, b.broadcast_in_dim(perm, lu.shape, dims)), lu.type);
+    p = permutation_matrix(b, permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), lu.type);
   }
   return Values{p, l, u};
 });
