@@ -204,7 +204,9 @@ LOWER({"logical_not", "logical_not_", "logical_not.out"}, [](LoweringContext& ct
                                             : b.compare("EQ", x, splat(b, 0, x.type, x.shape))};
 });
 
-LOWER({"where.self", "where.self_out", "where.ScalarSelf", "where.ScalarOther", "where.Scalar"},
+// where's Scalar overloads stay composite (they decompose to where.self), so autograd keeps
+// their derivative.
+LOWER({"where.self", "where.self_out"},
       [](LoweringContext& ctx) {
         c10::ScalarType type = promoted_type(ctx, {1, 2});
         Shape shape = broadcast_shapes(operand_shape(ctx, {0}), operand_shape(ctx, {1, 2}));
