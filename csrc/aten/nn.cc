@@ -22,25 +22,128 @@ hlo::ConvDims nchw_dims(size_t spatial) {
   return dims;
 }
 
+struct ConvSetup {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+};
+
+ConvSetup conv_setup(const LoweringContext& ctx, size_t spatial, int stride_index) {
+  return {ints(ctx, stride_index, spatial), ints(ctx, stride_index + 1, spatial),
+          ints(ctx, stride_index + 2, spatial), ctx.arg(stride_index + 5).toInt()};
+}
+
+// The regular convolution of `input` with an OIHW `weight`.
+Value convolve(Builder& b, const Value& input, const Value& weight, const ConvSetup& c) {
+  size_t spatial = input.shape.size() - 2;
+  hlo::ConvParams params;
+  params.strides = c.stride;
+  for (int64_t p : c.padding) params.padding.push_back({p, p});
+  params.rhs_dilation = c.dilation;
+  params.lhs_dilation.assign(spatial, 1);
+  params.feature_group_count = c.groups;
+  return b.convolution(input, weight, nchw_dims(spatial), params, input.type);
+}
+
+// The input gradient of convolve(input, weight) for `grad`, with spatial sizes `sizes`: the
+// stride-dilated gradient convolved with the flipped, transposed kernel. (Also what a
+// transposed convolution computes.)
+Value convolve_input_grad(Builder& b, const Value& grad, const Value& weight, const ConvSetup& c,
+                          const std::vector<int64_t>& sizes) {
+  size_t spatial = grad.shape.size() - 2;
+  int64_t out_channels = weight.shape[0], in_per_group = weight.shape[1];
+  std::vector<int64_t> spatial_dims;
+  for (size_t i = 0; i < spatial; ++i) spatial_dims.push_back(2 + i);
+  Value flipped = b.reverse(weight, spatial_dims);
+  // [O, I/g, k...] -> [g, O/g, I/g, k...] -> [g, I/g, O/g, k...] -> [I, O/g, k...]
+  Shape grouped{c.groups, out_channels / c.groups, in_per_group};
+  for (size_t i = 0; i < spatial; ++i) grouped.push_back(weight.shape[2 + i]);
+  std::vector<int64_t> swap{0, 2, 1};
+  for (size_t i = 0; i < spatial; ++i) swap.push_back(3 + i);
+  Shape swapped_shape{in_per_group * c.groups, out_channels / c.groups};
+  for (size_t i = 0; i < spatial; ++i) swapped_shape.push_back(weight.shape[2 + i]);
+  Value kernel = b.reshape(b.transpose(b.reshape(flipped, grouped), swap), swapped_shape);
+  hlo::ConvParams params;
+  params.strides.assign(spatial, 1);
+  params.lhs_dilation = c.stride;
+  params.rhs_dilation = c.dilation;
+  params.feature_group_count = c.groups;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t k = (weight.shape[2 + i] - 1) * c.dilation[i] + 1;
+    int64_t lo = k - 1 - c.padding[i];
+    int64_t dilated_grad = (grad.shape[2 + i] - 1) * c.stride[i] + 1;
+    int64_t hi = sizes[i] + k - 1 - dilated_grad - lo;
+    params.padding.push_back({lo, hi});
+  }
+  // Accumulated in f32 for 16-bit floats, rounded once, as CPU does.
+  return b.convert(b.convolution(grad, kernel, nchw_dims(spatial), params, opmath(grad.type)),
+                   grad.type);
+}
+
+// The weight gradient (shaped `weight_shape`, OIHW) of convolve(input, weight) for `grad`:
+// input (channels as batch) correlated with the gradient (batch as features).
+Value convolve_weight_grad(Builder& b, const Value& input, const Value& grad,
+                           const Shape& weight_shape, const ConvSetup& c) {
+  size_t spatial = input.shape.size() - 2;
+  hlo::ConvDims dims;
+  dims.input_batch = 1;
+  dims.input_feature = 0;
+  dims.kernel_input_feature = 0;
+  dims.kernel_output_feature = 1;
+  dims.output_batch = 0;
+  dims.output_feature = 1;
+  for (size_t i = 0; i < spatial; ++i) {
+    dims.input_spatial.push_back(2 + i);
+    dims.kernel_spatial.push_back(2 + i);
+    dims.output_spatial.push_back(2 + i);
+  }
+  hlo::ConvParams params;
+  params.strides = c.dilation;
+  params.rhs_dilation = c.stride;
+  params.lhs_dilation.assign(spatial, 1);
+  params.batch_group_count = c.groups;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t lo = c.padding[i];
+    int64_t dilated_grad = (grad.shape[2 + i] - 1) * c.stride[i] + 1;
+    int64_t hi = (weight_shape[2 + i] - 1) * c.dilation[i] + dilated_grad - input.shape[2 + i] - lo;
+    params.padding.push_back({lo, hi});
+  }
+  Value gw = b.convolution(input, grad, dims, params, input.type);
+  // gw is [I/g, O, k...]; torch wants [O, I/g, k...].
+  std::vector<int64_t> to_oi{1, 0};
+  for (size_t i = 0; i < spatial; ++i) to_oi.push_back(2 + i);
+  Value grad_weight = b.transpose(gw, to_oi);
+  if (grad_weight.shape != weight_shape) {
+    // Strides that skip trailing input positions leave the correlation one short: slice.
+    Shape zeros(weight_shape.size(), 0), ones(weight_shape.size(), 1);
+    grad_weight = b.slice(grad_weight, zeros, weight_shape, ones);
+  }
+  return grad_weight;
+}
+
 // convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
-//                          output_padding, groups)
+//                          output_padding, groups). A transposed convolution (weight
+// [Cin, Cout/g, k...]) is the input gradient of the regular one with that weight.
 LOWER({"convolution_overrideable"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value input = ctx.tensor(0), weight = ctx.tensor(1);
-  TORCH_CHECK_NOT_IMPLEMENTED(!ctx.arg(6).toBool(), "torch_tpu: transposed convolution");
   size_t spatial = input.shape.size() - 2;
-  hlo::ConvParams params;
-  params.strides = ints(ctx, 3, spatial);
-  auto padding = ints(ctx, 4, spatial);
-  for (int64_t p : padding) params.padding.push_back({p, p});
-  params.rhs_dilation = ints(ctx, 5, spatial);
-  params.lhs_dilation.assign(spatial, 1);
-  params.feature_group_count = ctx.arg(8).toInt();
   TORCH_CHECK(input.type == weight.type, "Input type (", to_scalar_type(input.type),
               ") and weight "
               "type (",
               to_scalar_type(weight.type), ") should be the same");
-  Value out = b.convolution(input, weight, nchw_dims(spatial), params, input.type);
+  ConvSetup c = conv_setup(ctx, spatial, 3);
+  Value out;
+  if (ctx.arg(6).toBool()) {
+    auto output_padding = ints(ctx, 7, spatial);
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < spatial; ++i) {
+      sizes.push_back((input.shape[2 + i] - 1) * c.stride[i] - 2 * c.padding[i] +
+                      c.dilation[i] * (weight.shape[2 + i] - 1) + output_padding[i] + 1);
+    }
+    out = convolve_input_grad(b, input, weight, c, sizes);
+  } else {
+    out = convolve(b, input, weight, c);
+  }
   if (auto bias = ctx.optional_tensor(2)) {
     Shape bias_shape(out.shape.size(), 1);
     bias_shape[1] = out.shape[1];
@@ -55,70 +158,21 @@ LOWER({"convolution_backward_overrideable"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), input = ctx.tensor(1), weight = ctx.tensor(2);
   size_t spatial = input.shape.size() - 2;
-  auto stride = ints(ctx, 3, spatial), padding = ints(ctx, 4, spatial),
-       dilation = ints(ctx, 5, spatial);
-  int64_t groups = ctx.arg(8).toInt();
-  int64_t out_channels = weight.shape[0], in_per_group = weight.shape[1];
-
-  // grad_input: convolve the stride-dilated gradient with the flipped kernel.
-  std::vector<int64_t> spatial_dims;
-  for (size_t i = 0; i < spatial; ++i) spatial_dims.push_back(2 + i);
-  Value flipped = b.reverse(weight, spatial_dims);
-  // [O, I/g, k...] -> [g, O/g, I/g, k...] -> [g, I/g, O/g, k...] -> [I, O/g, k...]
-  Shape grouped{groups, out_channels / groups, in_per_group};
-  for (size_t i = 0; i < spatial; ++i) grouped.push_back(weight.shape[2 + i]);
-  std::vector<int64_t> swap{0, 2, 1};
-  for (size_t i = 0; i < spatial; ++i) swap.push_back(3 + i);
-  Shape swapped_shape{in_per_group * groups, out_channels / groups};
-  for (size_t i = 0; i < spatial; ++i) swapped_shape.push_back(weight.shape[2 + i]);
-  Value kernel = b.reshape(b.transpose(b.reshape(flipped, grouped), swap), swapped_shape);
-  hlo::ConvParams input_params;
-  input_params.strides.assign(spatial, 1);
-  input_params.lhs_dilation = stride;
-  input_params.rhs_dilation = dilation;
-  input_params.feature_group_count = groups;
-  for (size_t i = 0; i < spatial; ++i) {
-    int64_t k = (weight.shape[2 + i] - 1) * dilation[i] + 1;
-    int64_t lo = k - 1 - padding[i];
-    int64_t dilated_grad = (grad.shape[2 + i] - 1) * stride[i] + 1;
-    int64_t hi = input.shape[2 + i] + k - 1 - dilated_grad - lo;
-    input_params.padding.push_back({lo, hi});
-  }
-  Value grad_input = b.convolution(grad, kernel, nchw_dims(spatial), input_params, input.type);
-
-  // grad_weight: correlate input (channels as batch) with the gradient (batch as features).
-  hlo::ConvDims weight_dims;
-  weight_dims.input_batch = 1;
-  weight_dims.input_feature = 0;
-  weight_dims.kernel_input_feature = 0;
-  weight_dims.kernel_output_feature = 1;
-  weight_dims.output_batch = 0;
-  weight_dims.output_feature = 1;
-  for (size_t i = 0; i < spatial; ++i) {
-    weight_dims.input_spatial.push_back(2 + i);
-    weight_dims.kernel_spatial.push_back(2 + i);
-    weight_dims.output_spatial.push_back(2 + i);
-  }
-  hlo::ConvParams weight_params;
-  weight_params.strides = dilation;
-  weight_params.rhs_dilation = stride;
-  weight_params.lhs_dilation.assign(spatial, 1);
-  weight_params.batch_group_count = groups;
-  for (size_t i = 0; i < spatial; ++i) {
-    int64_t lo = padding[i];
-    int64_t dilated_grad = (grad.shape[2 + i] - 1) * stride[i] + 1;
-    int64_t hi = (weight.shape[2 + i] - 1) * dilation[i] + dilated_grad - input.shape[2 + i] - lo;
-    weight_params.padding.push_back({lo, hi});
-  }
-  Value gw = b.convolution(input, grad, weight_dims, weight_params, input.type);
-  // gw is [I/g, O, k...]; torch wants [O, I/g, k...].
-  std::vector<int64_t> to_oi{1, 0};
-  for (size_t i = 0; i < spatial; ++i) to_oi.push_back(2 + i);
-  Value grad_weight = b.transpose(gw, to_oi);
-  if (grad_weight.shape != weight.shape) {
-    // Strides that skip trailing input positions leave the correlation one short: slice.
-    Shape zeros(weight.shape.size(), 0), ones(weight.shape.size(), 1);
-    grad_weight = b.slice(grad_weight, zeros, weight.shape, ones);
+  ConvSetup c = conv_setup(ctx, spatial, 3);
+  Value grad_input, grad_weight;
+  if (ctx.arg(6).toBool()) {
+    // y = T(x, W) is the adjoint of the regular convolution z = C(g, W): so dx = C(dy, W) and
+    // dW is C's weight gradient with the roles of input and gradient exchanged.
+    grad_input = convolve(b, grad, weight, c);
+    grad_weight = convolve_weight_grad(b, grad, input, weight.shape, c);
+    if (grad_input.shape != input.shape) {
+      Shape zeros(input.shape.size(), 0), ones(input.shape.size(), 1);
+      grad_input = b.slice(grad_input, zeros, input.shape, ones);
+    }
+  } else {
+    std::vector<int64_t> sizes(input.shape.begin() + 2, input.shape.end());
+    grad_input = convolve_input_grad(b, grad, weight, c, sizes);
+    grad_weight = convolve_weight_grad(b, input, grad, weight.shape, c);
   }
   std::vector<int64_t> bias_dims{0};
   for (size_t i = 0; i < spatial; ++i) bias_dims.push_back(2 + i);
