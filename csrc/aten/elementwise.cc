@@ -206,19 +206,18 @@ LOWER({"logical_not", "logical_not_", "logical_not.out"}, [](LoweringContext& ct
 
 // where's Scalar overloads stay composite (they decompose to where.self), so autograd keeps
 // their derivative.
-LOWER({"where.self", "where.self_out"},
-      [](LoweringContext& ctx) {
-        c10::ScalarType type = promoted_type(ctx, {1, 2});
-        Shape shape = broadcast_shapes(operand_shape(ctx, {0}), operand_shape(ctx, {1, 2}));
-        ElementType t = et(type);
-        Value condition = ctx.tensor(0);
-        TORCH_CHECK(condition.type == ElementType::Pred || condition.type == ElementType::U8,
-                    "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-                    to_scalar_type(condition.type));
-        condition = ctx.b.convert(condition, ElementType::Pred);
-        return Values{ctx.b.select(broadcast_to(ctx.b, condition, shape), operand(ctx, 1, t, shape),
-                                   operand(ctx, 2, t, shape))};
-      });
+LOWER({"where.self", "where.self_out"}, [](LoweringContext& ctx) {
+  c10::ScalarType type = promoted_type(ctx, {1, 2});
+  Shape shape = broadcast_shapes(operand_shape(ctx, {0}), operand_shape(ctx, {1, 2}));
+  ElementType t = et(type);
+  Value condition = ctx.tensor(0);
+  TORCH_CHECK(condition.type == ElementType::Pred || condition.type == ElementType::U8,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              to_scalar_type(condition.type));
+  condition = ctx.b.convert(condition, ElementType::Pred);
+  return Values{ctx.b.select(broadcast_to(ctx.b, condition, shape), operand(ctx, 1, t, shape),
+                             operand(ctx, 2, t, shape))};
+});
 LOWER({"masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Scalar_out", "masked_fill.Tensor",
        "masked_fill_.Tensor", "masked_fill.Tensor_out"},
       [](LoweringContext& ctx) {

@@ -2,6 +2,8 @@
 // a time with slices, reversals and concatenation: no gather, so they fuse like views.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -92,8 +94,11 @@ void check_padding(const Value& x, const std::vector<int64_t>& padding, int64_t 
   for (int64_t i = 0; i < dims; ++i) {
     int64_t dim = x.rank() - 1 - i;
     int64_t left = padding[2 * i], right = padding[2 * i + 1];
-    TORCH_CHECK_NOT_IMPLEMENTED(left >= 0 && right >= 0, mode_name(mode), dims,
-                                "d: negative padding is not supported on tpu");
+    int64_t kept = mode == PadMode::Reflect
+                       ? x.shape[dim] + std::min<int64_t>(left, 0) + std::min<int64_t>(right, 0)
+                       : x.shape[dim] + left + right;
+    TORCH_CHECK(kept > 0, mode_name(mode), dims, "d: padding (", left, ", ", right,
+                ") leaves nothing of dimension ", dim, " of size ", x.shape[dim]);
     if (mode == PadMode::Reflect) {
       TORCH_CHECK(left < x.shape[dim] && right < x.shape[dim],
                   "Argument #4: Padding size should "
@@ -105,12 +110,37 @@ void check_padding(const Value& x, const std::vector<int64_t>& padding, int64_t 
   }
 }
 
+// Replication with negative amounts, as CPU defines it: out[j] = x[clamp(j - left, 0, n - 1)],
+// read by positions (cropping could remove every element before replicating).
+Value clamped_positions(Builder& b, int64_t out, int64_t left, int64_t n) {
+  Value j = b.iota({out}, ElementType::S64, 0);
+  return b.clamp(
+      splat(b, 0, ElementType::S64, {out}),
+      b.binary("subtract", j, splat(b, static_cast<double>(left), ElementType::S64, {out})),
+      splat(b, static_cast<double>(n - 1), ElementType::S64, {out}));
+}
+bool any_negative(const std::vector<int64_t>& padding) {
+  return std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; });
+}
+
 Values pad_forward(LoweringContext& ctx, int64_t dims, PadMode mode) {
   Value x = ctx.tensor(0);
   std::vector<int64_t> padding = ctx.arg(1).toIntVector();
   check_padding(x, padding, dims, mode);
+  if (mode == PadMode::Replicate && any_negative(padding)) {
+    for (int64_t i = 0; i < dims; ++i) {
+      int64_t dim = x.rank() - 1 - i, left = padding[2 * i], right = padding[2 * i + 1];
+      int64_t n = x.shape[dim];
+      x = take_slices(ctx.b, x, dim, clamped_positions(ctx.b, n + left + right, left, n));
+    }
+    return {x};
+  }
+  // Negative amounts crop first; the rest pads about the edges that remain, as on CPU.
   for (int64_t i = 0; i < dims; ++i) {
-    x = pad_along(ctx.b, x, x.rank() - 1 - i, padding[2 * i], padding[2 * i + 1], mode);
+    int64_t dim = x.rank() - 1 - i, left = padding[2 * i], right = padding[2 * i + 1];
+    x = range_along(ctx.b, x, dim, std::max<int64_t>(0, -left),
+                    x.shape[dim] - std::max<int64_t>(0, -right));
+    x = pad_along(ctx.b, x, dim, std::max<int64_t>(0, left), std::max<int64_t>(0, right), mode);
   }
   return {x};
 }
@@ -121,10 +151,24 @@ Values pad_backward(LoweringContext& ctx, int64_t dims, PadMode mode) {
   Value self = ctx.tensor(1);
   std::vector<int64_t> padding = ctx.arg(2).toIntVector();
   check_padding(self, padding, dims, mode);
+  if (mode == PadMode::Replicate && any_negative(padding)) {
+    for (int64_t i = dims - 1; i >= 0; --i) {
+      int64_t dim = grad.rank() - 1 - i, left = padding[2 * i];
+      int64_t n = self.shape[dim];
+      Shape shape = grad.shape;
+      shape[dim] = n;
+      grad = combine_slices(ctx.b, splat(ctx.b, 0, grad.type, shape), dim,
+                            clamped_positions(ctx.b, grad.shape[dim], left, n), grad, "add");
+    }
+    return {grad};
+  }
   for (int64_t i = dims - 1; i >= 0; --i) {
-    int64_t dim = grad.rank() - 1 - i;
-    grad = pad_along_backward(ctx.b, grad, dim, padding[2 * i], padding[2 * i + 1], self.shape[dim],
+    int64_t dim = grad.rank() - 1 - i, left = padding[2 * i], right = padding[2 * i + 1];
+    int64_t crop_left = std::max<int64_t>(0, -left), crop_right = std::max<int64_t>(0, -right);
+    grad = pad_along_backward(ctx.b, grad, dim, std::max<int64_t>(0, left),
+                              std::max<int64_t>(0, right), self.shape[dim] - crop_left - crop_right,
                               mode);
+    grad = zero_pad_along(ctx.b, grad, dim, crop_left, crop_right);
   }
   return {grad};
 }
