@@ -26,7 +26,7 @@ LOWER({"hardswish", "hardswish_", "hardswish.out"}, [](LoweringContext& ctx) {
   Value relu6 = b.clamp(c(b, 0, x), b.binary("add", x, c(b, 3, x)), c(b, 6, x));
   return Values{b.convert(b.binary("divide", b.binary("multiply", x, relu6), c(b, 6, x)), x0.type)};
 });
-// 0 below -3, grad (x / 3 + 1/2) up to 3, grad above.
+// 0 up to -3, grad (x / 3 + 1/2) below 3, grad from 3 on (CPU's break points).
 LOWER({"hardswish_backward", "hardswish_backward.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value g0 = ctx.tensor(0), x0 = ctx.tensor(1);
@@ -34,8 +34,8 @@ LOWER({"hardswish_backward", "hardswish_backward.out"}, [](LoweringContext& ctx)
   Value g = b.convert(g0, m), x = b.convert(x0, m);
   Value middle =
       b.binary("multiply", g, b.binary("add", b.binary("divide", x, c(b, 3, x)), c(b, 0.5, x)));
-  Value r = b.select(b.compare("LE", x, c(b, 3, x)), middle, g);
-  r = b.select(b.compare("LT", x, c(b, -3, x)), zeros_like(b, x), r);
+  Value r = b.select(b.compare("LT", x, c(b, 3, x)), middle, g);
+  r = b.select(b.compare("LE", x, c(b, -3, x)), zeros_like(b, x), r);
   return Values{b.convert(r, g0.type)};
 });
 

@@ -92,7 +92,8 @@ Value bessel_i(Builder& b, const Value& x, int nu, bool scaled) {
     asymptotic = mul(b, mul(b, asymptotic, half), half);
   }
   Value r = b.select(b.compare("LE", ax, c(b, kSwitchI, x)), series, asymptotic);
-  r = b.select(b.compare("EQ", ax, c(b, INFINITY, x)), c(b, scaled ? 0 : INFINITY, x), r);
+  // At +-inf CPU gives 0 scaled and NaN unscaled.
+  r = b.select(b.compare("EQ", ax, c(b, INFINITY, x)), c(b, scaled ? 0 : NAN, x), r);
   if (nu == 1) r = mul(b, r, b.unary("sign", x));
   return b.select(is_nan(b, x), x, r);
 }
@@ -161,17 +162,18 @@ Value bessel_jy(Builder& b, const Value& x, int nu, bool want_y) {
              : mul(b, amplitude, b.binary("subtract", mul(b, p, cos_chi), mul(b, q, sin_chi)));
   Value result = b.select(small, series, asymptotic);
   Value inf = c(b, INFINITY, x);
+  // CPU gives NaN at +-inf for J and Y.
   if (want_y) {
     result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, -INFINITY, x), result);
     result = b.select(b.compare("LT", x, c(b, 0, x)), c(b, NAN, x), result);
-    return b.select(b.compare("EQ", x, inf), c(b, 0, x), b.select(is_nan(b, x), x, result));
+    return b.select(b.compare("EQ", x, inf), c(b, NAN, x), b.select(is_nan(b, x), x, result));
   }
   if (nu == 0) result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), result);
   if (nu == 1) {
     result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 0, x), result);
     result = mul(b, result, b.select(b.compare("LT", x, c(b, 0, x)), c(b, -1, x), c(b, 1, x)));
   }
-  result = b.select(b.compare("EQ", ax, inf), c(b, 0, x), result);
+  result = b.select(b.compare("EQ", ax, inf), c(b, NAN, x), result);
   return b.select(is_nan(b, x), x, result);
 }
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <limits>
 
 #include "csrc/aten/common.h"
 
@@ -108,6 +109,7 @@ LOWER({"nextafter", "nextafter_", "nextafter.out"}, [](LoweringContext& ctx) {
 });
 
 // frexp(x) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN keep x with exponent 0.
+// Integer arithmetic on the bits throughout: the device may treat subnormal floats as zero.
 LOWER({"frexp.Tensor", "frexp.Tensor_out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
@@ -115,31 +117,37 @@ LOWER({"frexp.Tensor", "frexp.Tensor_out"}, [](LoweringContext& ctx) {
   const bool wide = x0.type == ElementType::F64;
   ElementType f = wide ? ElementType::F64 : ElementType::F32;
   ElementType bits = wide ? ElementType::S64 : ElementType::S32;
-  const int64_t mantissa_bits = wide ? 52 : 23, exponent_mask = wide ? 0x7FF : 0xFF;
-  const int64_t bias_minus_one = wide ? 1022 : 126;
+  const int64_t width = wide ? 64 : 32, mantissa_bits = wide ? 52 : 23;
+  const int64_t exponent_mask = wide ? 0x7FF : 0xFF, bias_minus_one = wide ? 1022 : 126;
+  const int64_t fraction_mask = (int64_t{1} << mantissa_bits) - 1;
   Value x = b.convert(x0, f);
-  // Subnormals are scaled into the normal range first.
-  Value subnormal =
-      b.compare("LT", b.unary("abs", x), c(b, wide ? 2.2250738585072014e-308 : 1.17549435e-38, x));
-  Value scaled = b.select(subnormal, b.binary("multiply", x, c(b, std::ldexp(1.0, 54), x)), x);
-  Value shift = b.select(subnormal, splat(b, 54, bits, x.shape), splat(b, 0, bits, x.shape));
-  Value xb = b.bitcast_convert(scaled, bits);
-  Value biased = b.binary(
-      "and", b.binary("shift_right_logical", xb, b.constant_int(mantissa_bits, bits, x.shape)),
-      b.constant_int(exponent_mask, bits, x.shape));
-  Value exponent = b.binary(
-      "subtract", b.binary("subtract", biased, splat(b, bias_minus_one, bits, x.shape)), shift);
-  int64_t clear = ~(exponent_mask << mantissa_bits);
-  Value mantissa_bits_only = b.binary("and", xb, b.constant_int(clear, bits, x.shape));
-  Value mantissa =
-      b.bitcast_convert(b.binary("or", mantissa_bits_only,
-                                 b.constant_int(bias_minus_one << mantissa_bits, bits, x.shape)),
-                        f);
-  Value special =
-      b.binary("or", b.compare("EQ", x, c(b, 0, x)),
-               b.binary("or", is_nan(b, x), b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x))));
-  mantissa = b.select(special, x, mantissa);
-  exponent = b.select(special, splat(b, 0, bits, x.shape), exponent);
+  Value xb = b.bitcast_convert(x, bits);
+  auto k = [&](int64_t v) { return b.constant_int(v, bits, x.shape); };
+  Value biased =
+      b.binary("and", b.binary("shift_right_logical", xb, k(mantissa_bits)), k(exponent_mask));
+  Value fraction = b.binary("and", xb, k(fraction_mask));
+  // The sign bit as a signed constant of the bits' width (the most negative value).
+  const int64_t sign_bit =
+      wide ? std::numeric_limits<int64_t>::min() : int64_t{std::numeric_limits<int32_t>::min()};
+  Value sign = b.binary("and", xb, k(sign_bit));
+  // Normal numbers: exponent field - (bias - 1); the fraction keeps its bits.
+  Value exponent = b.binary("subtract", biased, k(bias_minus_one));
+  // Subnormals: the highest set fraction bit p becomes the hidden bit.
+  Value p = b.binary("subtract", k(width - 1), b.unary("count_leading_zeros", fraction));
+  Value shift = b.binary("subtract", k(mantissa_bits), p);
+  Value sub_fraction = b.binary("and", b.binary("shift_left", fraction, shift), k(fraction_mask));
+  Value sub_exponent = b.binary("subtract", p, k(bias_minus_one + mantissa_bits - 1));
+  Value subnormal = b.binary("and", b.compare("EQ", biased, k(0)), b.compare("NE", fraction, k(0)));
+  fraction = b.select(subnormal, sub_fraction, fraction);
+  exponent = b.select(subnormal, sub_exponent, exponent);
+  Value mantissa = b.bitcast_convert(
+      b.binary("or", b.binary("or", sign, fraction), k(bias_minus_one << mantissa_bits)), f);
+  Value zero = b.binary("and", b.compare("EQ", biased, k(0)),
+                        b.compare("EQ", b.binary("and", xb, k(fraction_mask)), k(0)));
+  Value special = b.binary("or", zero, b.compare("EQ", biased, k(exponent_mask)));
+  // Specials keep x, selected by bits too (a float select may flush a subnormal x to zero).
+  mantissa = b.bitcast_convert(b.select(special, xb, b.bitcast_convert(mantissa, bits)), f);
+  exponent = b.select(special, k(0), exponent);
   return Values{b.convert(mantissa, x0.type), b.convert(exponent, ElementType::S32)};
 });
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from torch_tpu.testing.op_sweep import run_phase
+from torch_tpu.testing.op_sweep import forward_dtype, run_phase
 
 REPORT = Path(__file__).resolve().parents[2] / "docs" / "op_coverage.json"
 
@@ -34,7 +34,8 @@ def op_at(index: int, name: str) -> Any:
 
 @pytest.mark.parametrize(("index", "name"), passing("float32"), ids=lambda v: str(v))
 def test_forward_float32_still_passes(index: int, name: str) -> None:
-    assert run_phase(op_at(index, name), torch.float32, backward=False) == ("pass", "")
+    op = op_at(index, name)
+    assert run_phase(op, forward_dtype(op), backward=False) == ("pass", "")
 
 
 @pytest.mark.parametrize(("index", "name"), passing("backward"), ids=lambda v: str(v))

@@ -205,12 +205,10 @@ def test_lgamma_gradient_and_polygamma_order_zero() -> None:
     torch.testing.assert_close(
         torch.polygamma(0, xt.detach()).cpu(), torch.polygamma(0, x.detach())
     )
-    with pytest.raises(NotImplementedError, match="polygamma of order 5"):
-        torch.polygamma(5, xt.detach())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("order", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 4, 5, 7])
 def test_polygamma(order: int, dtype: torch.dtype) -> None:
     specials = [0.0, -1.0, 0.5, 1.0, 1e-3, 100.0, 1e4, float("inf"), float("nan")]
     x = torch.cat([torch.linspace(-5.3, 10, 1001), torch.tensor(specials)]).to(dtype)

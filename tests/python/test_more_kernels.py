@@ -1,0 +1,376 @@
+"""Activations, losses, special functions, integer ops, selections, binning, patches, pooling,
+transposed convolutions and rectangular LU against CPU, forward and backward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+DEVICE = "tpu"
+
+
+def both(fn: Callable[..., object], *inputs: torch.Tensor, **tolerance: float) -> None:
+    """fn on tpu against CPU, with every float input's gradient for random output weights."""
+    cpu = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    tpu = [x.detach().to(DEVICE).requires_grad_(x.is_floating_point()) for x in inputs]
+    want, got = fn(*cpu), fn(*tpu)
+    wants = list(want) if isinstance(want, (tuple, list)) else [want]
+    gots = list(got) if isinstance(got, (tuple, list)) else [got]
+    for g, w in zip(gots, wants, strict=True):
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, **tolerance)  # type: ignore[arg-type]
+    differentiable = [(g, w) for g, w in zip(gots, wants, strict=True) if w.requires_grad]
+    if not differentiable:
+        return
+    torch.manual_seed(1)
+    weights = [torch.randn(w.shape) for _, w in differentiable]
+    sum((w * k).sum() for (_, w), k in zip(differentiable, weights, strict=True)).backward()
+    sum(
+        (g * k.to(DEVICE)).sum() for (g, _), k in zip(differentiable, weights, strict=True)
+    ).backward()
+    for xc, xt in zip(cpu, tpu, strict=True):
+        if xc.grad is not None:
+            assert xt.grad is not None
+            torch.testing.assert_close(xt.grad.cpu(), xc.grad, equal_nan=True, **tolerance)  # type: ignore[arg-type]
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return torch.randn(*shape)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        F.hardswish,
+        F.hardsigmoid,
+        lambda x: F.hardshrink(x, 0.4),
+        lambda x: F.softshrink(x, 0.4),
+        lambda x: F.glu(x, -1),
+        lambda x: F.prelu(x, torch.tensor([0.1, 0.2, 0.3, 0.4], device=x.device)),
+        lambda x: torch.logit(torch.sigmoid(x), eps=0.05),
+        torch.sinc,
+        torch.special.entr,
+    ],
+)
+def test_activations_and_gradients(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    x = randn(3, 4) * 4
+    x[0, 0], x[0, 1] = 3.0, -3.0  # hardswish/hardsigmoid break points
+    both(fn, x)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_regression_losses(reduction: str) -> None:
+    x, y = randn(5, 3), randn(5, 3, seed=1)
+    both(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.5), x, y)
+    both(lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=0.7), x, y)
+    p, t = torch.sigmoid(x), torch.rand(5, 3)
+    w = torch.rand(5, 3)
+    both(lambda a, b: F.binary_cross_entropy(a, b, w.to(a.device), reduction=reduction), p, t)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        torch.i0,
+        torch.special.i0e,
+        torch.special.i1,
+        torch.special.i1e,
+        torch.special.modified_bessel_k0,
+        torch.special.modified_bessel_k1,
+        torch.special.scaled_modified_bessel_k1,
+        torch.special.bessel_j0,
+        torch.special.bessel_j1,
+        torch.special.bessel_y0,
+        torch.special.bessel_y1,
+        torch.special.spherical_bessel_j0,
+    ],
+)
+def test_bessel_functions_across_both_branches(op: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    # Both sides of every series/asymptotic switch point, zeros, negatives and infinities. (In
+    # float64 the device's series are closer to scipy than CPU's Cephes fits are: j0(6) is
+    # 0.1506452572509970 by scipy, ...2572 here, ...2003 on CPU; float32 results agree.)
+    x = torch.cat(
+        [
+            torch.linspace(-30, 30, 601),
+            torch.tensor([0.0, 1e-6, 7.99, 8.01, 11.99, 12.01, 14.99, 15.01, float("inf")]),
+            torch.tensor([-float("inf"), float("nan")]),
+        ]
+    )
+    want = op(x)
+    got = op(x.to(DEVICE)).cpu()
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        torch.special.chebyshev_polynomial_t,
+        torch.special.chebyshev_polynomial_u,
+        torch.special.chebyshev_polynomial_v,
+        torch.special.chebyshev_polynomial_w,
+        torch.special.shifted_chebyshev_polynomial_t,
+        torch.special.hermite_polynomial_h,
+        torch.special.hermite_polynomial_he,
+        torch.special.laguerre_polynomial_l,
+        torch.special.legendre_polynomial_p,
+    ],
+)
+def test_orthogonal_polynomials_with_mixed_degrees(op: Callable[..., torch.Tensor]) -> None:
+    # Degrees differ per element (the device loop runs to the largest): negatives, 0, 1, high
+    # degrees inside (-1, 1) (CPU's closed forms), the interval ends and NaN degrees.
+    x = torch.tensor([0.3, -0.7, 1.0, -1.0, 0.0, 1.5, -2.0, 0.5, 0.9, 0.25], dtype=torch.float64)
+    n = torch.tensor([3.0, 12.0, 5.0, 7.0, 4.0, 6.0, 2.0, -1.0, float("nan"), 0.0])
+    want = op(x, n.double())
+    got = op(x.to(DEVICE), n.double().to(DEVICE)).cpu()
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_zeta_and_high_order_polygamma() -> None:
+    x = torch.tensor([2.0, 3.5, 1.0, 0.5, 4.0, 2.0, 3.0], dtype=torch.float64)
+    q = torch.tensor([1.0, 0.25, 2.0, 1.0, -2.5, -3.0, 7.0], dtype=torch.float64)
+    torch.testing.assert_close(
+        torch.special.zeta(x.to(DEVICE), q.to(DEVICE)).cpu(),
+        torch.special.zeta(x, q),
+        equal_nan=True,
+    )
+    y = torch.linspace(-3.7, 6, 50, dtype=torch.float64)
+    for order in (5, 6):
+        torch.testing.assert_close(
+            torch.polygamma(order, y.to(DEVICE)).cpu(),
+            torch.polygamma(order, y),
+            rtol=1e-7,
+            atol=1e-7,
+        )
+
+
+def test_integer_ops() -> None:
+    a = torch.tensor([12, -18, 0, 7, 1071, -5, 0, 2**40], dtype=torch.int64)
+    b = torch.tensor([8, 24, 0, 0, 462, -15, 3, 6], dtype=torch.int64)
+    for op in (torch.gcd, torch.lcm):
+        assert torch.equal(op(a.to(DEVICE), b.to(DEVICE)).cpu(), op(a, b))
+    shifts = torch.tensor([0, 1, 63, 64, -1, 5, 70, 3], dtype=torch.int64)
+    for op in (torch.bitwise_left_shift, torch.bitwise_right_shift):
+        assert torch.equal(op(a.to(DEVICE), shifts.to(DEVICE)).cpu(), op(a, shifts))
+    with pytest.raises(RuntimeError, match="integer"):
+        torch.gcd(torch.ones(2, device=DEVICE), torch.ones(2, device=DEVICE))
+
+
+def test_float_bit_functions() -> None:
+    x = torch.tensor([1.0, -2.5, 0.0, -0.0, 3e-39, float("inf"), float("nan"), 1e30])
+    y = torch.tensor([2.0, -3.0, -1.0, 1.0, 0.0, 0.0, 1.0, -1e30])
+    for got, want in zip(torch.frexp(x.to(DEVICE)), torch.frexp(x), strict=True):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    torch.testing.assert_close(
+        torch.nextafter(x.to(DEVICE), y.to(DEVICE)).cpu(), torch.nextafter(x, y), equal_nan=True
+    )
+    assert torch.equal(torch.signbit(x.to(DEVICE)).cpu(), torch.signbit(x))
+    both(torch.hypot, randn(4, 3), randn(4, 3, seed=2))
+    steps, values = torch.tensor([0.0, 1.5, -2.0, float("nan")]), torch.tensor([0.5, 0.5, 0.5, 0.5])
+    torch.testing.assert_close(
+        torch.heaviside(steps.to(DEVICE), values.to(DEVICE)).cpu(),
+        torch.heaviside(steps, values),
+        equal_nan=True,
+    )
+    a, b = randn(20) * 10, randn(20, seed=3)
+    a[:3], b[:3] = torch.tensor([7.0, -7.0, 0.3]), torch.tensor([0.1, 0.1, 0.1])
+    torch.testing.assert_close(
+        torch.floor_divide(a.to(DEVICE), b.to(DEVICE)).cpu(), torch.floor_divide(a, b)
+    )
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_selections(dim: int) -> None:
+    x = randn(6, 7)
+    x[2, 3] = float("nan")
+    both(lambda t: torch.median(t, dim=dim), x)
+    both(lambda t: torch.nanmedian(t, dim=dim), x)
+    both(lambda t: torch.kthvalue(t, 3, dim=dim), x)
+    both(torch.median, randn(9))
+    both(torch.nanmedian, x)
+    ints = torch.tensor([[1, 3, 3, 2, 1], [4, 4, 0, 0, 5]])
+    for got, want in zip(torch.mode(ints.to(DEVICE), 1), torch.mode(ints, 1), strict=True):
+        assert torch.equal(got.cpu(), want)
+    both(lambda t: torch.aminmax(t, dim=dim), randn(4, 5))
+    both(lambda t: torch.logcumsumexp(t, dim), randn(5, 6) * 30)
+
+
+def test_reductions_and_indexing() -> None:
+    both(torch.trace, randn(4, 6))
+    assert torch.equal(
+        torch.count_nonzero(torch.tensor([[0, 1], [2, 0]], device=DEVICE), dim=0).cpu(),
+        torch.tensor([1, 1]),
+    )
+    both(lambda t: torch.renorm(t, 2, 0, 1.0), randn(4, 5) * 3)
+    index = torch.tensor([[0, -1], [5, 3]])
+    both(lambda t: torch.take(t, index.to(t.device)), randn(2, 3))
+    src = torch.tensor([1.0, 2.0, 3.0])
+    put_index = torch.tensor([0, 4, 0])
+    both(lambda t, s: t.put(put_index.to(t.device), s, accumulate=True), randn(2, 3), src)
+
+
+def test_searchsorted_bucketize_histc() -> None:
+    seq = torch.tensor([[1.0, 3.0, 5.0, 7.0], [2.0, 4.0, 6.0, 8.0]])
+    values = torch.tensor([[3.0, 0.0, 9.0], [4.0, float("nan"), 6.5]])
+    for right in (False, True):
+        assert torch.equal(
+            torch.searchsorted(seq.to(DEVICE), values.to(DEVICE), right=right).cpu(),
+            torch.searchsorted(seq, values, right=right),
+        )
+    sorter = torch.tensor([1, 3, 0, 2])
+    unsorted = torch.tensor([5.0, 1.0, 7.0, 3.0])
+    assert torch.equal(
+        torch.searchsorted(
+            unsorted.to(DEVICE), values[0].to(DEVICE), sorter=sorter.to(DEVICE)
+        ).cpu(),
+        torch.searchsorted(unsorted, values[0], sorter=sorter),
+    )
+    boundaries = torch.tensor([0.0, 1.0, 2.5])
+    x = randn(10) * 2
+    assert torch.equal(
+        torch.bucketize(x.to(DEVICE), boundaries.to(DEVICE)).cpu(), torch.bucketize(x, boundaries)
+    )
+    torch.testing.assert_close(torch.histc(x.to(DEVICE), bins=7).cpu(), torch.histc(x, bins=7))
+    torch.testing.assert_close(torch.histc(x.to(DEVICE), 4, -1, 1).cpu(), torch.histc(x, 4, -1, 1))
+
+
+def test_im2col_col2im_and_channel_shuffle() -> None:
+    x = randn(2, 3, 7, 6)
+    both(lambda t: F.unfold(t, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)), x)
+    cols = randn(2, 3 * 2 * 2, 10)
+    both(lambda t: F.fold(t, (4, 5), (2, 2), padding=(1, 0), stride=(1, 2)), cols)
+    both(lambda t: F.channel_shuffle(t, 3), randn(2, 6, 3))
+
+
+@pytest.mark.parametrize("padding", [(-1, 2), (2, -1), (-2, -1)])
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_negative_padding(padding: tuple[int, int], mode: str) -> None:
+    both(lambda t: F.pad(t, padding, mode=mode), randn(2, 3, 5))
+    if mode == "replicate":
+        # Cropping everything still replicates from CPU's clamped positions.
+        both(lambda t: F.pad(t, (-4, 5), mode=mode), randn(1, 2, 4))
+
+
+@pytest.mark.parametrize(
+    "conv, shape, weight_shape, options",
+    [
+        (
+            F.conv_transpose1d,
+            (2, 4, 7),
+            (4, 3, 3),
+            {"stride": 2, "padding": 1, "output_padding": 1},
+        ),
+        (
+            F.conv_transpose2d,
+            (1, 4, 5, 4),
+            (4, 2, 3, 2),
+            {"stride": (2, 1), "groups": 2, "dilation": (1, 2)},
+        ),
+        (F.conv_transpose3d, (1, 2, 3, 4, 3), (2, 3, 2, 2, 2), {"stride": 2}),
+    ],
+)
+def test_transposed_convolutions(
+    conv: Callable[..., torch.Tensor],
+    shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    options: dict[str, object],
+) -> None:
+    bias = randn(weight_shape[1] * int(options.get("groups", 1)), seed=4)  # type: ignore[call-overload]
+    both(
+        lambda x, w, b: conv(x, w, b, **options), randn(*shape), randn(*weight_shape, seed=3), bias
+    )
+
+
+def test_three_dimensional_and_adaptive_max_pooling() -> None:
+    x = randn(2, 3, 6, 5, 7)
+    both(lambda t: F.max_pool3d(t, (2, 3, 2), stride=(2, 1, 2), padding=(1, 1, 0)), x)
+    both(lambda t: F.max_pool3d(t, 2, ceil_mode=True, return_indices=True)[0], x)
+    both(lambda t: F.avg_pool3d(t, 3, stride=2, padding=1), x)
+    both(lambda t: F.avg_pool3d(t, (2, 2, 3), count_include_pad=False, ceil_mode=True), x)
+    both(lambda t: F.adaptive_max_pool2d(t, (3, 4), return_indices=True), randn(2, 7, 9))
+    both(lambda t: F.adaptive_max_pool1d(t, 4), randn(2, 3, 10))
+    both(lambda t: F.adaptive_max_pool3d(t, (2, 3, 2)), x)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (2, 4, 4)])
+def test_rectangular_lu_and_unpack(shape: tuple[int, ...]) -> None:
+    a = randn(*shape)
+    both(torch.linalg.lu, a)
+    lu, pivots = torch.linalg.lu_factor(a)
+    got = torch.lu_unpack(lu.to(DEVICE), pivots.to(DEVICE))
+    for g, w in zip(got, torch.lu_unpack(lu, pivots), strict=True):
+        torch.testing.assert_close(g.cpu(), w)
+
+
+def test_lu_solve_from_the_right() -> None:
+    a, rhs = randn(4, 4), randn(3, 4, seed=5)
+    lu, pivots = torch.linalg.lu_factor(a)
+    for adjoint in (False, True):
+        torch.testing.assert_close(
+            torch.linalg.lu_solve(
+                lu.to(DEVICE), pivots.to(DEVICE), rhs.to(DEVICE), left=False, adjoint=adjoint
+            ).cpu(),
+            torch.linalg.lu_solve(lu, pivots, rhs, left=False, adjoint=adjoint),
+        )
+
+
+def test_group_norm_and_unfold_backward() -> None:
+    both(
+        lambda x, w, b: F.group_norm(x, 2, w, b),
+        randn(2, 4, 3, 5),
+        randn(4, seed=1),
+        randn(4, seed=2),
+    )
+    both(lambda x: x.unfold(1, 3, 2), randn(2, 8, 3))
+
+
+def test_unique_and_bincount_round_trip_to_the_host() -> None:
+    x = torch.tensor([3, 1, 3, 2, 1, 1])
+    for got, want in zip(
+        torch.unique(x.to(DEVICE), return_inverse=True, return_counts=True),
+        torch.unique(x, return_inverse=True, return_counts=True),
+        strict=True,
+    ):
+        assert torch.equal(got.cpu(), want)
+    assert torch.equal(torch.unique_consecutive(x.to(DEVICE)).cpu(), torch.unique_consecutive(x))
+    weights = torch.rand(6)
+    torch.testing.assert_close(
+        torch.bincount(x.to(DEVICE), weights.to(DEVICE), minlength=6).cpu(),
+        torch.bincount(x, weights, minlength=6),
+    )
+
+
+def test_samplers_have_the_right_moments() -> None:
+    torch.manual_seed(0)
+    n = 200_000
+    x = torch.empty(n, device=DEVICE)
+    assert abs(x.exponential_(2.0).mean().item() - 0.5) < 0.01
+    geometric = x.geometric_(0.25).cpu()
+    assert geometric.min().item() >= 1 and abs(geometric.mean().item() - 4.0) < 0.05
+    assert abs(x.log_normal_(0.0, 0.5).log().mean().item()) < 0.01
+    assert abs(x.cauchy_(1.0, 2.0).median().item() - 1.0) < 0.05
+    mean = torch.full((n,), 3.0, device=DEVICE)
+    draws = torch.normal(mean, torch.full((n,), 2.0, device=DEVICE)).cpu()
+    assert abs(draws.mean().item() - 3.0) < 0.02 and abs(draws.std().item() - 2.0) < 0.02
+
+
+def test_no_backend_kernel_hides_a_composite_derivative() -> None:
+    # A PrivateUse1 kernel for a CompositeImplicitAutograd op would bypass its decomposition's
+    # derivative (logdet lost its gradient that way). Only these non-differentiable or
+    # backward-only ops may have one.
+    allowed = {
+        "aten::_has_compatible_shallow_copy_type",
+        "aten::isfinite",
+        "aten::mish_backward",
+        "aten::silu_backward",
+    }
+    shadowing = {
+        name
+        for name in torch._C._dispatch_get_all_op_names()
+        if name.startswith("aten::")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    }
+    assert shadowing <= allowed, sorted(shadowing - allowed)
