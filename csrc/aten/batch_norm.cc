@@ -123,7 +123,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(
   return batch_norm_forward(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
+// The training forms torch's batch_norm calls since 2.4: statistics updated in place, and a
+// reserve (cuDNN's workspace) that is empty here.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
+    double momentum, double eps) {
+  auto [out, mean, invstd] =
+      batch_norm_forward(input, weight, bias, running_mean, running_var, true, momentum, eps);
+  return {out, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_with_update(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var,
+    bool update, double eps, std::array<bool, 3> output_mask, const at::Tensor& /*reserve*/) {
+  std::optional<at::Tensor> w;
+  if (weight.defined()) w = weight;
+  return batch_norm_backward(grad_out, input, w, running_mean, running_var, save_mean, save_var,
+                             update, eps, output_mask);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_batch_norm_with_update", TORCH_FN(batch_norm_with_update));
+  m.impl("batch_norm_backward", TORCH_FN(batch_norm_backward_with_update));
   m.impl("native_batch_norm", TORCH_FN(batch_norm_forward));
   m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats));

@@ -300,5 +300,49 @@ LOWER({"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
        "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
       normal_with_tensors);
 
+// multinomial(self [C] or [D, C], num_samples, replacement): with replacement, inverse-CDF
+// sampling (how many cumulative weights lie below u * total); without, the Gumbel-max trick
+// (the num_samples largest log p + Gumbel noise).
+LOWER({"multinomial", "multinomial.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value p0 = ctx.tensor(0);
+  TORCH_CHECK(p0.rank() == 1 || p0.rank() == 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(hlo::is_float(p0.type), "multinomial only supports floating-point dtypes for input");
+  int64_t samples = ctx.arg(1).toInt();
+  bool replacement = ctx.arg(2).toBool();
+  TORCH_CHECK(samples > 0, "cannot sample n_sample <= 0 samples");
+  bool batched = p0.rank() == 2;
+  Value p = b.convert(batched ? p0 : b.reshape(p0, {1, p0.shape[0]}), ElementType::F32);
+  int64_t d = p.shape[0], c = p.shape[1];
+  TORCH_CHECK(replacement || samples <= c,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  Value out;
+  if (replacement) {
+    std::vector<int64_t> window{1, c}, ones{1, 1};
+    Value cdf = b.reduce_window(p, b.constant(0, ElementType::F32), window, ones, ones, ones,
+                                {{0, 0}, {c - 1, 0}}, "add");
+    Value total = b.broadcast_in_dim(sum(b, p, {1}), {d, samples}, {0});
+    Value u = b.binary("multiply", uniform01(ctx, {d, samples}, ElementType::F32), total);
+    Value below = b.compare("LE", b.broadcast_in_dim(cdf, {d, samples, c}, {0, 2}),
+                            b.broadcast_in_dim(u, {d, samples, c}, {0, 1}));
+    Value index = b.reduce(b.convert(below, ElementType::S64), b.constant_int(0, ElementType::S64),
+                           {2}, "add");
+    out = b.clamp(splat(b, 0, ElementType::S64, {d, samples}), index,
+                  splat(b, static_cast<double>(c - 1), ElementType::S64, {d, samples}));
+  } else {
+    Value u = uniform01(ctx, {d, c}, ElementType::F32);
+    Value tiny = splat(b, 1e-20, ElementType::F32, {d, c});
+    Value gumbel = b.unary(
+        "negate", b.unary("log", b.unary("negate", b.unary("log", b.binary("add", u, tiny)))));
+    Value keys = b.binary("add", b.unary("log", p), gumbel);
+    Value positions = b.iota({d, c}, ElementType::S64, 1);
+    auto sorted = b.sort({keys, positions}, 1, true, [](Builder& r, const std::vector<Value>& a) {
+      return std::vector<Value>{r.compare("GT", a[0], a[1])};
+    });
+    out = b.slice(sorted[1], {0, 0}, {d, samples}, {1, 1});
+  }
+  return Values{batched ? out : b.reshape(out, {samples})};
+});
+
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -2,6 +2,7 @@
 // embedding backward, triangular masks.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "csrc/aten/common.h"
@@ -501,6 +502,73 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
   bool accumulate = ctx.arg(3).toBool();
   return Values{b.reshape(combine_slices(b, flat, 0, positions, updates, accumulate ? "add" : ""),
                           self.shape)};
+});
+
+// nonzero_static(self, size, fill_value) -> [size, ndim]: the first `size` nonzero coordinates
+// in row-major order, padded with fill_value; each nonzero's slot is the running count.
+LOWER({"nonzero_static", "nonzero_static.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t size = ctx.arg(1).toInt(), fill = ctx.arg(2).toInt();
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  int64_t n = hlo::num_elements(x.shape), rank = x.rank();
+  int64_t columns = std::max<int64_t>(rank, 1);
+  Value filled = splat(b, static_cast<double>(fill), ElementType::S64, {size + 1, columns});
+  if (n == 0 || size == 0) return Values{b.slice(filled, {0, 0}, {size, rank}, {1, 1})};
+  Value flat = b.reshape(x, {n});
+  Value nonzero =
+      flat.type == ElementType::Pred ? flat : b.compare("NE", flat, splat(b, 0, flat.type, {n}));
+  Value count = b.convert(nonzero, ElementType::S64);
+  std::vector<int64_t> window{n}, ones{1};
+  Value slot = b.binary("subtract",
+                        b.reduce_window(count, b.constant_int(0, ElementType::S64), window, ones,
+                                        ones, ones, {{n - 1, 0}}, "add"),
+                        splat(b, 1, ElementType::S64, {n}));
+  // Zeros and nonzeros beyond `size` go to the dropped row `size`.
+  slot = b.select(
+      b.binary("and", nonzero, b.compare("LT", slot, splat(b, size, ElementType::S64, {n}))), slot,
+      splat(b, static_cast<double>(size), ElementType::S64, {n}));
+  // Row-major coordinates of each flat position.
+  std::vector<Value> coordinates;
+  Value rest = b.iota({n}, ElementType::S64, 0);
+  for (int64_t d = rank; d-- > 0;) {
+    Value extent = splat(b, static_cast<double>(x.shape[d]), ElementType::S64, {n});
+    coordinates.insert(coordinates.begin(), b.reshape(b.binary("remainder", rest, extent), {n, 1}));
+    rest = b.binary("divide", rest, extent);
+  }
+  if (rank == 0) coordinates.push_back(splat(b, 0, ElementType::S64, {n, 1}));
+  Value rows = b.concatenate(coordinates, 1);
+  Value out = combine_slices(b, filled, 0, slot, rows, "");
+  return Values{b.slice(out, {0, 0}, {size, rank}, {1, 1})};
+});
+
+// embedding_renorm_(self, indices, max_norm, norm_type): each referenced row whose norm
+// exceeds max_norm is scaled to max_norm / (norm + 1e-7), once however often it is referenced.
+LOWER({"embedding_renorm_"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), indices = ctx.tensor(1);
+  TORCH_CHECK(self.rank() == 2, "embedding_renorm_: weight must be 2-D");
+  double max_norm = ctx.arg(2).toDouble(), p = ctx.arg(3).toDouble();
+  int64_t rows = self.shape[0], m = hlo::num_elements(indices.shape);
+  if (m == 0) return Values{self};
+  Value positions = wrap_index(b, b.reshape(indices, {m}), rows);
+  Value referenced = combine_slices(b, splat(b, 0, ElementType::F32, {rows}), 0, positions,
+                                    splat(b, 1, ElementType::F32, {m}), "");
+  ElementType acc = opmath(self.type);
+  Value w = b.convert(self, acc);
+  Value a = b.unary("abs", w);
+  Value norm = p == 2 ? b.unary("sqrt", sum(b, b.binary("multiply", a, a), {1}))
+               : p == 1
+                   ? sum(b, a, {1})
+                   : b.binary("power", sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {1}),
+                              splat(b, 1.0 / p, acc, {rows}));
+  Value scale = b.binary("divide", splat(b, max_norm, acc, {rows}),
+                         b.binary("add", norm, splat(b, 1e-7, acc, {rows})));
+  Value apply = b.binary("and", b.compare("GT", referenced, splat(b, 0, ElementType::F32, {rows})),
+                         b.compare("GT", norm, splat(b, max_norm, acc, {rows})));
+  scale = b.select(apply, scale, splat(b, 1, acc, {rows}));
+  return Values{
+      b.convert(b.binary("multiply", w, b.broadcast_in_dim(scale, self.shape, {0})), self.type)};
 });
 
 }  // namespace

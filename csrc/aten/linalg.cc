@@ -1,6 +1,8 @@
 // Matrix products: mm, bmm, addmm, baddbmm, dot, mv.
 #include <c10/util/Exception.h>
 
+#include <cmath>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -120,6 +122,167 @@ LOWER({"linalg_cross", "linalg_cross.out"}, [](LoweringContext& ctx) {
                     b.binary("multiply", part(x, j), part(y, i)));
   };
   return Values{b.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
+});
+
+// x with its batch dims (all but the last two) broadcast to `batch`.
+Value with_batch(Builder& b, const Value& x, const Shape& batch) {
+  Shape shape = batch;
+  shape.insert(shape.end(), x.shape.end() - 2, x.shape.end());
+  return broadcast_to(b, x, shape);
+}
+Shape common_batch(const Value& x1, const Value& x2) {
+  return broadcast_shapes(Shape(x1.shape.begin(), x1.shape.end() - 2),
+                          Shape(x2.shape.begin(), x2.shape.end() - 2));
+}
+
+// Pairwise differences x1[..., i, :] - x2[..., j, :] as [..., P, R, M], batch dims broadcast.
+Value pairwise_differences(Builder& b, const Value& a1, const Value& a2) {
+  Shape batch = common_batch(a1, a2);
+  Value x1 = with_batch(b, a1, batch), x2 = with_batch(b, a2, batch);
+  const int64_t r = x1.rank();
+  Shape pair(x1.shape.begin(), x1.shape.end() - 1);
+  pair.push_back(x2.shape[r - 2]);
+  pair.push_back(x1.shape[r - 1]);
+  std::vector<int64_t> first, second;
+  for (int64_t d = 0; d < r - 2; ++d) {
+    first.push_back(d);
+    second.push_back(d);
+  }
+  first.insert(first.end(), {r - 2, r});
+  second.insert(second.end(), {r - 1, r});
+  return b.binary("subtract", b.broadcast_in_dim(x1, pair, first),
+                  b.broadcast_in_dim(x2, pair, second));
+}
+
+// _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R], p-norms of
+// the pairwise differences (p = 0 counts nonzeros, p = inf takes the largest).
+LOWER({"_cdist_forward", "_cdist_forward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x1 = ctx.tensor(0), x2 = ctx.tensor(1);
+  TORCH_CHECK(x1.rank() >= 2 && x2.rank() >= 2, "cdist only supports at least 2D tensors");
+  TORCH_CHECK(x1.shape.back() == x2.shape.back(),
+              "X1 and X2 must have the same number of columns.");
+  double p = ctx.arg(2).toDouble();
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  ElementType acc = opmath(x1.type);
+  Value a = b.unary("abs", pairwise_differences(b, b.convert(x1, acc), b.convert(x2, acc)));
+  const int64_t last = a.rank() - 1;
+  Value d;
+  if (p == 0) {
+    d = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), {last});
+  } else if (std::isinf(p)) {
+    d = reduce_extremum(b, a, {last}, true);
+  } else if (p == 1) {
+    d = sum(b, a, {last});
+  } else if (p == 2) {
+    d = b.unary("sqrt", sum(b, b.binary("multiply", a, a), {last}));
+  } else {
+    Value s = sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {last});
+    d = b.binary("power", s, splat(b, 1.0 / p, acc, s.shape));
+  }
+  return Values{b.convert(d, x1.type)};
+});
+
+// The gradient for x1 of p-norm distances `dist` [..., P, R] given `grad` of the same shape.
+Value distance_gradient(Builder& b, const Value& grad_in, const Value& x1, const Value& x2,
+                        double p, const Value& dist_in) {
+  ElementType acc = opmath(x1.type);
+  Value diff = pairwise_differences(b, b.convert(x1, acc), b.convert(x2, acc));
+  const int64_t last = diff.rank() - 1;
+  std::vector<int64_t> keep;
+  for (int64_t d = 0; d < last; ++d) keep.push_back(d);
+  Value grad = b.broadcast_in_dim(b.convert(grad_in, acc), diff.shape, keep);
+  Value dist = b.broadcast_in_dim(b.convert(dist_in, acc), diff.shape, keep);
+  Value zero = splat(b, 0, acc, diff.shape);
+  Value a = b.unary("abs", diff), sign = b.unary("sign", diff);
+  Value term;
+  if (p == 0) {
+    term = zero;
+  } else if (p == 1) {
+    term = sign;
+  } else if (std::isinf(p)) {
+    term = b.select(b.compare("EQ", a, dist), sign, zero);
+  } else if (p < 2) {
+    // sign(d) |d|^(p-1) / dist^(p-1), 0 where d is 0.
+    Value ratio = b.binary("power", b.binary("divide", a, dist), splat(b, p - 1, acc, a.shape));
+    term = b.select(b.compare("EQ", a, zero), zero, b.binary("multiply", sign, ratio));
+  } else {
+    term = b.binary("divide",
+                    b.binary("multiply", diff, b.binary("power", a, splat(b, p - 2, acc, a.shape))),
+                    b.binary("power", dist, splat(b, p - 1, acc, a.shape)));
+  }
+  term = b.select(b.compare("EQ", dist, zero), zero, term);
+  Value g = sum(b, b.binary("multiply", grad, term), {last - 1});
+  // Batch dims that x1 was broadcast along are summed back.
+  int64_t extra = g.rank() - x1.rank();
+  std::vector<int64_t> summed;
+  for (int64_t d = 0; d < g.rank() - 2; ++d) {
+    if (d < extra || (x1.shape[d - extra] == 1 && g.shape[d] != 1)) summed.push_back(d);
+  }
+  if (!summed.empty()) g = b.reshape(sum(b, g, summed), x1.shape);
+  return b.convert(g, x1.type);
+}
+
+// _cdist_backward(grad [..., P, R], x1, x2, p, cdist) -> the gradient for x1.
+LOWER({"_cdist_backward", "_cdist_backward.out"}, [](LoweringContext& ctx) {
+  return Values{distance_gradient(ctx.b, ctx.tensor(0), ctx.tensor(1), ctx.tensor(2),
+                                  ctx.arg(3).toDouble(), ctx.tensor(4))};
+});
+
+// Positions (i * n + j, i < j, row-major) of pdist's pairs in the n x n distance matrix.
+Value upper_pairs(Builder& b, int64_t n) {
+  // Row i's pairs are the columns i + 1 .. n - 1 of row i.
+  std::vector<Value> rows;
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    Value columns = b.iota({n - 1 - i}, ElementType::S64, 0);
+    rows.push_back(
+        b.binary("add", columns, b.constant_int(i * n + i + 1, ElementType::S64, {n - 1 - i})));
+  }
+  return b.concatenate(rows, 0);
+}
+
+// _pdist_forward(self [N, M], p): the upper triangle of cdist(self, self), row by row.
+LOWER({"_pdist_forward", "_pdist_forward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  TORCH_CHECK(x.rank() == 2, "pdist only supports 2D tensors, got: ", x.rank(), "D");
+  double p = ctx.arg(1).toDouble();
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  int64_t n = x.shape[0];
+  if (n < 2) return Values{splat(b, 0, x.type, {0})};
+  ElementType acc = opmath(x.type);
+  Value a = b.unary("abs", pairwise_differences(b, b.convert(x, acc), b.convert(x, acc)));
+  Value d;
+  if (p == 0) {
+    d = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), {2});
+  } else if (std::isinf(p)) {
+    d = reduce_extremum(b, a, {2}, true);
+  } else if (p == 1) {
+    d = sum(b, a, {2});
+  } else if (p == 2) {
+    d = b.unary("sqrt", sum(b, b.binary("multiply", a, a), {2}));
+  } else {
+    Value s2 = sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {2});
+    d = b.binary("power", s2, splat(b, 1.0 / p, acc, s2.shape));
+  }
+  Value picked = take_slices(b, b.reshape(d, {n * n}), 0, upper_pairs(b, n));
+  return Values{b.convert(picked, x.type)};
+});
+// _pdist_backward(grad, self, p, pdist): the pairs' gradients, mirrored into a symmetric
+// matrix, through the distance gradient.
+LOWER({"_pdist_backward", "_pdist_backward.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), x = ctx.tensor(1), dist = ctx.tensor(3);
+  double p = ctx.arg(2).toDouble();
+  int64_t n = x.shape[0];
+  if (n < 2) return Values{splat(b, 0, x.type, x.shape)};
+  Value pairs = upper_pairs(b, n);
+  auto square = [&](const Value& v) {
+    Value upper =
+        b.reshape(combine_slices(b, splat(b, 0, v.type, {n * n}), 0, pairs, v, ""), {n, n});
+    return b.binary("add", upper, b.transpose(upper, {1, 0}));
+  };
+  return Values{distance_gradient(b, square(grad), x, x, p, square(dist))};
 });
 
 }  // namespace

@@ -374,3 +374,40 @@ def test_no_backend_kernel_hides_a_composite_derivative() -> None:
         and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
     }
     assert shadowing <= allowed, sorted(shadowing - allowed)
+
+
+def test_cdist_pdist_and_their_gradients() -> None:
+    for p in (0.0, 1.0, 1.5, 2.0, 3.0, float("inf")):
+        both(lambda a, b, p=p: torch.cdist(a, b, p=p), randn(2, 4, 3), randn(1, 5, 3, seed=1))
+        if p > 0:
+            both(lambda a, p=p: F.pdist(a, p=p), randn(5, 3, seed=2))
+
+
+def test_nonzero_static_multinomial_and_embedding_max_norm() -> None:
+    x = torch.tensor([[0, 3, 0], [4, 0, 5]])
+    for size in (2, 3, 5):
+        assert torch.equal(
+            torch.nonzero_static(x.to(DEVICE), size=size, fill_value=-7).cpu(),
+            torch.nonzero_static(x, size=size, fill_value=-7),
+        )
+    torch.manual_seed(0)
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.5, 0.5, 0.0]], device=DEVICE)
+    draws = torch.multinomial(probs, 20000, replacement=True).cpu()
+    frequencies = torch.stack([torch.bincount(row, minlength=4) / 20000 for row in draws])
+    torch.testing.assert_close(frequencies, probs.cpu(), atol=0.02, rtol=0)
+    unique = torch.multinomial(probs, 2).cpu()
+    assert (unique[:, 0] != unique[:, 1]).all() and (probs.cpu().gather(1, unique) > 0).all()
+    weight = randn(6, 3) * 3
+    indices = torch.tensor([1, 4, 1])
+    want = F.embedding(indices, weight.clone(), max_norm=1.0)
+    got = F.embedding(indices.to(DEVICE), weight.to(DEVICE), max_norm=1.0)
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_batch_norm_training_updates_running_statistics() -> None:
+    cpu = torch.nn.BatchNorm2d(3)
+    tpu = torch.nn.BatchNorm2d(3).to(DEVICE)
+    x = randn(4, 3, 5, 5)
+    both(lambda t: (cpu if t.device.type == "cpu" else tpu)(t), x)
+    torch.testing.assert_close(tpu.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(tpu.running_var.cpu(), cpu.running_var)
