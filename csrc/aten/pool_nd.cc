@@ -1,5 +1,5 @@
-// Pooling over any number of spatial dims: 3-d max and average pooling, adaptive max pooling
-// (1-d through 3-d), and the argmax scatter every max-pool backward shares. Inputs are
+// Pooling over any number of spatial dims: 2-d and 3-d max and average pooling, adaptive max
+// pooling (1-d through 3-d), and the argmax scatter every max-pool backward shares. Inputs are
 // [N, C, spatial...] or unbatched [C, spatial...].
 #include <c10/util/Exception.h>
 
@@ -116,6 +116,8 @@ Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
   const at::Tensor& input = ctx.tensor_meta(0);
   return {unbatched_like(b, best, input), unbatched_like(b, best_index, input)};
 }
+LOWER({"max_pool2d_with_indices", "max_pool2d_with_indices.out"},
+      [](LoweringContext& ctx) { return max_pool_nd(ctx, 2); });
 LOWER({"max_pool3d_with_indices", "max_pool3d_with_indices.out"},
       [](LoweringContext& ctx) { return max_pool_nd(ctx, 3); });
 
@@ -141,6 +143,10 @@ Value scatter_to_argmax(Builder& b, const Value& grad, const Value& self, const 
                         });
   return b.reshape(out, self.shape);
 }
+LOWER({"max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input"},
+      [](LoweringContext& ctx) {
+        return Values{scatter_to_argmax(ctx.b, ctx.tensor(0), ctx.tensor(1), ctx.tensor(7), 2)};
+      });
 LOWER({"max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input"},
       [](LoweringContext& ctx) {
         return Values{scatter_to_argmax(ctx.b, ctx.tensor(0), ctx.tensor(1), ctx.tensor(7), 3)};
@@ -282,6 +288,7 @@ Values avg_pool_nd(LoweringContext& ctx, size_t spatial) {
   Value out = b.binary("divide", sums, broadcast_to(b, avg_divisor(b, x.shape, a, m), sums.shape));
   return {unbatched_like(b, b.convert(out, x0.type), ctx.tensor_meta(0))};
 }
+LOWER({"avg_pool2d", "avg_pool2d.out"}, [](LoweringContext& ctx) { return avg_pool_nd(ctx, 2); });
 LOWER({"avg_pool3d", "avg_pool3d.out"}, [](LoweringContext& ctx) { return avg_pool_nd(ctx, 3); });
 
 // avg_pool{n}d_backward(grad_output, self, kernel, stride, padding, ceil_mode,
@@ -310,6 +317,8 @@ Values avg_pool_nd_backward(LoweringContext& ctx, size_t spatial) {
   const at::Tensor& input = ctx.tensor_meta(1);
   return {b.reshape(b.convert(out, grad0.type), Shape(input.sizes().begin(), input.sizes().end()))};
 }
+LOWER({"avg_pool2d_backward", "avg_pool2d_backward.grad_input"},
+      [](LoweringContext& ctx) { return avg_pool_nd_backward(ctx, 2); });
 LOWER({"avg_pool3d_backward", "avg_pool3d_backward.grad_input"},
       [](LoweringContext& ctx) { return avg_pool_nd_backward(ctx, 3); });
 

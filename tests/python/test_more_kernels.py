@@ -411,3 +411,22 @@ def test_batch_norm_training_updates_running_statistics() -> None:
     both(lambda t: (cpu if t.device.type == "cpu" else tpu)(t), x)
     torch.testing.assert_close(tpu.running_mean.cpu(), cpu.running_mean)
     torch.testing.assert_close(tpu.running_var.cpu(), cpu.running_var)
+
+
+def test_error_function_family() -> None:
+    x = torch.cat(
+        [torch.linspace(-8, 8, 161), torch.tensor([-30.0, 30.0, float("inf"), float("nan")])]
+    )
+    for op in (torch.special.erfcx, torch.special.log_ndtr):
+        torch.testing.assert_close(
+            op(x.to(DEVICE)).cpu(), op(x), rtol=1e-5, atol=1e-6, equal_nan=True
+        )
+    p = torch.cat([torch.rand(500), torch.tensor([0.0, 1.0, 0.5, 1e-30, 1e-10, -0.1, 1.1])])
+    torch.testing.assert_close(
+        torch.special.ndtri(p.to(DEVICE)).cpu(),
+        torch.special.ndtri(p),
+        rtol=1e-5,
+        atol=1e-6,
+        equal_nan=True,
+    )
+    both(torch.erfinv, torch.rand(20) * 1.8 - 0.9)
