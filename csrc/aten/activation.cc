@@ -2,14 +2,12 @@
 // logit) and their gradients, each as ATen's CPU kernel defines it at the break points.
 #include <c10/util/Exception.h>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 namespace {
 
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
 Value scalar_like(LoweringContext& ctx, int index, const Value& like) {
   return as(ctx.b, ctx.scalar(index, like.type), like.type, like.shape);
 }

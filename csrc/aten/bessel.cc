@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -14,13 +15,6 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kEulerGamma = 0.57721566490153286061;
-
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
-Value add(Builder& b, const Value& x, const Value& y) { return b.binary("add", x, y); }
-Value mul(Builder& b, const Value& x, const Value& y) { return b.binary("multiply", x, y); }
-Value div(Builder& b, const Value& x, const Value& y) { return b.binary("divide", x, y); }
 
 constexpr int kSeriesTerms = 48;
 

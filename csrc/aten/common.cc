@@ -104,6 +104,12 @@ int64_t wrap_dim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + bound : dim;
 }
 
+std::vector<int64_t> int_list(const LoweringContext& ctx, int index, size_t n) {
+  std::vector<int64_t> v = ctx.arg(index).toIntVector();
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  return v;
+}
+
 std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank) {
   std::vector<int64_t> dims;
   static const c10::IValue none;

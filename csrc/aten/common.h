@@ -41,6 +41,8 @@ Shape operand_shape(const LoweringContext& ctx, std::initializer_list<int> indic
 ElementType opmath(ElementType type);
 
 int64_t wrap_dim(int64_t dim, int64_t rank);
+// The int[] argument at `index`, one value repeated to `n` (kernel_size=3 means 3 per dim).
+std::vector<int64_t> int_list(const LoweringContext& ctx, int index, size_t n);
 // A reduction's dims: the int[]? argument at `index`, wrapped; all dims when empty or None.
 std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t rank);
 // Shape with `dims` kept as size 1 (keepdim=True).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -12,14 +13,6 @@ namespace {
 
 constexpr double kSqrtPi = 1.7724538509055160273;
 constexpr double kSqrt2 = 1.4142135623730950488;
-
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
-Value add(Builder& b, const Value& x, const Value& y) { return b.binary("add", x, y); }
-Value sub(Builder& b, const Value& x, const Value& y) { return b.binary("subtract", x, y); }
-Value mul(Builder& b, const Value& x, const Value& y) { return b.binary("multiply", x, y); }
-Value div(Builder& b, const Value& x, const Value& y) { return b.binary("divide", x, y); }
 
 constexpr double kSeriesLimit = 3.0;
 

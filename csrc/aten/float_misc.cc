@@ -5,14 +5,11 @@
 #include <cmath>
 #include <limits>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 namespace {
-
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
 
 // The signed integer type as wide as a float type.
 ElementType bits_of(ElementType t) {

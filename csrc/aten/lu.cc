@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/matrix.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -19,20 +20,6 @@ struct Lu {
   Value pivots;  // [..., n] s32, 1-based, LAPACK's
   Value info;    // [...] s32: first zero pivot (1-based), or 0
 };
-
-Value rows_of(Builder& b, const Value& x, int64_t start, int64_t stop) {
-  std::vector<int64_t> lo(x.rank(), 0), hi(x.shape.begin(), x.shape.end()), step(x.rank(), 1);
-  lo[x.rank() - 2] = start;
-  hi[x.rank() - 2] = stop;
-  return b.slice(x, lo, hi, step);
-}
-
-Value cols_of(Builder& b, const Value& x, int64_t start, int64_t stop) {
-  std::vector<int64_t> lo(x.rank(), 0), hi(x.shape.begin(), x.shape.end()), step(x.rank(), 1);
-  lo[x.rank() - 1] = start;
-  hi[x.rank() - 1] = stop;
-  return b.slice(x, lo, hi, step);
-}
 
 Value s64(Builder& b, int64_t v, const Shape& shape) {
   return splat(b, static_cast<double>(v), ElementType::S64, shape);
@@ -231,16 +218,6 @@ void check_right_hand_side(const Value& a, const Value& rhs, const char* name) {
                               " with broadcast batch shapes is not implemented for the tpu device");
 }
 
-Value wide(Builder& b, const Value& a) { return b.convert(a, opmath(a.type)); }
-
-Value matrix_input(LoweringContext& ctx, int index, const char* name) {
-  Value a = ctx.tensor(index);
-  TORCH_CHECK(a.rank() >= 2, name, ": The input tensor A must have at least 2 dimensions.");
-  TORCH_CHECK(hlo::is_float(a.type), name, ": Expected a floating point tensor, got ",
-              to_scalar_type(a.type));
-  return a;
-}
-
 // P (rows x rows) with A = P L U from the permutation: P[perm[i], i] = 1.
 Value permutation_matrix(Builder& b, const Value& perm, ElementType type) {
   const int64_t r = perm.rank() + 1, rows = perm.shape.back();
@@ -316,13 +293,6 @@ LOWER({"_linalg_solve_ex", "_linalg_solve_ex.result"}, [](LoweringContext& ctx) 
   return Values{b.reshape(b.convert(x, a.type), result_shape), b.convert(f.lu, a.type), f.pivots,
                 f.info};
 });
-
-Value matrix_transpose(Builder& b, const Value& x) {
-  std::vector<int64_t> order(x.rank());
-  for (int64_t d = 0; d < x.rank(); ++d) order[d] = d;
-  std::swap(order[x.rank() - 2], order[x.rank() - 1]);
-  return b.transpose(x, order);
-}
 
 // linalg_lu_solve(LU, pivots, B, left, adjoint), B with LU's batch shape. Solving from the
 // right, X A = B, is the transposed system A^T X^T = B^T.

@@ -6,12 +6,6 @@
 namespace torch_tpu::aten {
 namespace {
 
-std::vector<int64_t> ints(const LoweringContext& ctx, int index, size_t n) {
-  std::vector<int64_t> v = ctx.arg(index).toIntVector();
-  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
-  return v;
-}
-
 hlo::ConvDims nchw_dims(size_t spatial) {
   hlo::ConvDims dims;
   for (size_t i = 0; i < spatial; ++i) {
@@ -28,8 +22,8 @@ struct ConvSetup {
 };
 
 ConvSetup conv_setup(const LoweringContext& ctx, size_t spatial, int stride_index) {
-  return {ints(ctx, stride_index, spatial), ints(ctx, stride_index + 1, spatial),
-          ints(ctx, stride_index + 2, spatial), ctx.arg(stride_index + 5).toInt()};
+  return {int_list(ctx, stride_index, spatial), int_list(ctx, stride_index + 1, spatial),
+          int_list(ctx, stride_index + 2, spatial), ctx.arg(stride_index + 5).toInt()};
 }
 
 // The regular convolution of `input` with an OIHW `weight`.
@@ -134,7 +128,7 @@ LOWER({"convolution_overrideable"}, [](LoweringContext& ctx) {
   ConvSetup c = conv_setup(ctx, spatial, 3);
   Value out;
   if (ctx.arg(6).toBool()) {
-    auto output_padding = ints(ctx, 7, spatial);
+    auto output_padding = int_list(ctx, 7, spatial);
     std::vector<int64_t> sizes;
     for (size_t i = 0; i < spatial; ++i) {
       sizes.push_back((input.shape[2 + i] - 1) * c.stride[i] - 2 * c.padding[i] +
@@ -222,7 +216,7 @@ Value apply_adaptive(Builder& b, const Value& x, const Value& mh, const Value& m
 LOWER({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  auto size = ints(ctx, 1, 2);
+  auto size = int_list(ctx, 1, 2);
   int64_t r = x.rank();
   Value mh = adaptive_matrix(b, x.shape[r - 2], size[0], x.type);
   Value mw = adaptive_matrix(b, x.shape[r - 1], size[1], x.type);
@@ -251,7 +245,7 @@ Value apply_adaptive_3d(Builder& b, Value x, const std::vector<Value>& matrices,
 LOWER({"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  auto size = ints(ctx, 1, 3);
+  auto size = int_list(ctx, 1, 3);
   int64_t r = x.rank();
   TORCH_CHECK(r == 4 || r == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", r,
               "D");

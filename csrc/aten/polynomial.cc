@@ -6,18 +6,11 @@
 
 #include <cmath>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 namespace {
-
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
-Value add(Builder& b, const Value& x, const Value& y) { return b.binary("add", x, y); }
-Value sub(Builder& b, const Value& x, const Value& y) { return b.binary("subtract", x, y); }
-Value mul(Builder& b, const Value& x, const Value& y) { return b.binary("multiply", x, y); }
-Value div(Builder& b, const Value& x, const Value& y) { return b.binary("divide", x, y); }
 
 enum class Family { T, U, V, W, H, He, L, P };
 

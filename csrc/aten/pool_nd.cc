@@ -11,12 +11,6 @@
 namespace torch_tpu::aten {
 namespace {
 
-std::vector<int64_t> ints(const LoweringContext& ctx, int index, size_t n) {
-  std::vector<int64_t> v = ctx.arg(index).toIntVector();
-  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
-  return v;
-}
-
 // `x` with a batch dim added when it has only `spatial` + 1 dims.
 Value batched(Builder& b, const Value& x, size_t spatial) {
   if (x.rank() == static_cast<int64_t>(spatial) + 2) return x;
@@ -61,9 +55,9 @@ void keep_larger(Builder& b, Value& best, Value& best_index, const Value& value,
 Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
   Builder& b = ctx.b;
   Value x = batched(b, ctx.tensor(0), spatial);
-  auto k = ints(ctx, 1, spatial);
-  auto s = ctx.arg(2).toIntVector().empty() ? k : ints(ctx, 2, spatial);
-  auto p = ints(ctx, 3, spatial), d = ints(ctx, 4, spatial);
+  auto k = int_list(ctx, 1, spatial);
+  auto s = ctx.arg(2).toIntVector().empty() ? k : int_list(ctx, 2, spatial);
+  auto p = int_list(ctx, 3, spatial), d = int_list(ctx, 4, spatial);
   bool ceil_mode = ctx.arg(5).toBool();
   Shape out_shape{x.shape[0], x.shape[1]};
   std::vector<int64_t> low{0, 0}, high{0, 0}, interior(x.rank(), 0);
@@ -167,7 +161,7 @@ Values adaptive_max_pool(LoweringContext& ctx, size_t spatial) {
   Builder& b = ctx.b;
   const at::Tensor& input = ctx.tensor_meta(0);
   Value x = batched(b, ctx.tensor(0), spatial);
-  auto out_size = ints(ctx, 1, spatial);
+  auto out_size = int_list(ctx, 1, spatial);
   std::vector<int64_t> strides = plane_strides(x.shape);
   Value index = splat(b, 0, ElementType::S64, x.shape);
   for (size_t i = spatial; i-- > 0;) {
@@ -230,9 +224,9 @@ struct AvgPool {
 };
 AvgPool avg_pool_args(const LoweringContext& ctx, int first, size_t spatial, const Shape& in) {
   AvgPool a;
-  a.k = ints(ctx, first, spatial);
-  a.s = ctx.arg(first + 1).toIntVector().empty() ? a.k : ints(ctx, first + 1, spatial);
-  a.p = ints(ctx, first + 2, spatial);
+  a.k = int_list(ctx, first, spatial);
+  a.s = ctx.arg(first + 1).toIntVector().empty() ? a.k : int_list(ctx, first + 1, spatial);
+  a.p = int_list(ctx, first + 2, spatial);
   bool ceil_mode = ctx.arg(first + 3).toBool();
   a.count_include_pad = ctx.arg(first + 4).toBool();
   if (!ctx.arg(first + 5).isNone()) a.divisor_override = ctx.arg(first + 5).toInt();

@@ -6,16 +6,13 @@
 #include <array>
 #include <cmath>
 
+#include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-Value c(Builder& b, double value, const Value& like) {
-  return splat(b, value, like.type, like.shape);
-}
 
 Value is_nonpositive_integer(Builder& b, const Value& x) {
   return b.binary("and", b.compare("LE", x, c(b, 0, x)), b.compare("EQ", x, b.unary("floor", x)));

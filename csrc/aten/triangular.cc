@@ -5,16 +5,10 @@
 #include <utility>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/matrix.h"
 
 namespace torch_tpu::aten {
 namespace {
-
-Value transpose_last(Builder& b, const Value& x) {
-  std::vector<int64_t> order(x.rank());
-  for (int64_t d = 0; d < x.rank(); ++d) order[d] = d;
-  std::swap(order[x.rank() - 2], order[x.rank() - 1]);
-  return b.transpose(x, order);
-}
 
 void check_shapes(const Value& a, const Value& rhs, const char* name) {
   const int64_t r = a.rank();
@@ -34,15 +28,15 @@ LOWER({"linalg_solve_triangular", "linalg_solve_triangular.out"}, [](LoweringCon
   ElementType t = opmath(rhs.type);
   Value ta = b.convert(a, t), tb = b.convert(rhs, t);
   if (!left) {  // X A = B  <=>  A^T X^T = B^T
-    ta = transpose_last(b, ta);
-    tb = transpose_last(b, tb);
+    ta = matrix_transpose(b, ta);
+    tb = matrix_transpose(b, tb);
     upper = !upper;
   }
   check_shapes(ta, tb, "linalg.solve_triangular");
   TORCH_CHECK(tb.shape[tb.rank() - 2] == ta.shape[ta.rank() - 1],
               "linalg.solve_triangular: Incompatible shapes of A and B for the equation");
   Value x = triangular_substitute(b, ta, tb, upper, unit);
-  if (!left) x = transpose_last(b, x);
+  if (!left) x = matrix_transpose(b, x);
   return Values{b.convert(x, rhs.type)};
 });
 
@@ -54,7 +48,7 @@ LOWER({"triangular_solve", "triangular_solve.X"}, [](LoweringContext& ctx) {
   ElementType t = opmath(rhs.type);
   Value ta = b.convert(a, t);
   if (transpose) {
-    ta = transpose_last(b, ta);
+    ta = matrix_transpose(b, ta);
     upper = !upper;
   }
   check_shapes(ta, rhs, "triangular_solve");
