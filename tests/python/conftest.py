@@ -202,6 +202,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only the operator-coverage gate entries whose op_db index is a multiple of N "
         "(a fast, evenly spread subset; 1 runs them all)",
     )
+    parser.addoption(
+        "--op-gate-samples",
+        type=int,
+        default=0,
+        help="check at most N samples of each operator-coverage gate entry, evenly spread "
+        "(0 checks them all)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
