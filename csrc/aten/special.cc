@@ -1,6 +1,8 @@
 // Special functions: lgamma (Lanczos approximation, g = 7, with the reflection formula below
 // 1/2) and digamma (recurrence up to 6, then the asymptotic series, with reflection), computed
 // in float64 and rounded to the input's float type.
+#include "csrc/aten/special.h"
+
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -270,4 +272,7 @@ LOWER({"polygamma_"},
       [](LoweringContext& ctx) { return polygamma_lowering(ctx, ctx.arg(1).toInt(), 0); });
 
 }  // namespace
+
+Value log_gamma(Builder& b, const Value& x) { return lgamma(b, x); }
+
 }  // namespace torch_tpu::aten

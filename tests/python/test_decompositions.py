@@ -149,3 +149,28 @@ def test_eigh_gradient_and_repeated_eigenvalues() -> None:
 def test_eigh_of_a_non_square_matrix_is_a_clear_error() -> None:
     with pytest.raises(RuntimeError, match="square"):
         torch.linalg.eigh(tpu(torch.randn(3, 4)))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_older_cholesky_entry_points(upper: bool) -> None:
+    torch.manual_seed(7)
+    x = torch.randn(2, 4, 4)
+    a = x @ x.mT + torch.eye(4)
+    factor = torch.cholesky(a, upper=upper)
+    factor_t = torch.cholesky(tpu(a), upper=upper)
+    torch.testing.assert_close(factor_t.cpu(), factor, **CLOSE)
+    torch.testing.assert_close(
+        torch.cholesky_inverse(factor_t, upper=upper).cpu(),
+        torch.cholesky_inverse(factor, upper=upper),
+        atol=1e-4,
+        rtol=1e-4,
+    )
+    rhs = torch.randn(2, 4, 3)
+    torch.testing.assert_close(
+        torch.cholesky_solve(tpu(rhs), factor_t, upper=upper).cpu(),
+        torch.cholesky_solve(rhs, factor, upper=upper),
+        atol=1e-4,
+        rtol=1e-4,
+    )
+    with pytest.raises(RuntimeError, match="not positive-definite"):
+        torch.cholesky(tpu(-a), upper=upper)

@@ -430,3 +430,20 @@ def test_error_function_family() -> None:
         equal_nan=True,
     )
     both(torch.erfinv, torch.rand(20) * 1.8 - 0.9)
+
+
+def test_incomplete_gamma_with_cpu_edges() -> None:
+    a = torch.tensor([0.5, 1, 2, 5, 10, 30, 100, 0.1, 3, 0, 0, -1, float("inf"), float("inf")])
+    x = torch.tensor([0.3, 1, 5, 4, 12, 25, 110, 0.01, 0, 1, 0, 1, 1, float("inf")])
+    a = torch.cat([a, torch.tensor([2.0, float("nan"), 1e-3, 50]), torch.rand(200) * 20])
+    x = torch.cat([x, torch.tensor([float("inf"), 1, 2, 0.5]), torch.rand(200) * 20])
+    for op in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(
+            op(a.to(DEVICE), x.to(DEVICE)).cpu(), op(a, x), rtol=1e-5, atol=1e-6, equal_nan=True
+        )
+    # The gradient with respect to x (the only one ATen defines).
+    xs = (torch.rand(10) * 5 + 0.1).requires_grad_(True)
+    xs_t = xs.detach().to(DEVICE).requires_grad_(True)
+    torch.igamma(a[:10].abs() + 0.5, xs).sum().backward()
+    torch.igamma((a[:10].abs() + 0.5).to(DEVICE), xs_t).sum().backward()
+    torch.testing.assert_close(xs_t.grad.cpu(), xs.grad, rtol=1e-4, atol=1e-5)
