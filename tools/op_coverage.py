@@ -227,6 +227,18 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
         "",
         f"Forward run in the entry's own dtype ({len(own_dtype)}): " + ", ".join(own_dtype) + ".",
     ]
+    outvoted = [
+        f"`{r['name']}` ({phase}: {r[phase][1]})"
+        for r in evaluated
+        for phase in ("float32",)
+        if r.get(phase, [""])[0] == "pass" and r[phase][1]
+    ]
+    lines += [
+        "",
+        f"Passes where CPU's float32 result is the outlier ({len(outvoted)}): tpu's result "
+        "agrees with the same computation in float64 on CPU within the entry's tolerances and "
+        "CPU's float32 result does not. " + ", ".join(outvoted) + ".",
+    ]
     lines += [
         "",
         "## Every entry that does not pass",

@@ -9,6 +9,7 @@ docs/op_coverage.md and docs/op_coverage.json.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import traceback
@@ -169,6 +170,26 @@ def grad_inputs(call: tuple[Any, Any, Any]) -> list[torch.Tensor]:
     return found
 
 
+def active_dropout(op: Any, sample: Any) -> bool:
+    """Whether the sample asks for dropout (dropout_p > 0 while training), by keyword or by
+    position (multi_head_attention_forward takes it positionally; its entry's op is a lambda,
+    so the arguments are bound to the torch.nn.functional function of the same name)."""
+    arguments = dict(sample.kwargs)
+    name = op.name.removeprefix("nn.functional.")
+    function = getattr(torch.nn.functional, name, None) if op.name != name else None
+    try:
+        signature = inspect.signature(function) if function is not None else None
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and "dropout_p" in signature.parameters:
+        try:
+            bound = signature.bind_partial(sample.input, *sample.args, **sample.kwargs)
+            arguments.update(bound.arguments)
+        except TypeError:
+            pass
+    return float(arguments.get("dropout_p", 0) or 0) > 0 and bool(arguments.get("training", True))
+
+
 def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0) -> tuple[str, str]:
     """(status, reason) of one entry in one phase; with `max_samples`, only that many of its
     samples, evenly spread over the list (a fast subset for CI gates)."""
@@ -184,13 +205,14 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
     if 0 < max_samples < len(samples):
         stride = -(-len(samples) // max_samples)
         samples = samples[::stride]
+    outvoted: list[int] = []
     for index, sample in enumerate(samples):
         # Results that are unique only up to signs or phases (singular and eigenvectors) are
         # compared by the part the entry names as unique, on each device, as PyTorch's own
         # test_compare_cpu does.
         unique_part = sample.output_process_fn_grad
         # A sample with active dropout is random: compared by shape and dtype.
-        random_sample = shape_only or float(sample.kwargs.get("dropout_p", 0) or 0) > 0
+        random_sample = shape_only or active_dropout(op, sample)
         try:
             if backward:
                 call = (sample.input, sample.args, sample.kwargs)
@@ -207,7 +229,12 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
                 want = unique_part(op(sample.input, *sample.args, **sample.kwargs))
                 moved = to_tpu((sample.input, sample.args, sample.kwargs), host_args)
                 got = to_cpu(unique_part(op(moved[0], *moved[1], **moved[2])))
-                compare(got, want, atol, rtol, random_sample)
+                try:
+                    compare(got, want, atol, rtol, random_sample)
+                except AssertionError:
+                    if not cpu_is_the_outlier(op, sample, dtype, got, want, atol, rtol):
+                        raise
+                    outvoted.append(index)
         except NotImplementedError as error:
             return "not_implemented", str(error).splitlines()[0][:200]
         except AssertionError as error:
@@ -216,7 +243,36 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
         except Exception as error:  # noqa: BLE001 - classified, never hidden
             first = (str(error).splitlines() or [""])[0][:200]
             return "error", f"sample {index}: {type(error).__name__}: {first}"
+    if outvoted:
+        return "pass", f"{OUTVOTED} on samples {outvoted}"
     return "pass", ""
+
+
+OUTVOTED = "tpu matches float64 and CPU's float32 does not"
+
+
+def cpu_is_the_outlier(
+    op: Any, sample: Any, dtype: torch.dtype, got: Any, want: Any, atol: float, rtol: float
+) -> bool:
+    """Whether a float32 disagreement is CPU's rounding: the same computation in float64 on CPU
+    agrees with tpu's result within the entry's tolerances, and not with CPU's float32 one."""
+    if dtype != torch.float32 or torch.float64 not in op.supported_dtypes("cpu"):
+        return False
+
+    def widen(x: Any) -> Any:
+        return x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+
+    call = tree_map(widen, (sample.input, sample.args, sample.kwargs))
+    reference = sample.output_process_fn_grad(op(call[0], *call[1], **call[2]))
+    try:
+        compare(tree_map(widen, got), reference, atol, rtol, False)
+    except AssertionError:
+        return False
+    try:
+        compare(tree_map(widen, want), reference, atol, rtol, False)
+    except AssertionError:
+        return True
+    return False
 
 
 def sweep(indices: list[int]) -> list[dict[str, Any]]:
