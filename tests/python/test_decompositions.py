@@ -174,3 +174,18 @@ def test_older_cholesky_entry_points(upper: bool) -> None:
     )
     with pytest.raises(RuntimeError, match="not positive-definite"):
         torch.cholesky(tpu(-a), upper=upper)
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.01, 1.0, 5.0, 12.0])
+def test_matrix_exp_against_float64(scale: float) -> None:
+    torch.manual_seed(8)
+    a = torch.randn(3, 4, 4) * scale
+    # float64 on CPU is the reference: CPU's own float32 result is less accurate for large norms.
+    want = torch.linalg.matrix_exp(a.double())
+    got = torch.linalg.matrix_exp(tpu(a)).cpu().double()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * float(want.abs().max()))
+    leaf, leaf_t = a[0].clone().requires_grad_(True), tpu(a[0]).requires_grad_(True)
+    if scale <= 1.0:
+        torch.linalg.matrix_exp(leaf).sum().backward()
+        torch.linalg.matrix_exp(leaf_t).sum().backward()
+        torch.testing.assert_close(leaf_t.grad.cpu(), leaf.grad, atol=1e-4, rtol=1e-4)
