@@ -1,10 +1,12 @@
-// Ops whose output length is the number of distinct values (unique and its variants) or the
-// largest value (bincount): the values make one explicit host round trip (a sync point, as on
+// Ops whose output length is the number of distinct values (unique and its variants), the
+// largest value (bincount) or the sum of the values (repeat_interleave's repeats): the values
+// make one explicit host round trip (a sync point, as on
 // CUDA), ATen's CPU kernel finds the result, and the results return to the device.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_unique2.h>
 #include <ATen/ops/bincount.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/unique_consecutive.h>
 #include <ATen/ops/unique_dim.h>
 #include <ATen/ops/unique_dim_consecutive.h>
@@ -62,6 +64,13 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return to_device(at::bincount(self.cpu(), host_weights, minlength), self);
 }
 
+// repeat_interleave.Tensor(repeats, output_size): the index of each output position, whose
+// count is sum(repeats); the repeating itself (index_select) then runs on the device.
+at::Tensor repeat_interleave_indices(const at::Tensor& repeats,
+                                     std::optional<c10::SymInt> output_size) {
+  return to_device(at::repeat_interleave_symint(repeats.cpu(), output_size), repeats);
+}
+
 // A gradient that is known to be zero: plain zeros on the device (autograd only reads it).
 at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                                  std::optional<at::Layout> layout, std::optional<at::Device> device,
@@ -78,6 +87,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unique_dim", TORCH_FN(unique_dim));
   m.impl("unique_dim_consecutive", TORCH_FN(unique_dim_consecutive));
   m.impl("bincount", TORCH_FN(bincount));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_indices));
   m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
 }
 

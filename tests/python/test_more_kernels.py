@@ -447,3 +447,41 @@ def test_incomplete_gamma_with_cpu_edges() -> None:
     torch.igamma(a[:10].abs() + 0.5, xs).sum().backward()
     torch.igamma((a[:10].abs() + 0.5).to(DEVICE), xs_t).sum().backward()
     torch.testing.assert_close(xs_t.grad.cpu(), xs.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_margin_losses_and_gradients(reduction: str) -> None:
+    torch.manual_seed(9)
+    x = torch.randn(4, 5)
+    target = torch.tensor([0, 4, 2, 2])
+    weight = torch.rand(5)
+    labels = torch.tensor([[3, 0, -1, 1, 2], [1, 1, 4, -1, 0], [-1, 2, 3, 4, 0], [0, 1, 2, 3, 4]])
+    cases = [
+        (F.multi_margin_loss, (target,), {"p": 1, "margin": 0.7}),
+        (F.multi_margin_loss, (target,), {"p": 2, "weight": weight}),
+        (F.multilabel_margin_loss, (labels,), {}),
+    ]
+    for fn, args, kwargs in cases:
+        for rows in (x, x[1]):
+            extra = tuple(a if rows.dim() == 2 else a[1] for a in args)
+            leaf = rows.clone().requires_grad_(True)
+            leaf_t = rows.to(DEVICE).requires_grad_(True)
+            want = fn(leaf, *extra, reduction=reduction, **kwargs)
+            moved = {k: v.to(DEVICE) if torch.is_tensor(v) else v for k, v in kwargs.items()}
+            got = fn(leaf_t, *(a.to(DEVICE) for a in extra), reduction=reduction, **moved)
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+            weights = torch.linspace(-1, 1, want.numel()).view(want.shape)
+            (want * weights).sum().backward()
+            (got * weights.to(DEVICE)).sum().backward()
+            torch.testing.assert_close(leaf_t.grad.cpu(), leaf.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="only p == 1 and p == 2 supported"):
+        torch.ops.aten.multi_margin_loss(x.to(DEVICE), target.to(DEVICE), 3, 1.0, None, 1)
+
+
+def test_repeat_interleave_with_tensor_repeats() -> None:
+    x = torch.randn(4, 3)
+    repeats = torch.tensor([2, 0, 1, 3])
+    got = torch.repeat_interleave(x.to(DEVICE), repeats.to(DEVICE), dim=0)
+    torch.testing.assert_close(got.cpu(), torch.repeat_interleave(x, repeats, dim=0))
+    got = torch.repeat_interleave(repeats.to(DEVICE))
+    assert torch.equal(got.cpu(), torch.repeat_interleave(repeats))
