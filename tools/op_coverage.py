@@ -230,14 +230,14 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
     outvoted = [
         f"`{r['name']}` ({phase}: {r[phase][1]})"
         for r in evaluated
-        for phase in ("float32",)
+        for phase in ("float32", "bfloat16")
         if r.get(phase, [""])[0] == "pass" and r[phase][1]
     ]
     lines += [
         "",
-        f"Passes where CPU's float32 result is the outlier ({len(outvoted)}): tpu's result "
-        "agrees with the same computation in float64 on CPU within the entry's tolerances and "
-        "CPU's float32 result does not. " + ", ".join(outvoted) + ".",
+        f"Passes where CPU's result is the outlier ({len(outvoted)}): tpu's result agrees with "
+        "the same computation in float64 on CPU within the entry's tolerances and CPU's own "
+        "float32 or bfloat16 result does not. " + ", ".join(outvoted) + ".",
     ]
     lines += [
         "",

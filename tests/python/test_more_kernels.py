@@ -485,3 +485,66 @@ def test_repeat_interleave_with_tensor_repeats() -> None:
     torch.testing.assert_close(got.cpu(), torch.repeat_interleave(x, repeats, dim=0))
     got = torch.repeat_interleave(repeats.to(DEVICE))
     assert torch.equal(got.cpu(), torch.repeat_interleave(repeats))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_modes_and_gradients(mode: str) -> None:
+    torch.manual_seed(10)
+    weight = torch.randn(10, 3)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+    offsets = torch.tensor([0, 4, 4, 7])  # the second bag is empty
+    cases: list[dict[str, object]] = [
+        {},
+        {"padding_idx": 2},
+        # The last offset ends the last bag (the documented contract: the size of indices).
+        {"include_last_offset": True, "offsets": torch.tensor([0, 4, 4, 7, 10])},
+    ]
+    if mode == "sum":
+        cases.append({"per_sample_weights": torch.rand(10)})
+    for case in cases:
+        kwargs = dict(case)
+        bag_offsets: torch.Tensor = kwargs.pop("offsets", offsets)  # type: ignore[assignment]
+        leaf = weight.clone().requires_grad_(True)
+        leaf_t = weight.to(DEVICE).requires_grad_(True)
+        want = F.embedding_bag(indices, leaf, bag_offsets, mode=mode, **kwargs)  # type: ignore[arg-type]
+        moved = {k: v.to(DEVICE) if torch.is_tensor(v) else v for k, v in kwargs.items()}
+        got = F.embedding_bag(
+            indices.to(DEVICE),
+            leaf_t,
+            bag_offsets.to(DEVICE),
+            mode=mode,
+            **moved,  # type: ignore[arg-type]
+        )
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+        weights = torch.linspace(-1, 1, want.numel()).view(want.shape)
+        (want * weights).sum().backward()
+        (got * weights.to(DEVICE)).sum().backward()
+        torch.testing.assert_close(leaf_t.grad.cpu(), leaf.grad, rtol=1e-5, atol=1e-6)
+    # scale_grad_by_freq: each row's gradient over its index's count in the batch. CPU's
+    # embedding_bag divides by misplaced counts, so the reference is F.embedding's gradient
+    # (which scales correctly) reduced per bag by hand.
+    if mode != "max":
+        leaf = weight.clone().requires_grad_(True)
+        rows = F.embedding(indices, leaf, scale_grad_by_freq=True)
+        bounds = [*offsets.tolist(), len(indices)]
+        want = torch.stack(
+            [
+                rows[a:b].sum(0) / (max(b - a, 1) if mode == "mean" else 1)
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            ]
+        )
+        leaf_t = weight.to(DEVICE).requires_grad_(True)
+        got = F.embedding_bag(
+            indices.to(DEVICE), leaf_t, offsets.to(DEVICE), mode=mode, scale_grad_by_freq=True
+        )
+        torch.testing.assert_close(got.cpu(), want.detach(), rtol=1e-5, atol=1e-6)
+        weights = torch.linspace(-1, 1, want.numel()).view(want.shape)
+        (want * weights).sum().backward()
+        (got * weights.to(DEVICE)).sum().backward()
+        torch.testing.assert_close(leaf_t.grad.cpu(), leaf.grad, rtol=1e-5, atol=1e-6)
+    # 2-d input: one bag per row.
+    bags = torch.tensor([[1, 2, 3], [4, 4, 0]])
+    torch.testing.assert_close(
+        F.embedding_bag(bags.to(DEVICE), weight.to(DEVICE), mode=mode).cpu(),
+        F.embedding_bag(bags, weight, mode=mode),
+    )

@@ -248,19 +248,22 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
     return "pass", ""
 
 
-OUTVOTED = "tpu matches float64 and CPU's float32 does not"
+OUTVOTED = "tpu matches float64 and CPU does not"
 
 
 def cpu_is_the_outlier(
     op: Any, sample: Any, dtype: torch.dtype, got: Any, want: Any, atol: float, rtol: float
 ) -> bool:
-    """Whether a float32 disagreement is CPU's rounding: the same computation in float64 on CPU
-    agrees with tpu's result within the entry's tolerances, and not with CPU's float32 one."""
-    if dtype != torch.float32 or torch.float64 not in op.supported_dtypes("cpu"):
+    """Whether a float32 or bfloat16 disagreement is CPU's rounding: the same computation in
+    float64 on CPU agrees with tpu's result within the entry's tolerances, and not with CPU's
+    own result in `dtype`."""
+    if dtype not in (torch.float32, torch.bfloat16):
+        return False
+    if torch.float64 not in op.supported_dtypes("cpu"):
         return False
 
     def widen(x: Any) -> Any:
-        return x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+        return x.double() if isinstance(x, torch.Tensor) and x.dtype == dtype else x
 
     call = tree_map(widen, (sample.input, sample.args, sample.kwargs))
     reference = sample.output_process_fn_grad(op(call[0], *call[1], **call[2]))

@@ -1,0 +1,256 @@
+// embedding_bag: the sum, mean or max of the embedding rows of each bag, forward and backward.
+// Bags are spans of the 1-d index list between offsets; an index equal to padding_idx adds
+// nothing (and is not counted by the mean); an empty bag gives zeros. With static sizes the
+// bag membership is a [bags, indices] mask and the reductions are products with it.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_embedding_bag_dense_backward.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <utility>
+
+#include "csrc/aten/arith.h"
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
+
+struct Bags {
+  Value indices;     // [L] s64
+  Value offset2bag;  // [L] s64: the bag of each index, -1 when it belongs to none
+  Value member;      // [B, L] pred: index l counts in bag b
+  int64_t bags, length;
+};
+
+// offsets [B] (or [B + 1] with include_last_offset, whose last entry ends the last bag).
+Bags bags_of(Builder& b, const Value& indices_in, const Value& offsets_in, bool include_last,
+             int64_t padding_idx) {
+  const int64_t length = indices_in.shape.empty() ? 1 : indices_in.shape[0];
+  Value indices = b.reshape(b.convert(indices_in, ElementType::S64), {length});
+  Value offsets = b.convert(offsets_in, ElementType::S64);
+  const int64_t count = offsets.shape[0];
+  const int64_t bags = include_last ? count - 1 : count;
+  Value starts = b.slice(offsets, {0}, {bags}, {1});
+  Value end = include_last ? b.slice(offsets, {bags}, {bags + 1}, {1})
+                           : splat(b, static_cast<double>(length), ElementType::S64, {1});
+  Value position = b.iota({length}, ElementType::S64, 0);
+  Value started = b.compare("LE", b.broadcast_in_dim(starts, {length, bags}, {1}),
+                            b.broadcast_in_dim(position, {length, bags}, {0}));
+  Value bag = b.binary("subtract", sum(b, b.convert(started, ElementType::S64), {1}),
+                       splat(b, 1, ElementType::S64, {length}));
+  Value inside = b.compare("LT", position, broadcast_to(b, end, {length}));
+  Value none = splat(b, -1, ElementType::S64, {length});
+  Value offset2bag = b.select(inside, bag, none);
+  Value counted =
+      b.binary("and", inside,
+               b.compare("NE", indices,
+                         splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
+  if (padding_idx < 0) counted = inside;
+  Value member = b.binary("and",
+                          b.compare("EQ", b.broadcast_in_dim(offset2bag, {bags, length}, {1}),
+                                    b.iota({bags, length}, ElementType::S64, 0)),
+                          b.broadcast_in_dim(counted, {bags, length}, {1}));
+  return {indices, offset2bag, member, bags, length};
+}
+
+Value as_float(Builder& b, const Value& pred, ElementType type) {
+  return b.select(pred, splat(b, 1, type, pred.shape), splat(b, 0, type, pred.shape));
+}
+
+// _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+// per_sample_weights?, include_last_offset, padding_idx) -> (output, offset2bag, bag_size,
+// max_indices).
+Values embedding_bag(LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value weight = ctx.tensor(0);
+  TORCH_CHECK(weight.rank() == 2,
+              "embedding_bag: weight has to be a 2D Tensor, but got Tensor of "
+              "dimension ",
+              weight.rank());
+  Value indices_in = ctx.tensor(1);
+  TORCH_CHECK(indices_in.rank() == 1,
+              "embedding_bag: input has to be a 1D or 2D Tensor, but got "
+              "Tensor of dimension ",
+              indices_in.rank());
+  int64_t mode = ctx.arg(4).toInt();
+  TORCH_CHECK(mode >= kSum && mode <= kMax,
+              "embedding_bag: mode has to be 0 (sum), 1 (mean) "
+              "or 2 (max)");
+  int64_t padding_idx = ctx.arg(8).toInt();
+  Bags g = bags_of(b, indices_in, ctx.tensor(2), ctx.arg(7).toBool(), padding_idx);
+  const int64_t dim = weight.shape[1];
+  ElementType t = opmath(weight.type);
+  Value rows = b.convert(take_slices(b, weight, 0, g.indices), t);  // [L, D]
+  Value member = as_float(b, g.member, t);                          // [B, L]
+  Value bag_size = b.convert(sum(b, member, {1}), ElementType::S64);
+  Value max_indices = splat(b, 0, ElementType::S64, {g.bags, dim});
+  Value output;
+  if (mode == kMax) {
+    Shape cube{g.bags, g.length, dim};
+    Value in_bag = b.broadcast_in_dim(g.member, cube, {0, 1});
+    Value candidates =
+        b.select(in_bag, b.broadcast_in_dim(rows, cube, {1, 2}), splat(b, -INFINITY, t, cube));
+    Value best = b.reduce(candidates, b.constant(-INFINITY, t), {1}, "maximum");  // [B, D]
+    Value empty = b.compare("EQ", b.broadcast_in_dim(bag_size, {g.bags, dim}, {0}),
+                            splat(b, 0, ElementType::S64, {g.bags, dim}));
+    output = b.select(empty, splat(b, 0, t, best.shape), best);
+    // The first index holding the maximum (CPU replaces only on a strictly larger value).
+    Value is_best = b.binary("and", in_bag,
+                             b.compare("EQ", candidates, b.broadcast_in_dim(best, cube, {0, 2})));
+    Value position = b.iota(cube, ElementType::S64, 1);
+    Value first =
+        b.reduce(b.select(is_best, position,
+                          splat(b, static_cast<double>(g.length), ElementType::S64, cube)),
+                 b.constant_int(g.length, ElementType::S64), {1}, "minimum");  // [B, D]
+    Value found = take_slices(b, b.reshape(g.indices, {g.length, 1}), 0,
+                              b.reshape(b.clamp(splat(b, 0, ElementType::S64, first.shape), first,
+                                                splat(b, static_cast<double>(g.length - 1),
+                                                      ElementType::S64, first.shape)),
+                                        {g.bags * dim}));
+    max_indices = b.select(empty, splat(b, -1, ElementType::S64, first.shape),
+                           b.reshape(found, {g.bags, dim}));
+  } else {
+    if (auto psw = ctx.optional_tensor(6)) {
+      TORCH_CHECK(mode == kSum,
+                  "embedding_bag: per_sample_weights was not None. "
+                  "per_sample_weights is only supported for mode='sum'");
+      rows = mul(b, rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
+    }
+    output = b.dot_general(member, rows, {}, {}, {1}, {0}, t);  // [B, D]
+    if (mode == kMean) {
+      Value size = b.broadcast_in_dim(b.convert(bag_size, t), output.shape, {0});
+      Value one = splat(b, 1, t, output.shape);
+      output = div(b, output, b.binary("maximum", size, one));
+    }
+  }
+  return Values{b.convert(output, weight.type), g.offset2bag, bag_size, max_indices};
+}
+
+LOWER({"_embedding_bag", "_embedding_bag.out"}, embedding_bag);
+LOWER({"_embedding_bag_forward_only", "_embedding_bag_forward_only.out"}, embedding_bag);
+
+// _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+// num_weights, scale_grad_by_freq, mode, per_sample_weights?, padding_idx) -> [W, D].
+LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value grad = ctx.tensor(0);
+        ElementType t = opmath(grad.type);
+        Value g = b.convert(grad, t);  // [B, D]
+        const int64_t bags = g.shape[0], dim = g.shape[1];
+        Value indices = b.convert(ctx.tensor(1), ElementType::S64);
+        const int64_t length = indices.shape[0];
+        Value offset2bag = b.convert(ctx.tensor(2), ElementType::S64);
+        Value bag_size = b.convert(ctx.tensor(3), t);
+        const int64_t num_weights = ctx.arg(5).toInt();
+        bool by_frequency = ctx.arg(6).toBool();
+        int64_t mode = ctx.arg(7).toInt(), padding_idx = ctx.arg(9).toInt();
+        Value weight_rows = b.iota({num_weights, length}, ElementType::S64, 0);
+        Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
+        if (padding_idx >= 0) {
+          counted = b.binary(
+              "and", counted,
+              b.compare("NE", indices,
+                        splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
+        }
+        // [W, L]: index l reads weight row w.
+        Value reads = b.binary(
+            "and",
+            b.compare("EQ", weight_rows, b.broadcast_in_dim(indices, weight_rows.shape, {1})),
+            b.broadcast_in_dim(counted, weight_rows.shape, {1}));
+        Value reads_f = as_float(b, reads, t);
+        Value frequency = sum(b, reads_f, {1});  // [W]
+        Value result;
+        if (mode == kMax) {
+          Value max_indices = b.convert(ctx.tensor(4), ElementType::S64);  // [B, D]
+          Shape cube{num_weights, bags, dim};
+          Value picks = b.compare("EQ", b.broadcast_in_dim(max_indices, cube, {1, 2}),
+                                  b.iota(cube, ElementType::S64, 0));
+          result = sum(
+              b, b.select(picks, b.broadcast_in_dim(g, cube, {1, 2}), splat(b, 0, t, cube)), {1});
+        } else {
+          // Each counted index receives its bag's gradient (over the bag size for the mean).
+          Value safe_bag =
+              b.clamp(splat(b, 0, ElementType::S64, {length}), offset2bag,
+                      splat(b, static_cast<double>(bags - 1), ElementType::S64, {length}));
+          Value per_index = take_slices(b, g, 0, safe_bag);  // [L, D]
+          Value scale = splat(b, 1, t, {length});
+          if (mode == kMean) {
+            Value sizes = take_slices(b, b.reshape(bag_size, {bags, 1}), 0, safe_bag);
+            scale = div(b, scale, b.binary("maximum", b.reshape(sizes, {length}), scale));
+          }
+          if (auto psw = ctx.optional_tensor(8)) scale = mul(b, scale, b.convert(*psw, t));
+          per_index = mul(b, per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
+          result = b.dot_general(reads_f, per_index, {}, {}, {1}, {0}, t);  // [W, D]
+        }
+        if (by_frequency) {
+          Value f = b.broadcast_in_dim(
+              b.binary("maximum", frequency, splat(b, 1, t, {num_weights})), result.shape, {0});
+          result = div(b, result, f);
+        }
+        return Values{b.convert(result, grad.type)};
+      });
+
+// _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+// padding_idx) -> [L]: each weight's gradient is its row's dot product with its bag's gradient.
+LOWER({"_embedding_bag_per_sample_weights_backward",
+       "_embedding_bag_per_sample_weights_backward.out"},
+      [](LoweringContext& ctx) {
+        Builder& b = ctx.b;
+        Value grad = ctx.tensor(0);
+        ElementType t = opmath(grad.type);
+        const int64_t bags = grad.shape[0];
+        Value indices = b.convert(ctx.tensor(2), ElementType::S64);
+        const int64_t length = indices.shape[0];
+        Value offset2bag = b.convert(ctx.tensor(4), ElementType::S64);
+        TORCH_CHECK(ctx.arg(5).toInt() == kSum,
+                    "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+        int64_t padding_idx = ctx.arg(6).toInt();
+        Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
+        if (padding_idx >= 0) {
+          counted = b.binary(
+              "and", counted,
+              b.compare("NE", indices,
+                        splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
+        }
+        Value safe_bag =
+            b.clamp(splat(b, 0, ElementType::S64, {length}), offset2bag,
+                    splat(b, static_cast<double>(bags - 1), ElementType::S64, {length}));
+        Value per_index = b.convert(take_slices(b, grad, 0, safe_bag), t);     // [L, D]
+        Value rows = b.convert(take_slices(b, ctx.tensor(1), 0, indices), t);  // [L, D]
+        Value dots = sum(b, mul(b, per_index, rows), {1});
+        return Values{b.convert(b.select(counted, dots, splat(b, 0, t, {length})), grad.type)};
+      });
+
+}  // namespace
+}  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+namespace {
+
+// _embedding_bag_backward: the dense gradient (sparse gradients are a layout the device does
+// not offer).
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                  const at::Tensor& offsets, const at::Tensor& offset2bag,
+                                  const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+                                  c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode,
+                                  bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+  (void)offsets;
+  TORCH_CHECK_NOT_IMPLEMENTED(!sparse,
+                              "torch_tpu: embedding_bag with sparse=True gradients is "
+                              "not supported on the tpu device (sparse layouts are not "
+                              "offered); use sparse=False");
+  return at::_embedding_bag_dense_backward_symint(
+      grad, indices, offset2bag, bag_size, maximum_indices, std::move(num_weights),
+      scale_grad_by_freq, mode, per_sample_weights, padding_idx);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten
