@@ -24,6 +24,16 @@ struct Bags {
   int64_t bags, length;
 };
 
+// [L] pred: the index lies in a bag and is not padding_idx.
+Value counted_in_a_bag(Builder& b, const Value& offset2bag, const Value& indices,
+                       int64_t padding_idx) {
+  const int64_t length = indices.shape[0];
+  Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
+  if (padding_idx < 0) return counted;
+  Value padding = splat(b, static_cast<double>(padding_idx), ElementType::S64, {length});
+  return b.binary("and", counted, b.compare("NE", indices, padding));
+}
+
 // offsets [B] (or [B + 1] with include_last_offset, whose last entry ends the last bag).
 Bags bags_of(Builder& b, const Value& indices_in, const Value& offsets_in, bool include_last,
              int64_t padding_idx) {
@@ -43,11 +53,7 @@ Bags bags_of(Builder& b, const Value& indices_in, const Value& offsets_in, bool 
   Value inside = b.compare("LT", position, broadcast_to(b, end, {length}));
   Value none = splat(b, -1, ElementType::S64, {length});
   Value offset2bag = b.select(inside, bag, none);
-  Value counted =
-      b.binary("and", inside,
-               b.compare("NE", indices,
-                         splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
-  if (padding_idx < 0) counted = inside;
+  Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
   Value member = b.binary("and",
                           b.compare("EQ", b.broadcast_in_dim(offset2bag, {bags, length}, {1}),
                                     b.iota({bags, length}, ElementType::S64, 0)),
@@ -148,13 +154,7 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
         bool by_frequency = ctx.arg(6).toBool();
         int64_t mode = ctx.arg(7).toInt(), padding_idx = ctx.arg(9).toInt();
         Value weight_rows = b.iota({num_weights, length}, ElementType::S64, 0);
-        Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
-        if (padding_idx >= 0) {
-          counted = b.binary(
-              "and", counted,
-              b.compare("NE", indices,
-                        splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
-        }
+        Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
         // [W, L]: index l reads weight row w.
         Value reads = b.binary(
             "and",
@@ -208,13 +208,7 @@ LOWER({"_embedding_bag_per_sample_weights_backward",
         TORCH_CHECK(ctx.arg(5).toInt() == kSum,
                     "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
         int64_t padding_idx = ctx.arg(6).toInt();
-        Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
-        if (padding_idx >= 0) {
-          counted = b.binary(
-              "and", counted,
-              b.compare("NE", indices,
-                        splat(b, static_cast<double>(padding_idx), ElementType::S64, {length})));
-        }
+        Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
         Value safe_bag =
             b.clamp(splat(b, 0, ElementType::S64, {length}), offset2bag,
                     splat(b, static_cast<double>(bags - 1), ElementType::S64, {length}));
