@@ -70,7 +70,9 @@ c10::ScalarType promoted_type(const LoweringContext& ctx, std::initializer_list<
 }
 
 c10::ScalarType float_type(c10::ScalarType type) {
-  return c10::isFloatingType(type) ? type : c10::typeMetaToScalarType(at::get_default_dtype());
+  return c10::isFloatingType(type) || c10::isComplexType(type)
+             ? type
+             : c10::typeMetaToScalarType(at::get_default_dtype());
 }
 
 Value operand(LoweringContext& ctx, int index, ElementType type, const Shape& shape) {

@@ -307,7 +307,18 @@ TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
         [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
 TORCH_TPU_SAME_UNARY(abs, "abs");
 TORCH_TPU_SAME_UNARY(sign, "sign");
-TORCH_TPU_SAME_UNARY(sgn, "sign");
+// sgn: sign for reals; z / |z| for complex numbers (0 at 0).
+LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (!hlo::is_complex(x.type)) return Values{b.unary("sign", x)};
+  Value magnitude = b.unary("abs", x);
+  Value zero = splat(b, 0, magnitude.type, x.shape);
+  Value safe =
+      b.select(b.compare("EQ", magnitude, zero), splat(b, 1, magnitude.type, x.shape), magnitude);
+  Value unit = b.binary("divide", x, b.complex(safe, zero));
+  return Values{b.select(b.compare("EQ", magnitude, zero), splat(b, 0, x.type, x.shape), unit)};
+});
 TORCH_TPU_SAME_UNARY(bitwise_not, "not");
 
 LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {

@@ -58,8 +58,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 }
 
 // Whole-storage contiguous copy of `tensor` on the device (a clone when it is a view).
+// A lazily conjugated or negated tensor is copied too, which applies the bit: the result holds
+// the tensor's values as they read.
 at::Tensor compact(const at::Tensor& tensor) {
-  if (covers_whole_storage(tensor)) return tensor;
+  if (covers_whole_storage(tensor) && !tensor.is_conj() && !tensor.is_neg()) return tensor;
   at::Tensor out = empty_memory_format(tensor.sizes(), tensor.scalar_type(), std::nullopt,
                                        tensor.device(), std::nullopt, std::nullopt);
   out.copy_(tensor);
@@ -84,7 +86,7 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
 constexpr int64_t kWholeStorageBytes = int64_t{16} << 20;
 
 bool download_whole_storage(const at::Tensor& tensor) {
-  if (covers_whole_storage(tensor)) return false;
+  if (covers_whole_storage(tensor) || tensor.is_conj() || tensor.is_neg()) return false;
   int64_t storage_bytes = storage_elements(tensor) * static_cast<int64_t>(tensor.element_size());
   if (storage_bytes > kWholeStorageBytes && tensor.numel() * 2 < storage_elements(tensor)) {
     return false;
@@ -108,8 +110,11 @@ void download(const at::Tensor& tensor, void* dst) {
 }
 
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {
-  at::Tensor src = src_cpu.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  if (!covers_whole_storage(dst)) {
+  // The host values as they read (conjugate and negative bits applied).
+  at::Tensor src =
+      src_cpu.to(dst.scalar_type()).resolve_conj().resolve_neg().expand(dst.sizes()).contiguous();
+  // A view, or a lazily conjugated or negated destination, is written by a device copy.
+  if (!covers_whole_storage(dst) || dst.is_conj() || dst.is_neg()) {
     at::Tensor staging = empty_memory_format(dst.sizes(), dst.scalar_type(), std::nullopt,
                                              dst.device(), std::nullopt, std::nullopt);
     upload_into(staging, src, non_blocking);
@@ -142,7 +147,8 @@ const c10::FunctionSchema& copy_schema() {
 // makes AOTAutograd's write-back of mutated inputs (optimizer steps) and param.copy_ cheap.
 bool share_buffer(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.scalar_type() != src.scalar_type() || dst.device() != src.device() ||
-      dst.sizes() != src.sizes() || !covers_whole_storage(dst) || !covers_whole_storage(src)) {
+      dst.sizes() != src.sizes() || !covers_whole_storage(dst) || !covers_whole_storage(src) ||
+      dst.is_conj() != src.is_conj() || dst.is_neg() != src.is_neg()) {
     return false;
   }
   DeviceStorage::Contents contents = device_storage(src).contents();
@@ -159,7 +165,13 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
   static const Lowering lowering = [](LoweringContext& ctx) {
     const at::Tensor& dst_meta = ctx.tensor_meta(0);
     Shape shape(dst_meta.sizes().begin(), dst_meta.sizes().end());
-    return Values{as(ctx.b, ctx.tensor(1), et(dst_meta.scalar_type()), shape)};
+    Value value = as(ctx.b, ctx.tensor(1), et(dst_meta.scalar_type()), shape);
+    // The source reads as its values; a conjugated or negated destination stores them so.
+    if (dst_meta.is_conj() && hlo::is_complex(value.type)) {
+      value = ctx.b.complex(ctx.b.real(value), ctx.b.unary("negate", ctx.b.imag(value)));
+    }
+    if (dst_meta.is_neg()) value = ctx.b.unary("negate", value);
+    return Values{value};
   };
   run_lowering("aten::copy_", lowering, copy_schema(), {dst, src, false});
 }

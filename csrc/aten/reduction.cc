@@ -22,7 +22,7 @@ ElementType sum_type(const LoweringContext& ctx, int dtype_index, const Value& x
   const c10::IValue& dtype = ctx.arg(dtype_index);
   if (!dtype.isNone()) return et(dtype.toScalarType());
   // Integer and bool sums accumulate in int64, as on CPU.
-  return hlo::is_float(x.type) ? x.type : ElementType::S64;
+  return hlo::is_float(x.type) || hlo::is_complex(x.type) ? x.type : ElementType::S64;
 }
 
 Value sum_impl(LoweringContext& ctx, int dims_index, bool keepdim, int dtype_index) {

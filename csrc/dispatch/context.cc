@@ -14,6 +14,8 @@ hlo::Value LoweringContext::storage_param(const at::Tensor& tensor, int index, i
   return b.parameter({storage_elements(tensor)}, type);
 }
 
+using hlo::Value;
+
 hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int list_index) {
   if (tensor.device().is_cpu()) {
     // Only 0-dim CPU tensors (Python numbers, torch.tensor(2.)) mix with device tensors;
@@ -25,7 +27,13 @@ hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int l
     params.push_back({ParamSource::Kind::CpuScalarTensor, index, list_index, type});
     return b.parameter({}, type);
   }
-  return read_view(b, storage_param(tensor, index, list_index), tensor);
+  Value value = read_view(b, storage_param(tensor, index, list_index), tensor);
+  // A lazily conjugated (x.conj()) or negated view holds the plain values: apply the bit.
+  if (tensor.is_conj() && hlo::is_complex(value.type)) {
+    value = b.complex(b.real(value), b.unary("negate", b.imag(value)));
+  }
+  if (tensor.is_neg()) value = b.unary("negate", value);
+  return value;
 }
 
 bool LoweringContext::has_double_device_tensor() const {

@@ -21,12 +21,14 @@
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/cache_entry.h"
+#include "csrc/dispatch/complex_support.h"
 #include "csrc/dispatch/debug_checks.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
+#include "csrc/dispatch/reinterpret.h"
 #include "csrc/dispatch/retire.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
@@ -75,6 +77,9 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
     return;
   }
   key += c10::toString(tensor.scalar_type());
+  // Lazily conjugated or negated views are read through (see LoweringContext::tensor_at).
+  if (tensor.is_conj()) key += "*";
+  if (tensor.is_neg()) key += "-";
   if (tensor.device().is_cpu()) {
     key += "c;";
     return;
@@ -331,6 +336,12 @@ std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type)
     case E::F64:
       put(bytes, scalar.toDouble());
       break;
+    case E::C64:
+      put(bytes, scalar.toComplexFloat());
+      break;
+    case E::C128:
+      put(bytes, scalar.toComplexDouble());
+      break;
   }
   return bytes;
 }
@@ -472,6 +483,7 @@ std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
+  check_complex_support(op_name, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
@@ -606,9 +618,19 @@ std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
     storage.assign(buffer, type);
     return buffer;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(contents.type == type, "torch_tpu: reading a storage written as ",
-                              to_scalar_type(contents.type), " through a ", tensor.scalar_type(),
-                              " tensor (Tensor.view(dtype) reinterpretation) is not supported yet");
+  if (contents.type != type) {
+    // Reading a whole storage through another dtype must keep every byte.
+    const auto nbytes = static_cast<int64_t>(storage.nbytes());
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        nbytes % hlo::byte_size(type) == 0 && nbytes % hlo::byte_size(contents.type) == 0,
+        "torch_tpu: reading a storage of ", nbytes, " bytes written as ",
+        to_scalar_type(contents.type), " through a ", tensor.scalar_type(),
+        " tensor: its size is not a whole number of elements of both dtypes");
+    auto buffer = reinterpret_buffer(contents.buffer, contents.type, type,
+                                     static_cast<int64_t>(storage.nbytes()), storage.device());
+    storage.assign(buffer, type);
+    return buffer;
+  }
   return contents.buffer;
 }
 

@@ -258,6 +258,17 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
        (!recording() && g.ops.size() >= kRepeatMinOps && g.ops[0].entry == entry))) {
     flush_locked(g);
   }
+  // A storage pending in this graph but read through another dtype is realized first: its
+  // reinterpretation runs on the buffer (see reinterpret.h).
+  for (const ParamSource& param : entry->params) {
+    if (param.kind != ParamSource::Kind::Storage || g.ops.empty()) continue;
+    DeviceStorage::Contents contents =
+        device_storage(tensor_of(args, param.arg, param.list_index)).contents();
+    if (contents.pending && contents.pending->epoch == g.epoch && contents.type != param.type) {
+      flush_locked(g);
+      break;
+    }
+  }
   g.device = device;
   RecordedOp op{entry, {}, static_cast<int>(g.value_types.size())};
   for (size_t p = 0; p < entry->params.size(); ++p) {
@@ -270,8 +281,7 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
     at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
     DeviceStorage::Contents contents = device_storage(tensor).contents();
     if (contents.pending && contents.pending->epoch == g.epoch) {
-      TORCH_CHECK_NOT_IMPLEMENTED(contents.type == param.type,
-                                  "torch_tpu: reading a storage through another dtype");
+      TORCH_INTERNAL_ASSERT(contents.type == param.type, "a pending storage read as another dtype");
       op.inputs.push_back({false, contents.pending->value});
     } else {
       op.inputs.push_back({true, add_external(g, storage_buffer(tensor), entry->param_types[p])});

@@ -149,6 +149,9 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
     literal = value != 0 ? "true" : "false";
   } else if (is_float(type)) {
     literal = float_literal(value, type);
+  } else if (is_complex(type)) {
+    ElementType part = component_type(type);
+    literal = "(" + float_literal(value, part) + ", " + float_literal(0.0, part) + ")";
   } else {
     return constant_int(static_cast<int64_t>(value), type, shape);
   }
@@ -157,7 +160,7 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
 }
 
 Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
-  if (is_float(type)) return constant(static_cast<double>(value), type, shape);
+  if (is_float(type) || is_complex(type)) return constant(static_cast<double>(value), type, shape);
   std::string literal =
       type == ElementType::Pred ? (value ? "true" : "false") : std::to_string(value);
   return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
@@ -172,6 +175,7 @@ Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
 
 Value Builder::unary(const std::string& op, const Value& x) {
   ElementType type = x.type;
+  if (op == "abs" && is_complex(type)) type = component_type(type);  // |z| is real
   return emit1(op, {x}, "", x.shape, type);
 }
 
@@ -208,12 +212,61 @@ Value Builder::clamp(const Value& min, const Value& x, const Value& max) {
 
 Value Builder::convert(const Value& x, ElementType type) {
   if (x.type == type) return x;
+  // StableHLO has no complex-to-real convert; torch keeps the real part (as CPU does).
+  if (is_complex(x.type) && !is_complex(type)) return convert(real(x), type);
   return emit1("convert", {x}, "", x.shape, type);
 }
 
+Value Builder::real(const Value& x) {
+  if (!is_complex(x.type)) return x;
+  return emit1("real", {x}, "", x.shape, component_type(x.type));
+}
+
+Value Builder::imag(const Value& x) {
+  require(is_complex(x.type), "imag: operand is not complex");
+  return emit1("imag", {x}, "", x.shape, component_type(x.type));
+}
+
+Value Builder::complex(const Value& re, const Value& im) {
+  require(re.shape == im.shape && re.type == im.type, "complex: parts differ in shape or type");
+  require(re.type == ElementType::F32 || re.type == ElementType::F64,
+          "complex: parts must be f32 or f64");
+  return emit1("complex", {re, im}, "", re.shape, complex_type_of(re.type));
+}
+
+Value Builder::fft(const Value& x, const std::string& fft_type,
+                   const std::vector<int64_t>& lengths) {
+  const size_t n = lengths.size();
+  require(n >= 1 && n <= 3 && n <= x.shape.size(), "fft: 1 to 3 trailing dimensions");
+  Shape shape = x.shape;
+  ElementType type = x.type;
+  if (fft_type == "RFFT") {
+    require(is_float(x.type), "fft: RFFT takes a real operand");
+    shape.back() = lengths.back() / 2 + 1;
+    type = complex_type_of(x.type);
+  } else if (fft_type == "IRFFT") {
+    require(is_complex(x.type), "fft: IRFFT takes a complex operand");
+    shape.back() = lengths.back();
+    type = component_type(x.type);
+  } else {
+    require(is_complex(x.type), "fft: FFT and IFFT take a complex operand");
+  }
+  std::string attributes = "fft_type = #stablehlo<fft_type " + fft_type +
+                           ">, fft_length = array<i64: " + join(lengths) + ">";
+  return emit1("fft", {x}, attributes, shape, type);
+}
+
 Value Builder::bitcast_convert(const Value& x, ElementType type) {
-  require(byte_size(x.type) == byte_size(type), "bitcast_convert: widths differ");
-  return emit1("bitcast_convert", {x}, "", x.shape, type);
+  const int from = byte_size(x.type), to = byte_size(type);
+  Shape shape = x.shape;
+  if (from > to) {
+    shape.push_back(from / to);  // each element becomes a trailing row of narrower ones
+  } else if (from < to) {
+    require(!shape.empty() && shape.back() * from == to,
+            "bitcast_convert: the last dimension must hold exactly one wider element");
+    shape.pop_back();
+  }
+  return emit1("bitcast_convert", {x}, "", shape, type);
 }
 
 Value Builder::reshape(const Value& x, const Shape& shape) {

@@ -76,7 +76,16 @@ class Builder {
   Value select(const Value& predicate, const Value& on_true, const Value& on_false);
   Value clamp(const Value& min, const Value& x, const Value& max);
   Value convert(const Value& x, ElementType type);
+  // Same bits as another type; to a narrower type adds a trailing dimension, to a wider one
+  // consumes it (as stablehlo.bitcast_convert does).
   Value bitcast_convert(const Value& x, ElementType type);
+  // Complex numbers: parts of a complex value (real() of a real value is itself), and back.
+  Value real(const Value& x);
+  Value imag(const Value& x);
+  Value complex(const Value& re, const Value& im);
+  // stablehlo.fft over the trailing lengths.size() dimensions: "FFT", "IFFT" (scaled by 1/n, as
+  // XLA defines it), "RFFT" (real in, n/2+1 out), "IRFFT" (back to `lengths` real points).
+  Value fft(const Value& x, const std::string& fft_type, const std::vector<int64_t>& lengths);
 
   Value reshape(const Value& x, const Shape& shape);
   Value broadcast_in_dim(const Value& x, const Shape& shape, const std::vector<int64_t>& dims);

@@ -9,6 +9,16 @@ bool is_float(ElementType type) {
          type == ElementType::F64;
 }
 
+bool is_complex(ElementType type) { return type == ElementType::C64 || type == ElementType::C128; }
+
+ElementType component_type(ElementType complex_type) {
+  return complex_type == ElementType::C128 ? ElementType::F64 : ElementType::F32;
+}
+
+ElementType complex_type_of(ElementType component) {
+  return component == ElementType::F64 ? ElementType::C128 : ElementType::C64;
+}
+
 bool is_signed_int(ElementType type) {
   return type == ElementType::S8 || type == ElementType::S16 || type == ElementType::S32 ||
          type == ElementType::S64;
@@ -37,26 +47,46 @@ int byte_size(ElementType type) {
     case ElementType::S64:
     case ElementType::U64:
     case ElementType::F64:
+    case ElementType::C64:
       return 8;
+    case ElementType::C128:
+      return 16;
   }
   return 0;
 }
 
 std::string mlir_name(ElementType type) {
   switch (type) {
-    case ElementType::Pred: return "i1";
-    case ElementType::S8: return "i8";
-    case ElementType::S16: return "i16";
-    case ElementType::S32: return "i32";
-    case ElementType::S64: return "i64";
-    case ElementType::U8: return "ui8";
-    case ElementType::U16: return "ui16";
-    case ElementType::U32: return "ui32";
-    case ElementType::U64: return "ui64";
-    case ElementType::F16: return "f16";
-    case ElementType::BF16: return "bf16";
-    case ElementType::F32: return "f32";
-    case ElementType::F64: return "f64";
+    case ElementType::Pred:
+      return "i1";
+    case ElementType::S8:
+      return "i8";
+    case ElementType::S16:
+      return "i16";
+    case ElementType::S32:
+      return "i32";
+    case ElementType::S64:
+      return "i64";
+    case ElementType::U8:
+      return "ui8";
+    case ElementType::U16:
+      return "ui16";
+    case ElementType::U32:
+      return "ui32";
+    case ElementType::U64:
+      return "ui64";
+    case ElementType::F16:
+      return "f16";
+    case ElementType::BF16:
+      return "bf16";
+    case ElementType::F32:
+      return "f32";
+    case ElementType::F64:
+      return "f64";
+    case ElementType::C64:
+      return "complex<f32>";
+    case ElementType::C128:
+      return "complex<f64>";
   }
   return "?";
 }

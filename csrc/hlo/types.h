@@ -7,11 +7,31 @@
 
 namespace torch_tpu::hlo {
 
-enum class ElementType { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+enum class ElementType {
+  Pred,
+  S8,
+  S16,
+  S32,
+  S64,
+  U8,
+  U16,
+  U32,
+  U64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  C64,
+  C128
+};
 
 using Shape = std::vector<int64_t>;
 
-bool is_float(ElementType type);
+bool is_float(ElementType type);  // real floating point only
+bool is_complex(ElementType type);
+// The type of a complex type's real and imaginary parts (C64: F32), and back (F32: C64).
+ElementType component_type(ElementType complex_type);
+ElementType complex_type_of(ElementType component);
 bool is_signed_int(ElementType type);
 bool is_unsigned_int(ElementType type);
 int byte_size(ElementType type);

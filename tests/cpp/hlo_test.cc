@@ -217,5 +217,44 @@ TEST(Builder, SliceConcatPadTranspose) {
   EXPECT_EQ(host, (std::vector<float>{0, 0, 0, 0, 2, 5, 2, 5, 3, 6, 3, 6}));
 }
 
+TEST(Builder, ComplexPartsAndFft) {
+  // x = [1, 2, 3, 4] as complex, + 1 (a complex constant); FFT([2, 3, 4, 5]) = [14, -2+2i, -2,
+  // -2-2i]; the parts come back as real values.
+  Builder b;
+  Value x = b.parameter({4}, ElementType::F32);
+  Value z = b.binary("add", b.complex(x, b.constant(0.0, ElementType::F32, {4})),
+                     b.constant(1.0, ElementType::C64, {4}));
+  Value spectrum = b.fft(z, "FFT", {4});
+  EXPECT_EQ(spectrum.type, ElementType::C64);
+  Value parts = b.concatenate({b.real(spectrum), b.imag(spectrum)}, 0);
+  auto host = run(b.module({parts}), {{1, 2, 3, 4}}, {{4}});
+  std::vector<float> want{14, -2, -2, -2, 0, 2, 0, -2};
+  ASSERT_EQ(host.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(host[i], want[i], 1e-5) << i;
+  // RFFT keeps n/2+1 points; IRFFT goes back (XLA scales it by 1/n).
+  Builder r;
+  Value real_in = r.parameter({4}, ElementType::F32);
+  Value half = r.fft(real_in, "RFFT", {4});
+  EXPECT_EQ(half.shape, (Shape{3}));
+  Value back = r.fft(half, "IRFFT", {4});
+  EXPECT_EQ(back.type, ElementType::F32);
+  auto round_trip = run(r.module({back}), {{1, 2, 3, 4}}, {{4}});
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(round_trip[i], static_cast<float>(i + 1), 1e-5);
+}
+
+TEST(Builder, BitcastBetweenWidths) {
+  Builder b;
+  Value x = b.parameter({2}, ElementType::F32);
+  Value bytes = b.bitcast_convert(x, ElementType::U8);
+  EXPECT_EQ(bytes.shape, (Shape{2, 4}));
+  Value back = b.bitcast_convert(bytes, ElementType::F32);
+  EXPECT_EQ(back.shape, (Shape{2}));
+  Builder bad;
+  EXPECT_THROW(bad.bitcast_convert(bad.parameter({3}, ElementType::U8), ElementType::F32),
+               BuildError);
+  auto host = run(b.module({back}), {{1.5f, -2.0f}}, {{2}});
+  EXPECT_EQ(host, (std::vector<float>{1.5f, -2.0f}));
+}
+
 }  // namespace
 }  // namespace torch_tpu::hlo

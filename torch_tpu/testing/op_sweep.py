@@ -56,7 +56,11 @@ SET_ASIDE = {
     "quantized": "quantized dtypes are not offered by the tpu device",
 }
 
-DEFAULT_TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
+DEFAULT_TOLERANCE = {
+    torch.float32: (1e-4, 1e-4),
+    torch.complex64: (1e-4, 1e-4),
+    torch.bfloat16: (2e-2, 2e-2),
+}
 
 
 # Entries whose comparison itself is not meaningful across devices.
@@ -74,14 +78,15 @@ def set_aside_reason(op: Any) -> str | None:
         return "jiterator kernels are CUDA-only"
     if entry_name(op) in NOT_COMPARABLE:
         return NOT_COMPARABLE[entry_name(op)]
-    if not any(dt in op.dtypes for dt in (torch.float32, torch.int64, torch.bool)):
-        return "no real dtype among the entry's dtypes (complex-only)"
+    if not any(dt in op.dtypes for dt in FORWARD_DTYPES):
+        offered = ", ".join(sorted(str(dt).removeprefix("torch.") for dt in op.dtypes))
+        return f"none of the entry's dtypes is one the sweep runs ({offered or 'none'})"
     return None
 
 
 # The forward phase runs in float32; an entry without float32 (bitwise and integer ops) runs in
 # its first own dtype of these instead, and the report says which.
-FORWARD_DTYPES = (torch.float32, torch.int64, torch.int32, torch.bool, torch.uint8)
+FORWARD_DTYPES = (torch.float32, torch.int64, torch.int32, torch.bool, torch.uint8, torch.complex64)
 
 # Arguments that the op itself requires on the host (as on CUDA): they stay on CPU.
 HOST_ARGUMENTS = {"tensor_split": "tensor_indices_or_sections must be a CPU tensor"}
@@ -148,10 +153,14 @@ def grads_of(fn: Callable[[], Any], inputs: list[torch.Tensor]) -> list[Any]:
     tensors = [
         t
         for t in (out if isinstance(out, (list, tuple)) else [out])
-        if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()
+        if isinstance(t, torch.Tensor)
+        and t.requires_grad
+        and (t.is_floating_point() or t.is_complex())
     ]
     if not tensors:
         return []
+    # A complex output is weighted through its real and imaginary parts.
+    tensors = [torch.view_as_real(t.resolve_conj()) if t.is_complex() else t for t in tensors]
     loss = sum(
         (t * torch.linspace(-1, 1, t.numel(), device=t.device).view(t.shape)).sum() for t in tensors
     )
@@ -296,8 +305,8 @@ def sweep(indices: list[int]) -> list[dict[str, Any]]:
             result["forward_dtype"] = str(dtype).removeprefix("torch.")
         if torch.bfloat16 in op.dtypes:
             result["bfloat16"] = run_phase(op, torch.bfloat16, backward=False)
-        if op.supports_autograd and torch.float32 in op.dtypes:
-            result["backward"] = run_phase(op, torch.float32, backward=True)
+        if op.supports_autograd and dtype in (torch.float32, torch.complex64):
+            result["backward"] = run_phase(op, dtype, backward=True)
         results.append(result)
     return results
 

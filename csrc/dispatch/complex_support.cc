@@ -1,0 +1,69 @@
+#include "csrc/dispatch/complex_support.h"
+
+#include <c10/util/Exception.h>
+
+#include <string_view>
+#include <unordered_set>
+
+namespace torch_tpu {
+namespace {
+
+bool is_complex_tensor(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    return tensor.defined() && c10::isComplexType(tensor.scalar_type());
+  }
+  if (value.isTensorList()) {
+    for (const at::Tensor& tensor : value.toTensorList().vec()) {
+      if (tensor.defined() && c10::isComplexType(tensor.scalar_type())) return true;
+    }
+  }
+  if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) {
+      if (is_complex_tensor(item)) return true;
+    }
+  }
+  return false;
+}
+
+// "aten::add_.Tensor" -> "add": the op's name without namespace, overload or in-place mark.
+std::string_view base_name(std::string_view op_name) {
+  if (op_name.rfind("aten::", 0) == 0) op_name.remove_prefix(6);
+  op_name = op_name.substr(0, op_name.find('.'));
+  if (!op_name.empty() && op_name.back() == '_' && op_name.front() != '_') {
+    op_name.remove_suffix(1);
+  }
+  return op_name;
+}
+
+// Kernels whose StableHLO is valid and exact for complex operands (each checked against CPU
+// in tests/python/test_complex.py).
+const std::unordered_set<std::string_view>& complex_ops() {
+  static const std::unordered_set<std::string_view> ops = {
+      // copies, fills and arithmetic
+      "copy", "fill", "zero", "add", "sub", "mul", "div", "neg", "sum",
+      // complex-specific
+      "_conj_physical", "conj_physical", "complex", "polar", "_fft_c2c", "_fft_r2c", "_fft_c2r",
+      // data movement
+      "cat", "constant_pad_nd", "flip", "where",
+      // math functions StableHLO defines on complex numbers
+      "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward"};
+  return ops;
+}
+
+}  // namespace
+
+void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args) {
+  bool any_complex = false;
+  for (const c10::IValue& value : args) any_complex = any_complex || is_complex_tensor(value);
+  if (!any_complex) return;
+  // torch refuses these for complex tensors (the result is real).
+  TORCH_CHECK(op_name.rfind("aten::abs_.", 0) != 0,
+              "In-place abs is not supported for complex tensors.");
+  std::string_view name = op_name;
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);  // no overload name
+  TORCH_CHECK_TYPE(complex_ops().count(base_name(op_name)) != 0, "torch_tpu: ", name,
+                   " does not support complex tensors on the tpu device yet");
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,15 @@
+// Complex tensors reach only the kernels known to compute them correctly; any other kernel
+// would misread them (a comparison, a float-only formula), so it raises a TypeError instead.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_tpu {
+
+// Raises a TypeError naming the op when a complex tensor reaches an op not known to take it.
+void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args);
+
+}  // namespace torch_tpu

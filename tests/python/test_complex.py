@@ -1,0 +1,154 @@
+"""Complex tensors on tpu against CPU: storage round trips, the views between complex and real
+tensors (and Tensor.view(dtype)), lazy conjugation, arithmetic, torch.fft and its gradients,
+and clear errors for ops that do not take complex tensors yet."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+DEVICE = "tpu"
+CLOSE = {"atol": 1e-4, "rtol": 1e-4}
+
+
+def tpu(x: torch.Tensor) -> torch.Tensor:
+    return x.to(DEVICE)
+
+
+def randc(*shape: int, dtype: torch.dtype = torch.complex64) -> torch.Tensor:
+    torch.manual_seed(sum(shape) + len(shape))
+    return torch.randn(*shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_round_trip_and_arithmetic(dtype: torch.dtype) -> None:
+    a, b = randc(3, 5, dtype=dtype), randc(5, dtype=dtype)
+    a_t, b_t = tpu(a), tpu(b)
+    assert a_t.dtype == dtype
+    torch.testing.assert_close(a_t.cpu(), a, rtol=0, atol=0)
+    want = (a * b + a) / (b - 2.5) - a.exp() * 1j
+    torch.testing.assert_close(((a_t * b_t + a_t) / (b_t - 2.5) - a_t.exp() * 1j).cpu(), want)
+    torch.testing.assert_close(a_t.sum(dim=0).cpu(), a.sum(dim=0))
+    torch.testing.assert_close(a_t.abs().cpu(), a.abs())
+    torch.testing.assert_close(a_t.sgn().cpu(), a.sgn())
+    assert a_t.abs().dtype == a.abs().dtype
+
+
+def test_real_to_complex_parts_and_polar() -> None:
+    torch.manual_seed(1)
+    re, im = torch.randn(4, 3), torch.randn(4, 3)
+    z = torch.complex(re, im)
+    torch.testing.assert_close(torch.complex(tpu(re), tpu(im)).cpu(), z)
+    torch.testing.assert_close(torch.polar(tpu(re.abs()), tpu(im)).cpu(), torch.polar(re.abs(), im))
+    z_t = tpu(z)
+    torch.testing.assert_close(z_t.real.cpu(), re)
+    torch.testing.assert_close(z_t.imag.cpu(), im)
+    # float -> complex conversion keeps a zero imaginary part
+    torch.testing.assert_close(tpu(re).to(torch.complex64).cpu(), re.to(torch.complex64))
+
+
+def test_view_as_real_aliases_the_complex_storage() -> None:
+    z = randc(2, 3)
+    z_t = tpu(z)
+    r_t = torch.view_as_real(z_t)
+    r_t[..., 1] = 7.0  # writes through the real view
+    z[...] = torch.complex(z.real, torch.full_like(z.real, 7.0))
+    torch.testing.assert_close(z_t.cpu(), z)
+    z_t.mul_(2)  # and the real view sees writes to the complex tensor
+    torch.testing.assert_close(r_t.cpu(), torch.view_as_real(z * 2))
+    back = torch.view_as_complex(r_t)
+    torch.testing.assert_close(back.cpu(), z * 2)
+
+
+@pytest.mark.parametrize("view_dtype", [torch.int32, torch.uint8, torch.int16, torch.bool])
+def test_tensor_view_dtype_reinterprets_bits(view_dtype: torch.dtype) -> None:
+    x = torch.tensor([0.0, 1.0, -2.5, 3.0e-39, float("inf"), 1.0])
+    if view_dtype == torch.bool:
+        x = torch.tensor([0, 1, 0, 1], dtype=torch.uint8)
+    torch.testing.assert_close(tpu(x).view(view_dtype).cpu(), x.view(view_dtype), rtol=0, atol=0)
+    # a write through the reinterpreted view lands in the original's bytes
+    y = x.clone()
+    y_t = tpu(y)
+    y_t.view(view_dtype)[0] = 1
+    y.view(view_dtype)[0] = 1
+    torch.testing.assert_close(y_t.cpu(), y, rtol=0, atol=0, equal_nan=True)
+
+
+def test_lazy_conjugation_is_applied_everywhere() -> None:
+    z, w = randc(3, 4), randc(3, 4) * 2
+    z_t = tpu(z)
+    torch.testing.assert_close(z_t.conj().cpu(), z.conj())
+    torch.testing.assert_close((z_t.conj() * tpu(w)).cpu(), z.conj() * w)
+    torch.testing.assert_close(z_t.conj().imag.cpu(), z.conj().imag)  # negative bit
+    # copies into a conjugated destination, from the device and from the host
+    dst = torch.empty(3, 4, dtype=torch.complex64, device=DEVICE).conj()
+    dst.copy_(tpu(w))
+    torch.testing.assert_close(dst.cpu(), w)
+    torch.testing.assert_close(dst.conj().resolve_conj().cpu(), w.conj())
+    dst.copy_(z)
+    torch.testing.assert_close(dst.cpu(), z)
+    torch.testing.assert_close(tpu(z.conj()).cpu(), z.conj())
+
+
+FFT_CASES = [
+    ("fft", (8,), {}),
+    ("fft", (3, 10), {"dim": 0, "norm": "ortho"}),
+    ("ifft", (3, 7), {"n": 9}),
+    ("fftn", (2, 3, 4, 5), {}),  # four dims: transformed in two groups
+    ("ifftn", (4, 6), {"norm": "forward"}),
+    ("fft2", (2, 4, 6), {"dim": (0, 2)}),
+    ("rfft", (3, 9), {}),
+    ("rfft2", (5, 6), {"norm": "ortho"}),
+    ("rfftn", (2, 3, 4, 4), {}),
+    ("irfft", (4, 5), {}),
+    ("irfft", (4, 5), {"n": 11}),
+    ("irfftn", (3, 4, 5), {"norm": "ortho"}),
+    ("hfft", (6,), {"n": 9}),
+    ("ihfft", (7,), {}),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "kwargs"), FFT_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fft_matches_cpu(
+    name: str, shape: tuple[int, ...], kwargs: dict, dtype: torch.dtype
+) -> None:
+    fn = getattr(torch.fft, name)
+    real_input = name.startswith(("rfft", "ihfft"))
+    x = torch.randn(*shape, dtype=dtype)
+    if not real_input:
+        x = torch.complex(x, torch.randn(*shape, dtype=dtype))
+    want = fn(x, **kwargs)
+    got = fn(tpu(x), **kwargs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, **CLOSE)
+
+
+@pytest.mark.parametrize("name", ["fft", "rfft", "irfft", "fft2", "hfft"])
+def test_fft_gradients_match_cpu(name: str) -> None:
+    fn = getattr(torch.fft, name)
+    torch.manual_seed(3)
+    base = torch.randn(4, 6)
+    if name in ("irfft", "hfft"):
+        base = torch.complex(base, torch.randn(4, 6))
+
+    def grad_on(device: str) -> torch.Tensor:
+        x = base.to(device).requires_grad_()
+        y = fn(x)
+        parts = torch.view_as_real(y) if y.is_complex() else y
+        weight = torch.linspace(-1, 1, parts.numel(), device=device).view(parts.shape)
+        (parts * weight).sum().backward()
+        return x.grad
+
+    torch.testing.assert_close(grad_on(DEVICE).cpu(), grad_on("cpu"), **CLOSE)
+
+
+def test_ops_without_complex_kernels_raise_type_error() -> None:
+    z_t = tpu(randc(4))
+    with pytest.raises(TypeError, match="atan does not support complex tensors"):
+        torch.atan(z_t)
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex"):
+        z_t.abs_()
+    torch.testing.assert_close(z_t.cpu(), randc(4))  # nothing was written
+    with pytest.raises(TypeError, match="is not supported on the tpu device"):
+        torch.zeros(2, dtype=torch.complex32, device=DEVICE)
