@@ -46,7 +46,8 @@ LOWER({"bmm", "bmm.out"}, [](LoweringContext& ctx) {
   check_matmul(a, c, "bmm", 3);
   return Values{bmm(ctx.b, a, c)};
 });
-// vdot conjugates its first argument: the same as dot for real dtypes (complex is not offered).
+// vdot conjugates its first argument: the same as dot for real dtypes (complex inputs are
+// refused before they get here, see complex_support.cc).
 LOWER({"dot", "dot.out", "vdot", "vdot.out"}, [](LoweringContext& ctx) {
   Value a = ctx.tensor(0), c = ctx.tensor(1);
   TORCH_CHECK(a.rank() == 1 && c.rank() == 1, "1D tensors expected, but got ", a.rank(), "D and ",

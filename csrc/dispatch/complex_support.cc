@@ -44,6 +44,9 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "copy", "fill", "zero", "add", "sub", "mul", "div", "neg", "sum",
       // complex-specific
       "_conj_physical", "conj_physical", "complex", "polar", "_fft_c2c", "_fft_r2c", "_fft_c2r",
+      // matrix products (dot_general is defined on complex numbers; conj bits are applied
+      // when the operands are read)
+      "mm", "bmm",
       // data movement
       "cat", "constant_pad_nd", "flip", "where",
       // math functions StableHLO defines on complex numbers

@@ -90,6 +90,14 @@ def test_lazy_conjugation_is_applied_everywhere() -> None:
     torch.testing.assert_close(tpu(z.conj()).cpu(), z.conj())
 
 
+def test_matrix_products_with_conjugated_operands() -> None:
+    a, b = randc(3, 4), randc(4, 5)
+    torch.testing.assert_close((tpu(a) @ tpu(b)).cpu(), a @ b, **CLOSE)
+    torch.testing.assert_close((tpu(a) @ tpu(a).mH).cpu(), a @ a.mH, **CLOSE)
+    batch, other = randc(2, 3, 4), randc(2, 4, 2)
+    torch.testing.assert_close(torch.bmm(tpu(batch), tpu(other)).cpu(), batch @ other, **CLOSE)
+
+
 FFT_CASES = [
     ("fft", (8,), {}),
     ("fft", (3, 10), {"dim": 0, "norm": "ortho"}),
