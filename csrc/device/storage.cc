@@ -62,9 +62,15 @@ std::mutex& pending_slots_mutex() {
 }
 
 DeviceStorage::~DeviceStorage() {
-  if (contents_.pending) {
+  // The last reference may drop on another thread (autograd's) while a graph is flushed.
+  std::shared_ptr<PendingSlot> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending = contents_.pending;
+  }
+  if (pending) {
     std::lock_guard<std::mutex> lock(pending_slots_mutex());
-    contents_.pending->owner = nullptr;
+    pending->owner = nullptr;
   }
 }
 

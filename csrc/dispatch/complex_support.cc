@@ -50,7 +50,7 @@ const std::unordered_set<std::string_view>& complex_ops() {
       // data movement
       "cat", "constant_pad_nd", "flip", "where",
       // math functions StableHLO defines on complex numbers
-      "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward"};
+      "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward", "pow"};
   return ops;
 }
 

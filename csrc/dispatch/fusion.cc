@@ -199,6 +199,9 @@ void flush_locked(Graph& g) {
   const size_t op_count = g.ops.size();
   std::string module;
   if (!executable) module = fused_module(g, returned);
+  // The graph's device, not a live slot's owner's: another thread (autograd's, dropping its
+  // last references) may destroy that storage once pending_slots_mutex is released.
+  const int device = g.device;
   auto externals = std::move(g.externals);
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
@@ -228,7 +231,6 @@ void flush_locked(Graph& g) {
   metrics().executions++;
   std::vector<PJRT_Buffer*> raw;
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
-  int device = live.empty() ? current_device() : live[0]->owner->device();
   pjrt::ExecuteResult result = executable->execute(raw, Runtime::get().device(device));
   pending_started();
   std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";

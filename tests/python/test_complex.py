@@ -29,6 +29,8 @@ def test_round_trip_and_arithmetic(dtype: torch.dtype) -> None:
     want = (a * b + a) / (b - 2.5) - a.exp() * 1j
     torch.testing.assert_close(((a_t * b_t + a_t) / (b_t - 2.5) - a_t.exp() * 1j).cpu(), want)
     torch.testing.assert_close(a_t.sum(dim=0).cpu(), a.sum(dim=0))
+    torch.testing.assert_close((a_t**2).cpu(), a**2, **CLOSE)
+    torch.testing.assert_close(a_t.pow(b_t).cpu(), a.pow(b), **CLOSE)
     torch.testing.assert_close(a_t.abs().cpu(), a.abs())
     torch.testing.assert_close(a_t.sgn().cpu(), a.sgn())
     assert a_t.abs().dtype == a.abs().dtype

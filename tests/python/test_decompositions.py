@@ -189,3 +189,42 @@ def test_matrix_exp_against_float64(scale: float) -> None:
         torch.linalg.matrix_exp(leaf).sum().backward()
         torch.linalg.matrix_exp(leaf_t).sum().backward()
         torch.testing.assert_close(leaf_t.grad.cpu(), leaf.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 3), (2, 4), (2, 6, 3)])
+def test_lstsq_matches_lapack_drivers(driver: str, shape: tuple[int, ...]) -> None:
+    torch.manual_seed(4)
+    a = torch.randn(*shape)
+    b = torch.randn(*shape[:-1], 2)
+    want = torch.linalg.lstsq(a, b, driver=driver)
+    got = torch.linalg.lstsq(tpu(a), tpu(b), driver=driver)
+    for name in ("solution", "residuals", "rank", "singular_values"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert g.shape == w.shape and g.dtype == w.dtype, name
+        torch.testing.assert_close(g.cpu(), w, **CLOSE)
+
+
+def test_lstsq_rank_deficient_vector_rhs_and_gradient() -> None:
+    torch.manual_seed(5)
+    a = torch.randn(6, 3)
+    a[:, 2] = a[:, 0] + a[:, 1]  # rank 2: the minimum-norm solution
+    b = torch.randn(6)
+    want = torch.linalg.lstsq(a, b, driver="gelsd")
+    got = torch.linalg.lstsq(tpu(a), tpu(b), driver="gelsd")
+    assert int(got.rank) == int(want.rank) == 2
+    assert got.residuals.numel() == want.residuals.numel() == 0  # not full rank
+    torch.testing.assert_close(got.solution.cpu(), want.solution, atol=1e-4, rtol=1e-4)
+
+    def grad_on(device: str) -> torch.Tensor:
+        x = torch.randn(5, 3, generator=torch.Generator().manual_seed(6)).to(device)
+        x.requires_grad_()
+        rhs = torch.linspace(-1, 1, 10).view(5, 2).to(device)
+        torch.linalg.lstsq(x, rhs).solution.sum().backward()
+        return x.grad
+
+    torch.testing.assert_close(grad_on(DEVICE).cpu(), grad_on("cpu"), atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="driver"):
+        torch.linalg.lstsq(tpu(a), tpu(b), driver="nope")
+    with pytest.raises(RuntimeError, match="should match"):
+        torch.linalg.lstsq(tpu(a), tpu(torch.randn(5, 2)))
