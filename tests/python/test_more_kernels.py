@@ -548,3 +548,38 @@ def test_embedding_bag_modes_and_gradients(mode: str) -> None:
         F.embedding_bag(bags.to(DEVICE), weight.to(DEVICE), mode=mode).cpu(),
         F.embedding_bag(bags, weight, mode=mode),
     )
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_2d_matches_cpu(mode: str, padding_mode: str, align_corners: bool) -> None:
+    torch.manual_seed(7)
+    x = torch.randn(2, 3, 5, 6)
+    grid = torch.rand(2, 4, 7, 2) * 2.6 - 1.3  # partly outside [-1, 1]
+    kwargs = {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners}
+
+    def run(device: str) -> tuple[torch.Tensor, ...]:
+        xs = x.to(device).requires_grad_()
+        gs = grid.to(device).requires_grad_()
+        out = torch.nn.functional.grid_sample(xs, gs, **kwargs)
+        weight = torch.linspace(-1, 1, out.numel(), device=device).view(out.shape)
+        x_grad, grid_grad = torch.autograd.grad((out * weight).sum(), [xs, gs])
+        return out.detach().cpu(), x_grad.cpu(), grid_grad.cpu()
+
+    for got, want in zip(run("tpu"), run("cpu"), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+def test_grid_sample_3d_matches_cpu(mode: str, padding_mode: str) -> None:
+    torch.manual_seed(8)
+    x = torch.randn(1, 2, 3, 4, 5)
+    grid = torch.rand(1, 2, 3, 4, 3) * 2.4 - 1.2
+    kwargs = {"mode": mode, "padding_mode": padding_mode, "align_corners": False}
+    want = torch.nn.functional.grid_sample(x, grid, **kwargs)
+    got = torch.nn.functional.grid_sample(x.to("tpu"), grid.to("tpu"), **kwargs)
+    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="bicubic"):
+        torch.nn.functional.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic")
