@@ -5,8 +5,7 @@
 # The suite runs on every core (pytest-xdist, at most 4 workers; TORCH_TPU_TEST_WORKERS
 # overrides). The operator-coverage gate checks every op_db entry the report lists as passing,
 # but at most 32 samples of each in the Strict pass (all of them take about 35 minutes on two
-# cores: some entries have over a thousand), and every 8th entry in the DeferAndFuse pass (forward
-# only: see the known crash in test_op_coverage.py), whose
+# cores: some entries have over a thousand), and every 8th entry in the DeferAndFuse pass, whose
 # fused graphs are made of the same kernels. Extra arguments go to both passes; for the whole
 # gate: `.venv/bin/python -m pytest tests/python/test_op_coverage.py -n auto`.
 set -euo pipefail

@@ -9,14 +9,12 @@ pytest workers; `--op-gate-samples N` checks at most N samples per entry, evenly
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
-from torch_tpu.testing.op_sweep import forward_dtype, run_phase
+from torch_tpu.testing.op_sweep import backward_dtype, forward_dtype, run_phase
 
 REPORT = Path(__file__).resolve().parents[2] / "docs" / "op_coverage.json"
 
@@ -49,16 +47,10 @@ def test_forward_float32_still_passes(index: int, name: str, gate_samples: int) 
     assert status == "pass", reason
 
 
-# Known crash, not fixed: under TPU_DEFER_AND_FUSE=1 a pytest worker that has already run other
-# gate entries segfaults in the forward call of a backward check (linalg.solve in one run,
-# pinverse in the next; each passes alone). Until the dispatcher bug is found, the backward
-# gate runs in Strict mode only and is skipped, visibly, under DeferAndFuse.
-DEFER_BACKWARD_CRASH = "known DeferAndFuse crash in backward checks after earlier entries"
-
-
 @pytest.mark.parametrize(("index", "name"), passing("backward"), ids=lambda v: str(v))
 def test_backward_still_passes(index: int, name: str, gate_samples: int) -> None:
-    if os.environ.get("TPU_DEFER_AND_FUSE") == "1":
-        pytest.skip(DEFER_BACKWARD_CRASH)
-    status, reason = run_phase(op_at(index, name), torch.float32, True, gate_samples)
+    op = op_at(index, name)
+    dtype = backward_dtype(op)
+    assert dtype is not None, f"{name} no longer supports autograd"
+    status, reason = run_phase(op, dtype, True, gate_samples)
     assert status == "pass", reason

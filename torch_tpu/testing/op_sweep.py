@@ -100,6 +100,13 @@ def forward_dtype(op: Any) -> torch.dtype:
     return next(dt for dt in FORWARD_DTYPES if dt in op.dtypes)
 
 
+def backward_dtype(op: Any) -> torch.dtype | None:
+    """The dtype gradients are checked in (float32, or complex64 for complex-only entries);
+    None when the entry has no autograd in either."""
+    dtype = forward_dtype(op)
+    return dtype if op.supports_autograd and dtype in (torch.float32, torch.complex64) else None
+
+
 def entry_name(op: Any) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
@@ -314,8 +321,9 @@ def sweep(indices: list[int]) -> list[dict[str, Any]]:
             result["forward_dtype"] = str(dtype).removeprefix("torch.")
         if torch.bfloat16 in op.dtypes:
             result["bfloat16"] = run_phase(op, torch.bfloat16, backward=False)
-        if op.supports_autograd and dtype in (torch.float32, torch.complex64):
-            result["backward"] = run_phase(op, dtype, backward=True)
+        grad_dtype = backward_dtype(op)
+        if grad_dtype is not None:
+            result["backward"] = run_phase(op, grad_dtype, backward=True)
         results.append(result)
     return results
 
