@@ -172,8 +172,11 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
         "`op_db` entry's samples run on tpu and on CPU and are compared with the entry's own "
         "tolerances where it declares them (else atol=rtol=1e-4 for float32, 2e-2 for "
         "bfloat16). Random and uninitialized results are compared by shape and dtype. The "
-        "forward column runs in float32; an entry without float32 (bitwise and integer ops) "
-        "runs in its own first dtype instead (int64, int32, bool or uint8), listed below.",
+        "forward column runs in float32; an entry without float32 (bitwise and integer ops, "
+        "complex-only ops) runs in its own first dtype instead (int64, int32, bool, uint8 or "
+        "complex64, also for its gradients), listed below. Complex results are compared as "
+        "complex numbers (1e-4) and weighted through their real and imaginary parts for "
+        "gradients.",
         "",
         f"Whole sweep: {len(results)} entries in {seconds / 60:.1f} minutes (the last full run; "
         "`--failing-only` refreshes just the entries that did not pass).",
