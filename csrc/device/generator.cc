@@ -38,8 +38,8 @@ c10::intrusive_ptr<c10::TensorImpl> DeviceGenerator::get_state() const {
 
 void DeviceGenerator::set_state(const c10::TensorImpl& state) {
   TORCH_CHECK_TYPE(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && state.numel() == 16,
-                   "torch_tpu: RNG state must be a uint8 tensor of 16 bytes, got ",
-                   state.numel(), " elements of ", state.dtype());
+                   "torch_tpu: RNG state must be a uint8 tensor of 16 bytes, got ", state.numel(),
+                   " elements of ", state.dtype());
   const char* bytes = static_cast<const char*>(state.data());
   std::memcpy(&seed_, bytes, 8);
   std::memcpy(&offset_, bytes + 8, 8);

@@ -36,8 +36,8 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
     dlclose(handle);
     std::ostringstream message;
     message << "torch_tpu: PJRT plugin '" << path << "' has API version " << version.major_version
-            << "." << version.minor_version << " but torch_tpu was built against "
-            << PJRT_API_MAJOR << "." << PJRT_API_MINOR;
+            << "." << version.minor_version << " but torch_tpu was built against " << PJRT_API_MAJOR
+            << "." << PJRT_API_MINOR;
     throw std::runtime_error(message.str());
   }
   std::shared_ptr<Plugin> plugin(new Plugin(handle, api, path));

@@ -5,19 +5,18 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "csrc/device/generator.h"
-
 #include <chrono>
 
+#include "csrc/device/generator.h"
 #include "csrc/device/runtime.h"
-#include "csrc/hlo/builder.h"
-#include "csrc/pjrt/compile_options.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
+#include "csrc/hlo/builder.h"
+#include "csrc/pjrt/compile_options.h"
 
 namespace py = pybind11;
 
@@ -58,7 +57,8 @@ py::dict memory_stats(int device) {
   auto& runtime = Runtime::get();
   if (auto plugin_stats = runtime.client().memory_stats(runtime.device(device))) {
     stats["device.bytes_in_use"] = plugin_stats->bytes_in_use;
-    if (plugin_stats->peak_bytes_in_use) stats["device.peak_bytes_in_use"] = *plugin_stats->peak_bytes_in_use;
+    if (plugin_stats->peak_bytes_in_use)
+      stats["device.peak_bytes_in_use"] = *plugin_stats->peak_bytes_in_use;
     if (plugin_stats->bytes_limit) stats["device.bytes_limit"] = *plugin_stats->bytes_limit;
   }
   return stats;
@@ -176,7 +176,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_default_generator", [](int device) {
     (void)Runtime::get().device(device);
-    return py::reinterpret_steal<py::object>(
-        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        default_generator(static_cast<c10::DeviceIndex>(device))));
   });
 }

@@ -62,8 +62,8 @@ TEST(Client, UploadDownloadRoundTrip) {
   auto client = test_client();
   std::vector<float> host{1, 2, 3, 4, 5, 6};
   std::vector<int64_t> dims{2, 3};
-  Buffer buffer = client->upload(host.data(), PJRT_Buffer_Type_F32, dims,
-                                 client->devices()[0].device);
+  Buffer buffer =
+      client->upload(host.data(), PJRT_Buffer_Type_F32, dims, client->devices()[0].device);
   EXPECT_EQ(buffer.dims(), dims);
   EXPECT_EQ(buffer.element_type(), PJRT_Buffer_Type_F32);
   std::vector<float> back(6, 0);
@@ -84,7 +84,8 @@ TEST(Client, AsyncUploadReleasesHostMemory) {
   std::vector<int32_t> back(3);
   buffer.copy_to_host(back.data(), back.size() * sizeof(int32_t)).await();
   EXPECT_EQ(back, (std::vector<int32_t>{7, 8, 9}));
-  for (int i = 0; i < 1000 && !released; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 1000 && !released; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(released);
 }
 
