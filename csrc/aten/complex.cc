@@ -10,13 +10,8 @@
 namespace torch_tpu::aten {
 namespace {
 
-Value conjugate(Builder& b, const Value& x) {
-  if (!hlo::is_complex(x.type)) return x;
-  return b.complex(b.real(x), b.unary("negate", b.imag(x)));
-}
-
 LOWER({"_conj_physical", "conj_physical.out", "conj_physical_"},
-      [](LoweringContext& ctx) { return Values{conjugate(ctx.b, ctx.tensor(0))}; });
+      [](LoweringContext& ctx) { return Values{ctx.b.conj(ctx.tensor(0))}; });
 
 // complex(real, imag): both float or both double, broadcast together.
 LOWER({"complex", "complex.out"}, [](LoweringContext& ctx) {

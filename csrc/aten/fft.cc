@@ -40,14 +40,10 @@ std::pair<Value, std::vector<int64_t>> dims_last(Builder& b, const Value& x,
   return {b.transpose(x, order), back};
 }
 
-Value conjugate(Builder& b, const Value& x) {
-  return b.complex(b.real(x), b.unary("negate", b.imag(x)));
-}
-
 // Unnormalized complex transform over `dims`. The inverse is conj(FFT(conj x)): XLA's IFFT
 // divides by n, torch's unnormalized inverse does not.
 Value c2c(Builder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
-  if (!forward) x = conjugate(b, x);
+  if (!forward) x = b.conj(x);
   for (size_t start = 0; start < dims.size(); start += 3) {
     std::vector<int64_t> group(dims.begin() + start,
                                dims.begin() + std::min(dims.size(), start + 3));
@@ -56,7 +52,7 @@ Value c2c(Builder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
     for (int64_t d : group) lengths.push_back(x.shape[d]);
     x = b.transpose(b.fft(moved, "FFT", lengths), back);
   }
-  return forward ? x : conjugate(b, x);
+  return forward ? x : b.conj(x);
 }
 
 double points(const Shape& shape, const std::vector<int64_t>& dims) {

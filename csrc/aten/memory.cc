@@ -167,9 +167,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
     Shape shape(dst_meta.sizes().begin(), dst_meta.sizes().end());
     Value value = as(ctx.b, ctx.tensor(1), et(dst_meta.scalar_type()), shape);
     // The source reads as its values; a conjugated or negated destination stores them so.
-    if (dst_meta.is_conj() && hlo::is_complex(value.type)) {
-      value = ctx.b.complex(ctx.b.real(value), ctx.b.unary("negate", ctx.b.imag(value)));
-    }
+    if (dst_meta.is_conj()) value = ctx.b.conj(value);
     if (dst_meta.is_neg()) value = ctx.b.unary("negate", value);
     return Values{value};
   };

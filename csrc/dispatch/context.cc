@@ -29,9 +29,7 @@ hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int l
   }
   Value value = read_view(b, storage_param(tensor, index, list_index), tensor);
   // A lazily conjugated (x.conj()) or negated view holds the plain values: apply the bit.
-  if (tensor.is_conj() && hlo::is_complex(value.type)) {
-    value = b.complex(b.real(value), b.unary("negate", b.imag(value)));
-  }
+  if (tensor.is_conj()) value = b.conj(value);
   if (tensor.is_neg()) value = b.unary("negate", value);
   return value;
 }

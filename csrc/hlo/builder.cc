@@ -234,6 +234,11 @@ Value Builder::complex(const Value& re, const Value& im) {
   return emit1("complex", {re, im}, "", re.shape, complex_type_of(re.type));
 }
 
+Value Builder::conj(const Value& x) {
+  if (!is_complex(x.type)) return x;
+  return complex(real(x), unary("negate", imag(x)));
+}
+
 Value Builder::fft(const Value& x, const std::string& fft_type,
                    const std::vector<int64_t>& lengths) {
   const size_t n = lengths.size();

@@ -83,6 +83,8 @@ class Builder {
   Value real(const Value& x);
   Value imag(const Value& x);
   Value complex(const Value& re, const Value& im);
+  // Complex conjugate; a real value is its own conjugate.
+  Value conj(const Value& x);
   // stablehlo.fft over the trailing lengths.size() dimensions: "FFT", "IFFT" (scaled by 1/n, as
   // XLA defines it), "RFFT" (real in, n/2+1 out), "IRFFT" (back to `lengths` real points).
   Value fft(const Value& x, const std::string& fft_type, const std::vector<int64_t>& lengths);

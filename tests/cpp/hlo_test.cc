@@ -219,16 +219,18 @@ TEST(Builder, SliceConcatPadTranspose) {
 
 TEST(Builder, ComplexPartsAndFft) {
   // x = [1, 2, 3, 4] as complex, + 1 (a complex constant); FFT([2, 3, 4, 5]) = [14, -2+2i, -2,
-  // -2-2i]; the parts come back as real values.
+  // -2-2i]; the parts of its conjugate come back as real values.
   Builder b;
   Value x = b.parameter({4}, ElementType::F32);
   Value z = b.binary("add", b.complex(x, b.constant(0.0, ElementType::F32, {4})),
                      b.constant(1.0, ElementType::C64, {4}));
   Value spectrum = b.fft(z, "FFT", {4});
   EXPECT_EQ(spectrum.type, ElementType::C64);
-  Value parts = b.concatenate({b.real(spectrum), b.imag(spectrum)}, 0);
+  Value conjugate = b.conj(spectrum);
+  EXPECT_EQ(b.conj(x).name, x.name);  // a real value is its own conjugate
+  Value parts = b.concatenate({b.real(conjugate), b.imag(conjugate)}, 0);
   auto host = run(b.module({parts}), {{1, 2, 3, 4}}, {{4}});
-  std::vector<float> want{14, -2, -2, -2, 0, 2, 0, -2};
+  std::vector<float> want{14, -2, -2, -2, 0, -2, 0, 2};
   ASSERT_EQ(host.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(host[i], want[i], 1e-5) << i;
   // RFFT keeps n/2+1 points; IRFFT goes back (XLA scales it by 1/n).
