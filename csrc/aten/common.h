@@ -52,11 +52,11 @@ Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index);
 // `x` with `updates` (shaped like x but index.numel() long along dim) combined by `op` into
 // the slices at `index` (valid positions); "" replaces.
+Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
+                     const Value& updates, const std::string& op);
 // Solves T X = B by substitution for triangular T [..., n, n] (only the triangle `upper` names
 // is read; `unit` takes its diagonal as ones) and B [..., n, m] with T's batch shape.
 Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool upper, bool unit);
-Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
-                     const Value& updates, const std::string& op);
 // stablehlo maximum/minimum ("maximum" or "minimum") that propagate NaN from either operand,
 // as torch does (XLA's CPU lowering keeps the second operand's number).
 Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y);

@@ -1,9 +1,10 @@
-// Upsampling (nearest, nearest-exact, linear/bilinear/trilinear) and gradients, one spatial axis
-// at a time: source positions and weights follow ATen's formulas (computed in float32 as CPU
-// does), values are gathered (so an Inf or NaN stays where CPU puts it), and gradients are
-// added back at the same positions.
+// Upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic, antialiased bilinear
+// and bicubic) and gradients, one spatial axis at a time: source positions and weights follow
+// ATen's formulas (computed in float32 as CPU does), values are gathered (so an Inf or NaN stays
+// where CPU puts it), and gradients are added back at the same positions.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -83,6 +84,118 @@ Value resample_axis_backward(Builder& b, const Value& grad, int64_t dim, int64_t
   return combine_slices(b, result, dim, plan.high, b.binary("multiply", w1, grad), "add");
 }
 
+// A window of `width` source positions per output position along one axis, with a weight each:
+// the bicubic and antialiasing filters, whose windows are tabulated on the host.
+struct Taps {
+  int64_t width = 0;
+  std::vector<double> index;   // [out * width], valid positions
+  std::vector<double> weight;  // [out * width]
+};
+
+// ATen's cubic convolution coefficients for a fractional offset t (A = -0.75 for bicubic).
+float cubic_near(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+float cubic_far(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+// Bicubic: four taps around floor(source), clamped to the edge, as CPU's
+// upsample_bicubic2d (source index without the clamp at 0 that linear applies).
+Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_opt) {
+  constexpr float a = -0.75f;
+  const float scale = compute_scale(in, out, align_corners, scale_opt);
+  Taps taps{4, {}, {}};
+  for (int64_t i = 0; i < out; ++i) {
+    const float position = align_corners ? scale * static_cast<float>(i)
+                                         : scale * (static_cast<float>(i) + 0.5f) - 0.5f;
+    const int64_t base = std::min(static_cast<int64_t>(std::floor(position)), in - 1);
+    const float t = std::min(std::max(position - static_cast<float>(base), 0.f), 1.f);
+    const float weights[4] = {cubic_far(t + 1, a), cubic_near(t, a), cubic_near(1 - t, a),
+                              cubic_far(2 - t, a)};
+    for (int64_t k = 0; k < 4; ++k) {
+      taps.index.push_back(static_cast<double>(std::clamp<int64_t>(base - 1 + k, 0, in - 1)));
+      taps.weight.push_back(weights[k]);
+    }
+  }
+  return taps;
+}
+
+// Antialiasing (PIL's filters, as CPU's _upsample_*_aa): a window that widens with the
+// downscale factor, weights normalized to sum to one. Unused window slots weigh zero.
+Taps antialias_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_opt,
+                    bool cubic) {
+  const float scale = compute_scale(in, out, align_corners, scale_opt);
+  const int interp_size = cubic ? 4 : 2;
+  const float support =
+      static_cast<float>(scale >= 1.0 ? (interp_size * 0.5) * scale : interp_size * 0.5);
+  const int64_t width = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  const float inverse_scale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+  auto filter = [cubic](float x) -> float {
+    x = std::abs(x);
+    if (!cubic) return x < 1.f ? 1.f - x : 0.f;
+    if (x < 1.f) return cubic_near(x, -0.5f);
+    return x < 2.f ? cubic_far(x, -0.5f) : 0.f;
+  };
+  Taps taps{width, {}, {}};
+  std::vector<float> weights(static_cast<size_t>(width));
+  for (int64_t i = 0; i < out; ++i) {
+    const auto center = static_cast<float>(scale * (static_cast<double>(i) + 0.5));
+    const int64_t first =
+        std::max(static_cast<int64_t>(center - support + 0.5), static_cast<int64_t>(0));
+    const int64_t count = std::clamp<int64_t>(
+        std::min(static_cast<int64_t>(center + support + 0.5), in) - first, 0, width);
+    float total = 0.f;
+    for (int64_t j = 0; j < width; ++j) {
+      const float offset = static_cast<float>(j + first) - center;
+      weights[j] = j < count ? filter(static_cast<float>((offset + 0.5) * inverse_scale)) : 0.f;
+      total += weights[j];
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t slot = std::min(j, std::max<int64_t>(count - 1, 0));
+      taps.index.push_back(static_cast<double>(std::clamp<int64_t>(first + slot, 0, in - 1)));
+      taps.weight.push_back(total != 0.f ? weights[j] / total : weights[j]);
+    }
+  }
+  return taps;
+}
+
+// The window of each output position along `dim`, weighted and summed.
+Value apply_taps(Builder& b, const Value& x, int64_t dim, const Taps& taps) {
+  const auto out = static_cast<int64_t>(taps.index.size()) / taps.width;
+  Value window = take_slices(b, x, dim, b.constant_values(taps.index, ElementType::S64));
+  Shape split = x.shape;
+  split[dim] = out;
+  split.insert(split.begin() + dim + 1, taps.width);
+  window = b.reshape(window, split);
+  Shape weight_shape(split.size(), 1);
+  weight_shape[dim] = out;
+  weight_shape[dim + 1] = taps.width;
+  Value weight = b.reshape(b.constant_values(taps.weight, x.type), weight_shape);
+  return sum(b, b.binary("multiply", window, broadcast_to(b, weight, split)), {dim + 1});
+}
+
+// The transpose of apply_taps: each output's gradient, weighted, added back to its window.
+Value apply_taps_backward(Builder& b, const Value& grad, int64_t dim, int64_t in,
+                          const Taps& taps) {
+  const auto out = static_cast<int64_t>(taps.index.size()) / taps.width;
+  Shape split = grad.shape;
+  split.insert(split.begin() + dim + 1, taps.width);
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < static_cast<int64_t>(split.size()); ++d) {
+    if (d != dim + 1) kept.push_back(d);
+  }
+  Value spread = b.broadcast_in_dim(grad, split, kept);
+  Shape weight_shape(split.size(), 1);
+  weight_shape[dim] = out;
+  weight_shape[dim + 1] = taps.width;
+  Value weight = b.reshape(b.constant_values(taps.weight, grad.type), weight_shape);
+  spread = b.binary("multiply", spread, broadcast_to(b, weight, split));
+  Shape flat = grad.shape;
+  flat[dim] = out * taps.width;
+  Shape shape = grad.shape;
+  shape[dim] = in;
+  return combine_slices(b, splat(b, 0, grad.type, shape), dim,
+                        b.constant_values(taps.index, ElementType::S64), b.reshape(spread, flat),
+                        "add");
+}
+
 std::optional<double> optional_double(const c10::IValue& value) {
   if (value.isNone()) return std::nullopt;
   return value.toDouble();
@@ -103,14 +216,16 @@ Values upsample(LoweringContext& ctx, int64_t dims, Interp mode) {
                 "upsample: input and output sizes should be "
                 "greater than 0");
   }
+  // All axes in float, rounded once at the end, as CPU's kernel interpolates every axis at once.
+  const ElementType type = x.type;
+  x = b.convert(x, opmath(type));
   for (int64_t i = 0; i < dims; ++i) {
     int64_t dim = 2 + i;
     AxisPlan plan = plan_axis(b, x.shape[dim], size[i], mode, align_corners,
                               optional_double(ctx.arg(scales_at + static_cast<int>(i))));
-    Value wide = b.convert(x, opmath(x.type));
-    x = b.convert(resample_axis(b, wide, dim, plan, mode), x.type);
+    x = resample_axis(b, x, dim, plan, mode);
   }
-  return {x};
+  return {b.convert(x, type)};
 }
 
 // upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...).
@@ -147,6 +262,69 @@ TORCH_TPU_UPSAMPLE(_upsample_nearest_exact3d, 3, NearestExact)
 TORCH_TPU_UPSAMPLE(upsample_linear1d, 1, Linear)
 TORCH_TPU_UPSAMPLE(upsample_bilinear2d, 2, Linear)
 TORCH_TPU_UPSAMPLE(upsample_trilinear3d, 3, Linear)
+
+enum class Filter { Bicubic, AntialiasBilinear, AntialiasBicubic };
+
+Taps filter_taps(Filter filter, int64_t in, int64_t out, bool align_corners,
+                 std::optional<double> scale) {
+  if (filter == Filter::Bicubic) return cubic_taps(in, out, align_corners, scale);
+  return antialias_taps(in, out, align_corners, scale, filter == Filter::AntialiasBicubic);
+}
+
+// The 2-D filters' (self, output_size, align_corners, scales_h, scales_w). Bicubic sums its 4x4
+// window in float and rounds once, as CPU's kernel; the antialiased ones resample width, then
+// height, skipping an axis whose size does not change, as CPU's separable passes do.
+Values upsample_filtered(LoweringContext& ctx, Filter filter) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> size = ctx.arg(1).toIntVector();
+  const bool align_corners = ctx.arg(2).toBool();
+  TORCH_CHECK(size.size() == 2 && x.rank() == 4,
+              "upsample: expected a 4D input and 2 output sizes");
+  TORCH_CHECK(size[0] > 0 && size[1] > 0 && x.shape[2] > 0 && x.shape[3] > 0,
+              "upsample: input and output sizes should be greater than 0");
+  const ElementType type = x.type;
+  x = b.convert(x, opmath(type));
+  for (int64_t i = 1; i >= 0; --i) {
+    const int64_t dim = 2 + i;
+    if (filter != Filter::Bicubic && x.shape[dim] == size[i]) continue;
+    Taps taps = filter_taps(filter, x.shape[dim], size[i], align_corners,
+                            optional_double(ctx.arg(3 + static_cast<int>(i))));
+    x = apply_taps(b, x, dim, taps);
+    if (filter != Filter::Bicubic) x = b.convert(b.convert(x, type), opmath(type));
+  }
+  return {b.convert(x, type)};
+}
+
+// (grad_output, output_size, input_size, align_corners, scales_h, scales_w).
+Values upsample_filtered_backward(LoweringContext& ctx, Filter filter) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0);
+  std::vector<int64_t> out = ctx.arg(1).toIntVector();
+  std::vector<int64_t> in = ctx.arg(2).toIntVector();
+  TORCH_CHECK(out.size() == 2 && in.size() == 4,
+              "upsample backward: expected 2 output sizes and a 4D input size");
+  const bool align_corners = ctx.arg(3).toBool();
+  const ElementType type = grad.type;
+  grad = b.convert(grad, opmath(type));
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t dim = 2 + i;
+    if (filter != Filter::Bicubic && in[dim] == out[i]) continue;
+    Taps taps = filter_taps(filter, in[dim], out[i], align_corners,
+                            optional_double(ctx.arg(4 + static_cast<int>(i))));
+    grad = apply_taps_backward(b, grad, dim, in[dim], taps);
+  }
+  return {b.convert(grad, type)};
+}
+
+#define TORCH_TPU_UPSAMPLE_FILTERED(name, filter)                                     \
+  LOWER({#name, #name ".out"},                                                        \
+        [](LoweringContext& ctx) { return upsample_filtered(ctx, Filter::filter); }); \
+  LOWER({#name "_backward", #name "_backward.grad_input"},                            \
+        [](LoweringContext& ctx) { return upsample_filtered_backward(ctx, Filter::filter); });
+TORCH_TPU_UPSAMPLE_FILTERED(upsample_bicubic2d, Bicubic)
+TORCH_TPU_UPSAMPLE_FILTERED(_upsample_bilinear2d_aa, AntialiasBilinear)
+TORCH_TPU_UPSAMPLE_FILTERED(_upsample_bicubic2d_aa, AntialiasBicubic)
 
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -167,6 +167,20 @@ Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape)
                shape, type);
 }
 
+Value Builder::constant_values(const std::vector<double>& values, ElementType type) {
+  require(!is_complex(type) && type != ElementType::Pred, "constant_values: real or integer types");
+  std::string literal = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) literal += ", ";
+    literal += is_float(type) ? float_literal(values[i], type)
+                              : std::to_string(static_cast<int64_t>(values[i]));
+  }
+  literal += "]";
+  Shape shape{static_cast<int64_t>(values.size())};
+  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
+               shape, type);
+}
+
 Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
   require(dimension >= 0 && dimension < static_cast<int64_t>(shape.size()),
           "iota dimension out of range");

@@ -67,6 +67,8 @@ class Builder {
 
   Value constant(double value, ElementType type, const Shape& shape = {});
   Value constant_int(int64_t value, ElementType type, const Shape& shape = {});
+  // A 1-D constant holding `values` (a table computed on the host), in a real or integer type.
+  Value constant_values(const std::vector<double>& values, ElementType type);
   Value iota(const Shape& shape, ElementType type, int64_t dimension);
 
   // Elementwise; operands must have equal shapes (broadcast explicitly first).

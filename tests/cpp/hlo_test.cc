@@ -70,6 +70,23 @@ TEST(Builder, BroadcastAndArithmetic) {
   EXPECT_EQ(host, (std::vector<float>{22, 44, 66, 28, 50, 72}));
 }
 
+TEST(Builder, ConstantValuesHoldAHostTable) {
+  // x + [0.5, -1.25, 3] and x gathered at the integer table [2, 0, 1].
+  Builder b;
+  Value x = b.parameter({3}, ElementType::F32);
+  Value table = b.constant_values({0.5, -1.25, 3}, ElementType::F32);
+  Value index = b.constant_values({2, 0, 1}, ElementType::S64);
+  EXPECT_EQ(index.type, ElementType::S64);
+  GatherDims dims;
+  dims.collapsed_slice_dims = {0};
+  dims.start_index_map = {0};
+  dims.index_vector_dim = 1;
+  Value picked = b.gather(x, index, dims, {1});
+  Value out = b.concatenate({b.binary("add", x, table), picked}, 0);
+  auto host = run(b.module({out}), {{1, 2, 3}}, {{3}});
+  EXPECT_EQ(host, (std::vector<float>{1.5, 0.75, 6, 3, 1, 2}));
+}
+
 TEST(Builder, DotGeneralIsMatmul) {
   Builder b;
   Value a = b.parameter({2, 3}, ElementType::F32);
