@@ -583,3 +583,25 @@ def test_grid_sample_3d_matches_cpu(mode: str, padding_mode: str) -> None:
     torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
     with pytest.raises(RuntimeError, match="bicubic"):
         torch.nn.functional.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic")
+
+
+def test_rrelu_draws_slopes_in_training_and_uses_their_mean_in_evaluation() -> None:
+    x = randn(2000)
+    both(lambda t: F.rrelu(t, 0.1, 0.3, training=False), x)
+    xt = x.to(DEVICE).requires_grad_()
+    out = F.rrelu(xt, 0.1, 0.3, training=True)
+    out.backward(torch.ones_like(out))
+    got, grad = out.detach().cpu(), xt.grad.cpu()  # type: ignore[union-attr]
+    negative = x <= 0
+    slopes = got[negative] / x[negative]
+    assert slopes.min() >= 0.1 - 1e-6 and slopes.max() <= 0.3 + 1e-6
+    assert slopes.std() > 0.03  # drawn per element, not one slope
+    torch.testing.assert_close(got[~negative], x[~negative], rtol=0, atol=0)
+    # The backward multiplies by the slope each element was given.
+    torch.testing.assert_close(grad[negative], slopes)
+    assert (grad[~negative] == 1).all()
+    inplace = x.to(DEVICE)
+    F.rrelu_(inplace, 0.2, 0.2, training=True)
+    torch.testing.assert_close(inplace.cpu(), F.leaky_relu(x, 0.2))
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal"):
+        F.rrelu(x.to(DEVICE), 0.5, 0.1, training=True)

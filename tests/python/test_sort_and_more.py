@@ -246,6 +246,17 @@ def test_index_reduce(reduce: str, include_self: bool) -> None:
         ((2, 3, 5, 6), {"scale_factor": 2.5, "mode": "bilinear", "align_corners": False}),
         ((2, 3, 5, 6), {"size": (9, 13), "mode": "bilinear", "align_corners": True}),
         ((1, 2, 3, 4, 5), {"size": (5, 7, 3), "mode": "trilinear", "align_corners": False}),
+        ((2, 3, 7, 9), {"size": (14, 5), "mode": "bicubic", "align_corners": False}),
+        ((2, 3, 7, 9), {"size": (3, 20), "mode": "bicubic", "align_corners": True}),
+        ((2, 3, 7, 9), {"scale_factor": 1.7, "mode": "bicubic"}),
+        ((2, 3, 7, 9), {"size": (3, 4), "mode": "bilinear", "antialias": True}),
+        ((2, 3, 7, 9), {"size": (14, 4), "mode": "bilinear", "antialias": True}),
+        ((2, 3, 17, 9), {"size": (5, 9), "mode": "bicubic", "antialias": True}),
+        ((2, 3, 17, 9), {"scale_factor": 0.3, "mode": "bicubic", "antialias": True}),
+        (
+            (2, 3, 17, 9),
+            {"size": (4, 3), "mode": "bilinear", "antialias": True, "align_corners": True},
+        ),
     ],
 )
 def test_interpolate_and_gradient(shape: tuple[int, ...], options: dict[str, object]) -> None:
@@ -254,6 +265,23 @@ def test_interpolate_and_gradient(shape: tuple[int, ...], options: dict[str, obj
         shape,
         grad_tolerance=1e-4,
     )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"size": (6, 7, 5), "mode": "trilinear"},
+        {"size": (11, 5), "mode": "bicubic"},
+    ],
+)
+def test_bfloat16_interpolation_rounds_like_cpu(options: dict[str, object]) -> None:
+    # CPU interpolates every axis in float and rounds to bfloat16 once.
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6) if options["mode"] == "trilinear" else torch.randn(2, 3, 7, 9)
+    x = x.bfloat16()
+    want = torch.nn.functional.interpolate(x, **options)  # type: ignore[arg-type]
+    got = torch.nn.functional.interpolate(x.to(DEVICE), **options)  # type: ignore[arg-type]
+    torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
 
 
 def test_nearest_upsampling_keeps_an_inf_where_cpu_does() -> None:
