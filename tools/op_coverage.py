@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from torch_tpu.testing import op_sweep
+
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 20
 
@@ -231,17 +233,29 @@ def write_report(results: list[dict[str, Any]], seconds: float) -> None:
         "",
         f"Forward run in the entry's own dtype ({len(own_dtype)}): " + ", ".join(own_dtype) + ".",
     ]
-    outvoted = [
-        f"`{r['name']}` ({phase}: {r[phase][1]})"
-        for r in evaluated
-        for phase in ("float32", "bfloat16")
-        if r.get(phase, [""])[0] == "pass" and r[phase][1]
-    ]
+
+    def noted(note: str) -> list[str]:
+        return [
+            f"`{r['name']}` ({phase}: {part})"
+            for r in evaluated
+            for phase in ("float32", "bfloat16")
+            if r.get(phase, [""])[0] == "pass"
+            for part in r[phase][1].split("; ")
+            if part.startswith(note)
+        ]
+
+    outvoted = noted(op_sweep.OUTVOTED)
+    tied = noted(op_sweep.TIED)
     lines += [
         "",
         f"Passes where CPU's result is the outlier ({len(outvoted)}): tpu's result agrees with "
         "the same computation in float64 on CPU within the entry's tolerances and CPU's own "
         "float32 or bfloat16 result does not. " + ", ".join(outvoted) + ".",
+        "",
+        f"Passes where positions differ among ties ({len(tied)}): tpu's values agree with CPU's, "
+        "and the input read at tpu's positions gives exactly those values; the op does not "
+        "promise which of several equal elements it reports (a stable sort must match CPU's "
+        "positions and does). " + ", ".join(tied) + ".",
     ]
     lines += [
         "",
