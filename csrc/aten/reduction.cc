@@ -84,6 +84,29 @@ Values amax_amin(LoweringContext& ctx, bool is_max) {
 }
 LOWER({"amax", "amax.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, true); });
 LOWER({"amin", "amin.out"}, [](LoweringContext& ctx) { return amax_amin(ctx, false); });
+// hash_tensor(self, dim, keepdim, mode=0): the XOR of every element's bits after widening it to
+// 64 bits (floats to double, signed integers sign-extended), as CPU's xor_sum.
+LOWER({"hash_tensor", "hash_tensor.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const int64_t mode = ctx.arg(3).toInt();
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
+  for (int64_t d : dims) {
+    TORCH_CHECK_INDEX(x.shape[d] != 0, "hash_tensor: Expected reduction dim ", d,
+                      " to have non-zero size.");
+  }
+  Value bits;
+  if (hlo::is_float(x.type)) {
+    bits = b.bitcast_convert(b.convert(x, ElementType::F64), ElementType::U64);
+  } else if (hlo::is_signed_int(x.type)) {
+    bits = b.bitcast_convert(b.convert(x, ElementType::S64), ElementType::U64);
+  } else {
+    bits = b.convert(x, ElementType::U64);
+  }
+  Value hash = b.reduce(bits, b.constant_int(0, ElementType::U64), dims, "xor");
+  return Values{b.reshape(hash, out_shape(x.shape, dims, ctx.arg(2).toBool()))};
+});
 LOWER({"max", "max.unary_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   TORCH_CHECK(hlo::num_elements(x.shape) > 0,

@@ -605,3 +605,61 @@ def test_rrelu_draws_slopes_in_training_and_uses_their_mean_in_evaluation() -> N
     torch.testing.assert_close(inplace.cpu(), F.leaky_relu(x, 0.2))
     with pytest.raises(RuntimeError, match="Lower bound should be less than or equal"):
         F.rrelu(x.to(DEVICE), 0.5, 0.1, training=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "output_size"),
+    [
+        ((2, 3, 11, 9), (3, 2), (5, 4)),
+        ((2, 3, 11, 9), (2, 2), (10, 8)),  # windows overlap
+        ((3, 11, 9), (3, 3), (1, 1)),  # unbatched, one window
+        ((2, 3, 7, 8, 9), (2, 3, 2), (4, 5, 6)),
+        ((3, 7, 8, 9), (1, 2, 3), (6, 3, 2)),
+    ],
+)
+def test_fractional_max_pool_with_given_samples_matches_cpu(
+    shape: tuple[int, ...], kernel: tuple[int, ...], output_size: tuple[int, ...]
+) -> None:
+    dims = len(kernel)
+    pool = F.fractional_max_pool2d if dims == 2 else F.fractional_max_pool3d
+    torch.manual_seed(3)
+    samples = torch.rand(shape[0] if len(shape) == dims + 2 else 1, shape[-dims - 1], dims)
+
+    def run(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return pool(  # type: ignore[operator]
+            x,
+            kernel,
+            output_size=output_size,
+            return_indices=True,
+            _random_samples=samples.to(x.device),
+        )
+
+    x = randn(*shape)
+    x.view(-1)[5] = x.view(-1)[6]  # a tie: the first maximum is reported
+    both(run, x, rtol=0, atol=0)
+
+
+def test_fractional_max_pool_draws_windows_and_checks_sizes() -> None:
+    x = randn(2, 3, 11, 9).to(DEVICE)
+    out, indices = F.fractional_max_pool2d(x, 2, output_size=(5, 4), return_indices=True)
+    assert out.shape == (2, 3, 5, 4)
+    # Whatever windows were drawn, each output is the input at its index.
+    torch.testing.assert_close(x.flatten(2).gather(2, indices.flatten(2)).view_as(out), out)
+    with pytest.raises(RuntimeError, match="too large relative to input"):
+        F.fractional_max_pool2d(x, 5, output_size=(10, 8))
+    with pytest.raises(RuntimeError, match="too large relative to input"):
+        F.fractional_max_pool3d(randn(3, 7, 8, 9).to(DEVICE), (1, 2, 3), output_size=(7, 3, 2))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int8, torch.int64, torch.bool]
+)
+def test_hash_tensor_xors_the_widened_bits_like_cpu(dtype: torch.dtype) -> None:
+    x = (randn(4, 5) * 50).to(dtype)
+    for kwargs in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+        got = torch.hash_tensor(x.to(DEVICE), **kwargs)  # type: ignore[arg-type]
+        want = torch.hash_tensor(x, **kwargs)  # type: ignore[arg-type]
+        assert got.dtype == torch.uint64 and got.shape == want.shape
+        assert torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="Unknown hash_tensor mode"):
+        torch.hash_tensor(x.to(DEVICE), mode=1)
