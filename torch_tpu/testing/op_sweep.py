@@ -144,6 +144,19 @@ def to_tpu(value: Any, keep_args_on_host: bool = False) -> Any:
     return tree_map(move, value)
 
 
+def fresh_leaves(value: Any) -> Any:
+    """The call with each leaf tensor copied, as to_tpu copies it: a sample's leaves may share
+    storage with each other (a window and its slice), and autograd's answer for an aliased leaf
+    is not the one for the tensor the tpu side receives."""
+
+    def copy(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_leaf:
+            return x.detach().clone().requires_grad_(x.requires_grad)
+        return x
+
+    return tree_map(copy, value)
+
+
 def to_cpu(value: Any) -> Any:
     return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, value)
 
@@ -245,7 +258,7 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
         random_sample = shape_only or active_dropout(op, sample)
         try:
             if backward:
-                call = (sample.input, sample.args, sample.kwargs)
+                call = fresh_leaves((sample.input, sample.args, sample.kwargs))
                 inputs = grad_inputs(call)
                 if not inputs:
                     continue
