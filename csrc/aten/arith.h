@@ -2,6 +2,8 @@
 // recurrences, piecewise functions): c(b, 2.5, x) is a constant shaped and typed like x.
 #pragma once
 
+#include <functional>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -13,5 +15,14 @@ inline Value add(Builder& b, const Value& x, const Value& y) { return b.binary("
 inline Value sub(Builder& b, const Value& x, const Value& y) { return b.binary("subtract", x, y); }
 inline Value mul(Builder& b, const Value& x, const Value& y) { return b.binary("multiply", x, y); }
 inline Value div(Builder& b, const Value& x, const Value& y) { return b.binary("divide", x, y); }
+
+// A unary special function of tensor argument 0, evaluated in float64 (for its series and
+// asymptotic expansions) and rounded to the input's float type.
+inline Values in_float64(LoweringContext& ctx,
+                         const std::function<Value(Builder&, const Value&)>& f) {
+  Value x = ctx.tensor(0);
+  ElementType type = et(float_type(to_scalar_type(x.type)));
+  return {ctx.b.convert(f(ctx.b, ctx.b.convert(x, ElementType::F64)), type)};
+}
 
 }  // namespace torch_tpu::aten

@@ -5,7 +5,6 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
-#include <functional>
 
 #include "csrc/aten/arith.h"
 #include "csrc/aten/common.h"
@@ -177,12 +176,6 @@ Value spherical_j0(Builder& b, const Value& x) {
   Value r = div(b, b.unary("sine", safe), safe);
   r = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), r);
   return b.select(b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x)), c(b, 0, x), r);
-}
-
-Values in_float64(LoweringContext& ctx, const std::function<Value(Builder&, const Value&)>& f) {
-  Value x = ctx.tensor(0);
-  ElementType t = et(float_type(to_scalar_type(x.type)));
-  return {ctx.b.convert(f(ctx.b, ctx.b.convert(x, ElementType::F64)), t)};
 }
 
 #define TORCH_TPU_BESSEL(name, expression)                                         \

@@ -114,11 +114,6 @@ Value erfinv(Builder& b, const Value& y) {
   return b.select(b.binary("or", b.compare("GT", ay, c(b, 1, y)), is_nan(b, y)), c(b, NAN, y), r);
 }
 
-Values in_float64(LoweringContext& ctx, Value (*f)(Builder&, const Value&)) {
-  Value x = ctx.tensor(0);
-  ElementType t = et(float_type(to_scalar_type(x.type)));
-  return {ctx.b.convert(f(ctx.b, ctx.b.convert(x, ElementType::F64)), t)};
-}
 LOWER({"erfinv", "erfinv_", "erfinv.out"},
       [](LoweringContext& ctx) { return in_float64(ctx, erfinv); });
 LOWER({"special_ndtri", "special_ndtri.out"},

@@ -663,3 +663,24 @@ def test_hash_tensor_xors_the_widened_bits_like_cpu(dtype: torch.dtype) -> None:
         assert torch.equal(got.cpu(), want)
     with pytest.raises(RuntimeError, match="Unknown hash_tensor mode"):
         torch.hash_tensor(x.to(DEVICE), mode=1)
+
+
+def test_airy_ai_matches_cpu_and_a_high_precision_reference() -> None:
+    mpmath = pytest.importorskip("mpmath")
+    x = torch.cat(
+        [
+            torch.linspace(-60, 110, 1201, dtype=torch.float64),
+            torch.tensor([-6.0, 5.0, 0.0, 103.9, float("inf"), -float("inf"), float("nan")]),
+        ]
+    )
+    got = torch.special.airy_ai(x.to(DEVICE)).cpu()
+    # CPU's float64 series switch leaves up to 3e-6 near x = -2.09; the expansions here hold 1e-9.
+    torch.testing.assert_close(got, torch.special.airy_ai(x), atol=5e-6, rtol=0, equal_nan=True)
+    finite = x.isfinite() & (x < 103.892)
+    reference = torch.tensor([float(mpmath.airyai(v)) for v in x[finite].tolist()])
+    torch.testing.assert_close(got[finite], reference.double(), atol=1e-9, rtol=1e-7)
+    xf = x.float()
+    got_f = torch.special.airy_ai(xf.to(DEVICE)).cpu()
+    torch.testing.assert_close(
+        got_f, torch.special.airy_ai(xf), atol=1e-4, rtol=1e-4, equal_nan=True
+    )
