@@ -684,3 +684,43 @@ def test_airy_ai_matches_cpu_and_a_high_precision_reference() -> None:
     torch.testing.assert_close(
         got_f, torch.special.airy_ai(xf), atol=1e-4, rtol=1e-4, equal_nan=True
     )
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_loss_and_its_gradient(reduction: str, zero_infinity: bool) -> None:
+    torch.manual_seed(0)
+    steps, batch, classes = 30, 6, 8
+    log_probs = torch.randn(steps, batch, classes).log_softmax(2)
+    targets = torch.randint(1, classes, (batch, 12))
+    input_lengths = torch.tensor([30, 30, 20, 13, 5, 30])
+    # An empty target, and one too long for its input (infinite loss, zeroed on request).
+    target_lengths = torch.tensor([12, 0, 9, 12, 7, 4])
+    both(
+        lambda lp: F.ctc_loss(
+            lp,
+            targets.to(lp.device),
+            input_lengths.to(lp.device),
+            target_lengths.to(lp.device),
+            reduction=reduction,
+            zero_infinity=zero_infinity,
+        ),
+        log_probs,
+        atol=1e-4,
+        rtol=1e-4,
+    )
+
+
+def test_ctc_loss_with_concatenated_targets_and_list_lengths() -> None:
+    torch.manual_seed(1)
+    log_probs = torch.randn(20, 4, 6).log_softmax(2)
+    target_lengths = [3, 0, 5, 2]
+    targets = torch.randint(1, 6, (sum(target_lengths),))
+    both(
+        lambda lp: F.ctc_loss(
+            lp, targets.to(lp.device), [20, 15, 12, 2], target_lengths, reduction="sum"
+        ),
+        log_probs,
+        atol=1e-4,
+        rtol=1e-4,
+    )
