@@ -42,7 +42,7 @@ Value convolve(Builder& b, const Value& input, const Value& weight, const ConvSe
 // stride-dilated gradient convolved with the flipped, transposed kernel. (Also what a
 // transposed convolution computes.)
 Value convolve_input_grad(Builder& b, const Value& grad, const Value& weight, const ConvSetup& c,
-                          const std::vector<int64_t>& sizes) {
+                          const std::vector<int64_t>& sizes, bool round = true) {
   size_t spatial = grad.shape.size() - 2;
   int64_t out_channels = weight.shape[0], in_per_group = weight.shape[1];
   std::vector<int64_t> spatial_dims;
@@ -68,9 +68,9 @@ Value convolve_input_grad(Builder& b, const Value& grad, const Value& weight, co
     int64_t hi = sizes[i] + k - 1 - dilated_grad - lo;
     params.padding.push_back({lo, hi});
   }
-  // Accumulated in f32 for 16-bit floats, rounded once, as CPU does.
-  return b.convert(b.convolution(grad, kernel, nchw_dims(spatial), params, opmath(grad.type)),
-                   grad.type);
+  // Accumulated in f32 for 16-bit floats, rounded once (unless the caller adds more first).
+  Value wide = b.convolution(grad, kernel, nchw_dims(spatial), params, opmath(grad.type));
+  return round ? b.convert(wide, grad.type) : wide;
 }
 
 // The weight gradient (shaped `weight_shape`, OIHW) of convolve(input, weight) for `grad`:
@@ -134,16 +134,19 @@ LOWER({"convolution_overrideable"}, [](LoweringContext& ctx) {
       sizes.push_back((input.shape[2 + i] - 1) * c.stride[i] - 2 * c.padding[i] +
                       c.dilation[i] * (weight.shape[2 + i] - 1) + output_padding[i] + 1);
     }
-    out = convolve_input_grad(b, input, weight, c, sizes);
+    // Kept in f32 through the bias, then rounded once: a 16-bit sum rounded before a bias that
+    // cancels it loses the small result.
+    out = convolve_input_grad(b, input, weight, c, sizes, /*round=*/false);
   } else {
     out = convolve(b, input, weight, c);
   }
   if (auto bias = ctx.optional_tensor(2)) {
     Shape bias_shape(out.shape.size(), 1);
     bias_shape[1] = out.shape[1];
-    out = b.binary("add", out, broadcast_to(b, b.reshape(*bias, bias_shape), out.shape));
+    Value wide_bias = b.convert(b.reshape(*bias, bias_shape), out.type);
+    out = b.binary("add", out, broadcast_to(b, wide_bias, out.shape));
   }
-  return Values{out};
+  return Values{b.convert(out, input.type)};
 });
 
 // convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,

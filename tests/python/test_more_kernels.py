@@ -724,3 +724,15 @@ def test_ctc_loss_with_concatenated_targets_and_list_lengths() -> None:
         atol=1e-4,
         rtol=1e-4,
     )
+
+
+def test_bfloat16_transposed_convolution_rounds_once_after_the_bias() -> None:
+    # A bias that nearly cancels the sum: rounding the sum to bfloat16 first would lose it.
+    x = randn(2, 4, 5, 5).bfloat16()
+    weight = randn(4, 3, 3, 3, seed=1).bfloat16()
+    exact = F.conv_transpose2d(x.double(), weight.double(), stride=2)
+    bias = (-exact.mean(dim=(0, 2, 3)) + 0.01).bfloat16()
+    want = F.conv_transpose2d(x.double(), weight.double(), bias.double(), stride=2)
+    got = F.conv_transpose2d(x.to(DEVICE), weight.to(DEVICE), bias.to(DEVICE), stride=2)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.cpu().double(), want, atol=2e-2, rtol=1e-2)
