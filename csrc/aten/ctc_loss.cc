@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "csrc/dispatch/fusion.h"
+
 namespace torch_tpu::aten {
 namespace {
 
@@ -148,6 +150,9 @@ std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const a
     }
     // Steps at or past a sequence's input length are never computed on CPU: -inf.
     alphas.push_back(at::where((layout.lengths > t).unsqueeze(1), alpha, none));
+    // Under DeferAndFuse, run each step's few ops: one graph of every step would take the
+    // compiler minutes, while a step's graph is the same each time and compiles once.
+    materialize_pending();
   }
   at::Tensor log_alpha =
       alphas.empty() ? at::full({layout.batch, 0, layout.labels}, kNegInf, log_probs.options())
@@ -184,6 +189,7 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
     at::Tensor inside = (layout.lengths - 1 > t).unsqueeze(1);
     beta = at::where(at_end, start, at::where(inside, next, none));
     betas[static_cast<size_t>(t)] = beta;
+    materialize_pending();  // one small graph per step, as in the forward
   }
   // log sum over s with prime(s) = c of alpha * beta, per step: [T, N, C].
   at::Tensor products = log_alpha.transpose(0, 1) + at::stack(betas, 0);  // [T, N, S']
