@@ -48,17 +48,10 @@ HEADER=$DEPS/include/xla/pjrt/c/pjrt_c_api.h
 if [ ! -f "$HEADER" ]; then
   say "fetching the PJRT C API header (from the jax-mlx-plugin sdist)"
   mkdir -p "$DEPS/download" "$(dirname "$HEADER")"
-  # The sdist itself, from PyPI's simple index: `pip download` would try to build it.
-  "$PY" - "$DEPS/download" <<'PYEOF'
-import re, sys, urllib.parse, urllib.request
-from pathlib import Path
-index = "https://pypi.org/simple/jax-mlx-plugin/"
-page = urllib.request.urlopen(index, timeout=60).read().decode()
-link = next(u for u in re.findall(r'href="([^"]+)"', page) if "jax_mlx_plugin-0.0.4.tar.gz" in u)
-url = urllib.parse.urljoin(index, link.split("#")[0])
-target = Path(sys.argv[1]) / "jax_mlx_plugin-0.0.4.tar.gz"
-target.write_bytes(urllib.request.urlopen(url, timeout=120).read())
-PYEOF
+  # pip's own configured indexes (mirrors and proxies included); --no-build-isolation because
+  # preparing the sdist's metadata would otherwise fetch its build requirements (mlx).
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    --no-build-isolation -d "$DEPS/download" jax-mlx-plugin==0.0.4 2>&1 | quiet
   tar -xzf "$DEPS"/download/jax_mlx_plugin-0.0.4.tar.gz -O \
     jax_mlx_plugin-0.0.4/third_party/xla/pjrt/c/pjrt_c_api.h > "$HEADER.tmp"
   mv "$HEADER.tmp" "$HEADER"

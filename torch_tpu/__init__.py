@@ -60,6 +60,10 @@ def _initialize() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
+    from . import distributed
+
+    distributed.register()
+    device_module.distributed = distributed  # torch.tpu.distributed
     _state.update(initialized=True, plugin=str(path), kind=kind)
     atexit.register(_finish_device_work)
 

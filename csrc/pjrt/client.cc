@@ -53,6 +53,25 @@ DeviceInfo describe(const PJRT_Api* api, PJRT_Device* device) {
   check(api, api->PJRT_DeviceDescription_DebugString(&text_args),
         "PJRT_DeviceDescription_DebugString");
   info.description.assign(text_args.debug_string, text_args.debug_string_size);
+  auto process_args = make_args<PJRT_DeviceDescription_ProcessIndex_Args>();
+  process_args.device_description = description;
+  check(api, api->PJRT_DeviceDescription_ProcessIndex(&process_args),
+        "PJRT_DeviceDescription_ProcessIndex");
+  info.process_index = process_args.process_index;
+  auto attribute_args = make_args<PJRT_DeviceDescription_Attributes_Args>();
+  attribute_args.device_description = description;
+  check(api, api->PJRT_DeviceDescription_Attributes(&attribute_args),
+        "PJRT_DeviceDescription_Attributes");
+  for (size_t i = 0; i < attribute_args.num_attributes; ++i) {
+    const PJRT_NamedValue& value = attribute_args.attributes[i];
+    std::string name(value.name, value.name_size);
+    if (value.type == PJRT_NamedValue_kInt64) {
+      info.int_attributes.push_back({std::move(name), {value.int64_value}});
+    } else if (value.type == PJRT_NamedValue_kInt64List) {
+      info.int_attributes.push_back(
+          {std::move(name), {value.int64_array_value, value.int64_array_value + value.value_size}});
+    }
+  }
   return info;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct DeviceInfo {
   int id = 0;
   std::string kind;
   std::string description;
+  int process_index = 0;
+  // The device's integer attributes (TPU: coords, core_on_chip, slice_index, ...), which place
+  // it in the interconnect; scalars are one-element lists.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> int_attributes;
 };
 
 struct MemoryStats {

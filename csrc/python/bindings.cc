@@ -17,6 +17,7 @@
 #include "csrc/dispatch/registration.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/python/distributed.h"
 
 namespace py = pybind11;
 
@@ -101,6 +102,7 @@ std::pair<double, double> bench_bare_execute(const std::string& op, int iteratio
 PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native runtime";
+  bind_distributed(m);
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1);
   m.def("_is_initialized", &Runtime::initialized);
   m.def("_device_count", [] { return Runtime::initialized() ? Runtime::get().device_count() : 0; });
@@ -133,6 +135,17 @@ PYBIND11_MODULE(_C, m) {
     auto stats = runtime.client().memory_stats(runtime.device(device));
     properties["total_memory"] = stats && stats->bytes_limit ? *stats->bytes_limit : 0;
     return properties;
+  });
+  // Where the device sits: its process and integer attributes (coords, slice_index, ...).
+  m.def("_device_topology", [](int device) {
+    auto& runtime = Runtime::get();
+    (void)runtime.device(device);
+    const auto& info = runtime.client().devices()[device];
+    py::dict attributes;
+    for (const auto& [name, values] : info.int_attributes) attributes[py::str(name)] = values;
+    attributes["process_index"] = std::vector<int64_t>{info.process_index};
+    attributes["id"] = std::vector<int64_t>{info.id};
+    return attributes;
   });
   m.def("_memory_stats", &memory_stats);
   m.def("_reset_peak_memory_stats", &reset_peak_allocator_stats);

@@ -1,0 +1,296 @@
+#include "csrc/distributed/backend.h"
+
+#include <c10/util/Exception.h>
+
+#include "csrc/distributed/host_staging.h"
+
+namespace torch_tpu::distributed {
+namespace {
+
+// Every tensor of one call must be on the tpu device or on the CPU, not a mix, and dense.
+void check_devices(const char* collective, const std::vector<at::Tensor>& tensors) {
+  std::optional<c10::DeviceType> seen;
+  for (const auto& t : tensors) {
+    TORCH_CHECK(t.defined(), "tpu_dist: ", collective, " got an undefined tensor");
+    const auto type = t.device().type();
+    TORCH_CHECK(type == c10::DeviceType::PrivateUse1 || type == c10::DeviceType::CPU,
+                "tpu_dist: ", collective, " takes tpu or cpu tensors, got one on ", t.device());
+    TORCH_CHECK(t.layout() == c10::kStrided, "tpu_dist: ", collective,
+                " takes dense tensors, got layout ", t.layout());
+    TORCH_CHECK(!seen || *seen == type, "tpu_dist: ", collective,
+                " got tensors on different devices (tpu and cpu) in one call");
+    seen = type;
+  }
+}
+
+void check_devices(const char* collective, const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  check_devices(collective, flat);
+}
+
+c10::ScalarType dtype_of(const std::vector<at::Tensor>& tensors) {
+  return tensors.empty() ? c10::kFloat : tensors.front().scalar_type();
+}
+
+}  // namespace
+
+TpuBackend::TpuBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
+                       std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), host_(std::move(host)), timeout_(timeout) {
+  TORCH_CHECK(host_, "tpu_dist: the host process group is missing");
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> TpuBackend::getBackendOptions() {
+  return c10::make_intrusive<Options>("tpu_dist", timeout_);
+}
+
+void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  host_->setTimeout(timeout);
+}
+
+void TpuBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "tpu_dist: startCoalescing inside a coalescing block");
+  coalescing_ = true;
+  coalesced_results_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "tpu_dist: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  return completed_work(std::move(coalesced_results_));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::finish(
+    HostStaging& stage, const c10::intrusive_ptr<c10d::Work>& host_work,
+    std::vector<at::Tensor> results) {
+  if (coalescing_) coalesced_results_.insert(coalesced_results_.end(), results.begin(), results.end());
+  return stage.finish(host_work, std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                     const c10d::BroadcastOptions& opts) {
+  check_devices("broadcast", tensors);
+  HostStaging stage("broadcast");
+  stage.move_bytes_only();
+  auto host = stage.in_outs(tensors);
+  return finish(stage, host_->broadcast(host, opts), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  check_devices("all_reduce", tensors);
+  HostStaging stage("all_reduce");
+  c10d::AllreduceOptions host_opts = opts;
+  host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
+  auto host = stage.in_outs(tensors);
+  return finish(stage, host_->allreduce(host, host_opts), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  check_devices("all_reduce_coalesced", tensors);
+  HostStaging stage("all_reduce_coalesced");
+  c10d::AllreduceCoalescedOptions host_opts = opts;
+  host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
+  auto host = stage.in_outs(tensors);
+  return finish(stage, host_->allreduce_coalesced(host, host_opts), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                  const c10d::ReduceOptions& opts) {
+  check_devices("reduce", tensors);
+  HostStaging stage("reduce");
+  c10d::ReduceOptions host_opts = opts;
+  host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
+  auto host = stage.in_outs(tensors);
+  return finish(stage, host_->reduce(host, host_opts), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  check_devices("all_gather", inputs);
+  check_devices("all_gather", outputs);
+  HostStaging stage("all_gather");
+  stage.move_bytes_only();
+  auto host_inputs = stage.inputs(inputs);
+  std::vector<std::vector<at::Tensor>> host_outputs;
+  std::vector<at::Tensor> results;
+  for (auto& list : outputs) {
+    host_outputs.push_back(stage.outputs(list));
+    results.insert(results.end(), list.begin(), list.end());
+  }
+  return finish(stage, host_->allgather(host_outputs, host_inputs, opts), std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                           const c10d::AllgatherOptions& opts) {
+  check_devices("all_gather_into_tensor", {output, input});
+  HostStaging stage("all_gather_into_tensor");
+  stage.move_bytes_only();
+  // The input first: FSDP2 gathers into a buffer its input is a view of.
+  at::Tensor host_input = stage.input(input);
+  at::Tensor host_output = stage.output(output);
+  return finish(stage, host_->_allgather_base(host_output, host_input, opts), {output});
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  check_devices("all_gather_coalesced", inputs);
+  check_devices("all_gather_coalesced", outputs);
+  HostStaging stage("all_gather_coalesced");
+  stage.move_bytes_only();
+  auto host_inputs = stage.inputs(inputs);
+  std::vector<std::vector<at::Tensor>> host_outputs;
+  std::vector<at::Tensor> results;
+  for (auto& list : outputs) {
+    host_outputs.push_back(stage.outputs(list));
+    results.insert(results.end(), list.begin(), list.end());
+  }
+  return finish(stage, host_->allgather_coalesced(host_outputs, host_inputs, opts),
+                std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: all_gather_into_tensor_coalesced got ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
+  return completed_work(outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                  std::vector<at::Tensor>& inputs,
+                                                  const c10d::GatherOptions& opts) {
+  check_devices("gather", inputs);
+  check_devices("gather", outputs);
+  HostStaging stage("gather");
+  stage.move_bytes_only();
+  auto host_inputs = stage.inputs(inputs);
+  std::vector<std::vector<at::Tensor>> host_outputs;
+  std::vector<at::Tensor> results;
+  for (auto& list : outputs) {
+    host_outputs.push_back(stage.outputs(list));
+    results.insert(results.end(), list.begin(), list.end());
+  }
+  return finish(stage, host_->gather(host_outputs, host_inputs, opts), std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                                   const c10d::ScatterOptions& opts) {
+  check_devices("scatter", outputs);
+  check_devices("scatter", inputs);
+  HostStaging stage("scatter");
+  stage.move_bytes_only();
+  std::vector<std::vector<at::Tensor>> host_inputs;
+  for (auto& list : inputs) host_inputs.push_back(stage.inputs(list));
+  auto host_outputs = stage.outputs(outputs);
+  return finish(stage, host_->scatter(host_outputs, host_inputs, opts), outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  check_devices("reduce_scatter", outputs);
+  check_devices("reduce_scatter", inputs);
+  HostStaging stage("reduce_scatter");
+  c10d::ReduceScatterOptions host_opts = opts;
+  host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(outputs));
+  std::vector<std::vector<at::Tensor>> host_inputs;
+  for (auto& list : inputs) host_inputs.push_back(stage.inputs(list));
+  auto host_outputs = stage.outputs(outputs);
+  return finish(stage, host_->reduce_scatter(host_outputs, host_inputs, host_opts), outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  check_devices("reduce_scatter_tensor", {output, input});
+  HostStaging stage("reduce_scatter_tensor");
+  c10d::ReduceScatterOptions host_opts = opts;
+  host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), output.scalar_type());
+  at::Tensor host_input = stage.input(input);
+  at::Tensor host_output = stage.output(output);
+  return finish(stage, host_->_reduce_scatter_base(host_output, host_input, host_opts), {output});
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter_tensor_coalesced got ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) _reduce_scatter_base(outputs[i], inputs[i], opts);
+  return completed_work(outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                         std::vector<int64_t>& output_split_sizes,
+                                                         std::vector<int64_t>& input_split_sizes,
+                                                         const c10d::AllToAllOptions& opts) {
+  check_devices("all_to_all_single", {output, input});
+  HostStaging stage("all_to_all_single");
+  stage.move_bytes_only();
+  at::Tensor host_input = stage.input(input);
+  at::Tensor host_output = stage.output(output);
+  return finish(stage,
+                host_->alltoall_base(host_output, host_input, output_split_sizes,
+                                     input_split_sizes, opts),
+                {output});
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllToAllOptions& opts) {
+  check_devices("all_to_all", outputs);
+  check_devices("all_to_all", inputs);
+  HostStaging stage("all_to_all");
+  stage.move_bytes_only();
+  auto host_inputs = stage.inputs(inputs);
+  auto host_outputs = stage.outputs(outputs);
+  return finish(stage, host_->alltoall(host_outputs, host_inputs, opts), outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                int tag) {
+  check_devices("send", tensors);
+  HostStaging stage("send");
+  stage.move_bytes_only();
+  auto host = stage.inputs(tensors);
+  return finish(stage, host_->send(host, dst_rank, tag), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                int tag) {
+  check_devices("recv", tensors);
+  HostStaging stage("recv");
+  stage.move_bytes_only();
+  auto host = stage.outputs(tensors);
+  return finish(stage, host_->recv(host, src_rank, tag), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                         int tag) {
+  check_devices("recv", tensors);
+  HostStaging stage("recv");
+  stage.move_bytes_only();
+  auto host = stage.outputs(tensors);
+  auto work = host_->recvAnysource(host, tag);
+  stage.wait_and_write_back(work);
+  return work;  // the host group's Work knows which rank sent (sourceRank)
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  c10d::BarrierOptions host_opts = opts;
+  host_opts.device_ids.clear();  // the host group's barrier runs on CPU tensors
+  return host_->barrier(host_opts);
+}
+
+void TpuBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  host_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+}  // namespace torch_tpu::distributed

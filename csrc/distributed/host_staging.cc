@@ -1,0 +1,125 @@
+#include "csrc/distributed/host_staging.h"
+
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+#include <exception>
+
+namespace torch_tpu::distributed {
+
+c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
+                                      c10::ScalarType dtype) {
+  TORCH_CHECK(!c10::isFloat8Type(dtype), "tpu_dist: ", collective_, " cannot reduce ", dtype,
+              " tensors (float8 is supported by collectives that only move data)");
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PRODUCT:
+    case c10d::ReduceOp::MIN:
+    case c10d::ReduceOp::MAX:
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      return op;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype), "tpu_dist: ",
+                  collective_, " with ReduceOp.AVG needs floating-point tensors, got ", dtype);
+      output_scale_ = 1.0 / group_size;
+      return c10d::ReduceOp::SUM;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(factor != nullptr, "tpu_dist: ", collective_, ": PREMUL_SUM without a factor");
+      input_scale_ =
+          factor->tensor_factor.defined() ? factor->tensor_factor.item<double>() : factor->double_factor;
+      return c10d::ReduceOp::SUM;
+    }
+    default:
+      TORCH_CHECK(false, "tpu_dist: ", collective_, " does not support reduce op ",
+                  static_cast<int>(op.op_));
+  }
+}
+
+at::Tensor HostStaging::transport_view(const at::Tensor& host) const {
+  if (bytes_only_ && c10::isFloat8Type(host.scalar_type())) return host.view(at::kByte);
+  return host;
+}
+
+at::Tensor HostStaging::to_host(const at::Tensor& tensor, bool copy_values) {
+  if (tensor.device().is_cpu()) return tensor;
+  TORCH_CHECK(bytes_only_ || !c10::isFloat8Type(tensor.scalar_type()), "tpu_dist: ",
+              collective_, " cannot reduce ", tensor.scalar_type(),
+              " tensors (float8 is supported by collectives that only move data)");
+  // .to(kCPU) waits for exactly the device work (pending fused graphs included) that
+  // produces this tensor.
+  return copy_values ? tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                           .contiguous()
+                     : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+}
+
+at::Tensor HostStaging::write_back_later(const at::Tensor& device, at::Tensor host) {
+  if (!host.is_same(device) || output_scale_ != 1.0) write_backs_.push_back({device, host});
+  return transport_view(host);
+}
+
+at::Tensor HostStaging::input(const at::Tensor& tensor) {
+  at::Tensor host = to_host(tensor, true);
+  return transport_view(input_scale_ != 1.0 ? host * input_scale_ : host);
+}
+
+at::Tensor HostStaging::output(const at::Tensor& tensor) {
+  return write_back_later(tensor, to_host(tensor, false));
+}
+
+at::Tensor HostStaging::in_out(const at::Tensor& tensor) {
+  at::Tensor host = to_host(tensor, true);
+  return write_back_later(tensor, input_scale_ != 1.0 ? host * input_scale_ : host);
+}
+
+std::vector<at::Tensor> HostStaging::inputs(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const auto& t : tensors) host.push_back(input(t));
+  return host;
+}
+
+std::vector<at::Tensor> HostStaging::outputs(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const auto& t : tensors) host.push_back(output(t));
+  return host;
+}
+
+std::vector<at::Tensor> HostStaging::in_outs(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const auto& t : tensors) host.push_back(in_out(t));
+  return host;
+}
+
+void HostStaging::wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host_work) {
+  try {
+    host_work->wait();
+  } catch (const std::exception& error) {
+    TORCH_CHECK(false, "tpu_dist: ", collective_, " failed: ", error.what());
+  }
+  for (auto& [device, host] : write_backs_) {
+    if (output_scale_ != 1.0) host.mul_(output_scale_);
+    if (!host.is_same(device)) device.copy_(host);
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> HostStaging::finish(
+    const c10::intrusive_ptr<c10d::Work>& host_work, std::vector<at::Tensor> results) {
+  wait_and_write_back(host_work);
+  return completed_work(std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> completed_work(std::vector<at::Tensor> results) {
+  // No devices: the future does no stream bookkeeping; the values are ready when it completes.
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  future->markCompleted(c10::IValue(c10::List<at::Tensor>(std::move(results))));
+  return c10d::Work::create_from_future(future);
+}
+
+}  // namespace torch_tpu::distributed

@@ -1,0 +1,70 @@
+// The host-staged collective engine: a collective on tpu tensors copies its inputs to the
+// host, runs there on a CPU process group (Gloo), and copies the results back. It is what
+// the CPU plugin (no cross-process transport) uses, and a fallback on any plugin.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <string>
+#include <vector>
+
+namespace torch_tpu::distributed {
+
+// One collective call's staging: host copies of its tpu tensors, and where each host result
+// goes back. Tensors already on the CPU are used as they are.
+class HostStaging {
+ public:
+  explicit HostStaging(std::string collective) : collective_(std::move(collective)) {}
+
+  // A host copy of `tensor`'s values, read by the collective and never written back.
+  at::Tensor input(const at::Tensor& tensor);
+  // A host tensor the collective fills; its values are copied into `tensor` on finish().
+  at::Tensor output(const at::Tensor& tensor);
+  // Both: the collective reads `tensor` and writes its result back (all_reduce, broadcast).
+  at::Tensor in_out(const at::Tensor& tensor);
+
+  std::vector<at::Tensor> inputs(const std::vector<at::Tensor>& tensors);
+  std::vector<at::Tensor> outputs(const std::vector<at::Tensor>& tensors);
+  std::vector<at::Tensor> in_outs(const std::vector<at::Tensor>& tensors);
+
+  // Dtypes the host engine cannot move (float8) travel as same-sized integers when the
+  // collective only moves bytes; call before input()/output() for such collectives.
+  void move_bytes_only() { bytes_only_ = true; }
+
+  // Reductions the host group lacks: PREMUL_SUM scales the inputs before a SUM, AVG divides
+  // the SUM's results. Returns the op the host group runs; call before staging any tensor.
+  // Throws for an op the engine cannot run on `dtype`.
+  c10d::ReduceOp reduce_op(const c10d::ReduceOp& op, int group_size, c10::ScalarType dtype);
+
+  // Waits for the host collective and writes the results back to their tpu tensors.
+  void wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host_work);
+  // Waits for the host collective, writes the results back to their tpu tensors and returns a
+  // completed Work whose future holds `results`. A failed or timed-out host collective throws
+  // an error that names the collective.
+  c10::intrusive_ptr<c10d::Work> finish(const c10::intrusive_ptr<c10d::Work>& host_work,
+                                        std::vector<at::Tensor> results);
+
+  const std::string& collective() const { return collective_; }
+
+ private:
+  at::Tensor to_host(const at::Tensor& tensor, bool copy_values);
+  at::Tensor transport_view(const at::Tensor& host) const;
+  at::Tensor write_back_later(const at::Tensor& device, at::Tensor host);
+
+  struct WriteBack {
+    at::Tensor device;
+    at::Tensor host;
+  };
+  std::string collective_;
+  std::vector<WriteBack> write_backs_;
+  bool bytes_only_ = false;
+  double input_scale_ = 1.0;
+  double output_scale_ = 1.0;
+};
+
+// A Work that is already complete, holding `results` in its future.
+c10::intrusive_ptr<c10d::Work> completed_work(std::vector<at::Tensor> results);
+
+}  // namespace torch_tpu::distributed

@@ -1,0 +1,29 @@
+#include "csrc/python/distributed.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <chrono>
+
+#include "csrc/distributed/backend.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu {
+
+void bind_distributed(py::module_& m) {
+  // The base class is torch's own binding of c10d::Backend, so torch.distributed takes the
+  // object as a backend and its C++ callers reach these methods directly.
+  py::module_::import("torch._C._distributed_c10d");
+  py::class_<distributed::TpuBackend, c10d::Backend,
+             c10::intrusive_ptr<distributed::TpuBackend>>(m, "_TpuBackend")
+      .def(py::init([](int rank, int size, const c10::intrusive_ptr<c10d::Backend>& host,
+                       std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<distributed::TpuBackend>(rank, size, host, timeout);
+           }),
+           py::arg("rank"), py::arg("size"), py::arg("host"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace torch_tpu
