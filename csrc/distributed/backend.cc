@@ -62,10 +62,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
   return completed_work(std::move(coalesced_results_));
 }
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::finish(
-    HostStaging& stage, const c10::intrusive_ptr<c10d::Work>& host_work,
-    std::vector<at::Tensor> results) {
-  if (coalescing_) coalesced_results_.insert(coalesced_results_.end(), results.begin(), results.end());
+c10::intrusive_ptr<c10d::Work> TpuBackend::finish(HostStaging& stage,
+                                                  const c10::intrusive_ptr<c10d::Work>& host_work,
+                                                  std::vector<at::Tensor> results) {
+  if (coalescing_)
+    coalesced_results_.insert(coalesced_results_.end(), results.begin(), results.end());
   return stage.finish(host_work, std::move(results));
 }
 
@@ -108,9 +109,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
   return finish(stage, host_->reduce(host, host_opts), tensors);
 }
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) {
   check_devices("all_gather", inputs);
   check_devices("all_gather", outputs);
   HostStaging stage("all_gather");
@@ -236,10 +237,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   stage.move_bytes_only();
   at::Tensor host_input = stage.input(input);
   at::Tensor host_output = stage.output(output);
-  return finish(stage,
-                host_->alltoall_base(host_output, host_input, output_split_sizes,
-                                     input_split_sizes, opts),
-                {output});
+  return finish(
+      stage,
+      host_->alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes, opts),
+      {output});
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs,

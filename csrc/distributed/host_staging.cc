@@ -23,15 +23,16 @@ c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
     case c10d::ReduceOp::BXOR:
       return op;
     case c10d::ReduceOp::AVG:
-      TORCH_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype), "tpu_dist: ",
-                  collective_, " with ReduceOp.AVG needs floating-point tensors, got ", dtype);
+      TORCH_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype),
+                  "tpu_dist: ", collective_,
+                  " with ReduceOp.AVG needs floating-point tensors, got ", dtype);
       output_scale_ = 1.0 / group_size;
       return c10d::ReduceOp::SUM;
     case c10d::ReduceOp::PREMUL_SUM: {
       auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(factor != nullptr, "tpu_dist: ", collective_, ": PREMUL_SUM without a factor");
-      input_scale_ =
-          factor->tensor_factor.defined() ? factor->tensor_factor.item<double>() : factor->double_factor;
+      input_scale_ = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
+                                                     : factor->double_factor;
       return c10d::ReduceOp::SUM;
     }
     default:
@@ -47,13 +48,12 @@ at::Tensor HostStaging::transport_view(const at::Tensor& host) const {
 
 at::Tensor HostStaging::to_host(const at::Tensor& tensor, bool copy_values) {
   if (tensor.device().is_cpu()) return tensor;
-  TORCH_CHECK(bytes_only_ || !c10::isFloat8Type(tensor.scalar_type()), "tpu_dist: ",
-              collective_, " cannot reduce ", tensor.scalar_type(),
+  TORCH_CHECK(bytes_only_ || !c10::isFloat8Type(tensor.scalar_type()), "tpu_dist: ", collective_,
+              " cannot reduce ", tensor.scalar_type(),
               " tensors (float8 is supported by collectives that only move data)");
   // .to(kCPU) waits for exactly the device work (pending fused graphs included) that
   // produces this tensor.
-  return copy_values ? tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
-                           .contiguous()
+  return copy_values ? tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous()
                      : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
 }
 
@@ -109,8 +109,8 @@ void HostStaging::wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host
   }
 }
 
-c10::intrusive_ptr<c10d::Work> HostStaging::finish(
-    const c10::intrusive_ptr<c10d::Work>& host_work, std::vector<at::Tensor> results) {
+c10::intrusive_ptr<c10d::Work> HostStaging::finish(const c10::intrusive_ptr<c10d::Work>& host_work,
+                                                   std::vector<at::Tensor> results) {
   wait_and_write_back(host_work);
   return completed_work(std::move(results));
 }

@@ -22,6 +22,5 @@ class TpuReducerTimer final : public c10d::Timer {
 }  // namespace torch_tpu::distributed
 
 namespace c10d {
-C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1,
-                         torch_tpu::distributed::TpuReducerTimer);
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_tpu::distributed::TpuReducerTimer);
 }  // namespace c10d

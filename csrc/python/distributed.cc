@@ -1,10 +1,10 @@
 #include "csrc/python/distributed.h"
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "csrc/distributed/backend.h"
 
@@ -16,8 +16,8 @@ void bind_distributed(py::module_& m) {
   // The base class is torch's own binding of c10d::Backend, so torch.distributed takes the
   // object as a backend and its C++ callers reach these methods directly.
   py::module_::import("torch._C._distributed_c10d");
-  py::class_<distributed::TpuBackend, c10d::Backend,
-             c10::intrusive_ptr<distributed::TpuBackend>>(m, "_TpuBackend")
+  py::class_<distributed::TpuBackend, c10d::Backend, c10::intrusive_ptr<distributed::TpuBackend>>(
+      m, "_TpuBackend")
       .def(py::init([](int rank, int size, const c10::intrusive_ptr<c10d::Backend>& host,
                        std::chrono::milliseconds timeout) {
              return c10::make_intrusive<distributed::TpuBackend>(rank, size, host, timeout);
