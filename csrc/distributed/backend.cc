@@ -1,5 +1,7 @@
 #include "csrc/distributed/backend.h"
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include "csrc/distributed/host_staging.h"
@@ -54,12 +56,25 @@ void TpuBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "tpu_dist: startCoalescing inside a coalescing block");
   coalescing_ = true;
   coalesced_results_.clear();
+  coalesced_parts_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
   TORCH_CHECK(coalescing_, "tpu_dist: endCoalescing without startCoalescing");
   coalescing_ = false;
-  return completed_work(std::move(coalesced_results_));
+  return c10::make_intrusive<StagedWork>(getRank(), std::move(coalesced_parts_),
+                                         std::move(coalesced_results_));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::point_to_point(std::shared_ptr<HostStaging> stage,
+                                                          c10::intrusive_ptr<c10d::Work> host_work,
+                                                          std::vector<at::Tensor> results) {
+  if (coalescing_) {
+    coalesced_parts_.push_back({host_work, stage});
+    coalesced_results_.insert(coalesced_results_.end(), results.begin(), results.end());
+  }
+  return c10::make_intrusive<StagedWork>(
+      getRank(), std::vector<StagedPart>{{std::move(host_work), stage}}, std::move(results));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::finish(HostStaging& stage,
@@ -248,29 +263,58 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
                                                     const c10d::AllToAllOptions& opts) {
   check_devices("all_to_all", outputs);
   check_devices("all_to_all", inputs);
+  TORCH_CHECK(
+      static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+      "tpu_dist: all_to_all takes one input and one output tensor per rank (", getSize(), "), got ",
+      inputs.size(), " and ", outputs.size());
+  // One flat all_to_all_single with a split per rank, so the tensors may differ in shape
+  // (the host group's list form needs equal shapes).
   HostStaging stage("all_to_all");
   stage.move_bytes_only();
-  auto host_inputs = stage.inputs(inputs);
-  auto host_outputs = stage.outputs(outputs);
-  return finish(stage, host_->alltoall(host_outputs, host_inputs, opts), outputs);
+  // Complex tensors travel as their real view: two transport elements per element.
+  const int64_t per_element = inputs.front().is_complex() ? 2 : 1;
+  std::vector<at::Tensor> flat_inputs;
+  std::vector<int64_t> input_splits, output_splits;
+  for (const auto& t : inputs) {
+    flat_inputs.push_back(stage.input(t).reshape({-1}));
+    input_splits.push_back(t.numel() * per_element);
+  }
+  int64_t total = 0;
+  for (const auto& t : outputs) {
+    output_splits.push_back(t.numel() * per_element);
+    total += t.numel();
+  }
+  at::Tensor host_input = at::cat(flat_inputs);
+  at::Tensor staged_output = at::empty({total}, outputs.front().options().device(at::kCPU));
+  int64_t offset = 0;
+  for (const auto& t : outputs) {
+    stage.output_as(t, staged_output.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+  at::Tensor host_output = stage.transport(staged_output).reshape({-1});
+  return finish(stage,
+                host_->alltoall_base(host_output, host_input, output_splits, input_splits, opts),
+                outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
   check_devices("send", tensors);
-  HostStaging stage("send");
-  stage.move_bytes_only();
-  auto host = stage.inputs(tensors);
-  return finish(stage, host_->send(host, dst_rank, tag), tensors);
+  auto stage = std::make_shared<HostStaging>("send");
+  stage->move_bytes_only();
+  auto host = stage->inputs(tensors);
+  auto work = host_->send(host, dst_rank, tag);
+  return point_to_point(std::move(stage), std::move(work), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                 int tag) {
   check_devices("recv", tensors);
-  HostStaging stage("recv");
-  stage.move_bytes_only();
-  auto host = stage.outputs(tensors);
-  return finish(stage, host_->recv(host, src_rank, tag), tensors);
+  auto stage = std::make_shared<HostStaging>("recv");
+  stage->move_bytes_only();
+  auto host = stage->outputs(tensors);
+  auto work = host_->recv(host, src_rank, tag);
+  return point_to_point(std::move(stage), std::move(work), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors,

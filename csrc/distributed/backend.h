@@ -7,13 +7,14 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <vector>
 
-namespace torch_tpu::distributed {
+#include "csrc/distributed/staged_work.h"
 
-class HostStaging;
+namespace torch_tpu::distributed {
 
 class TpuBackend final : public c10d::Backend {
  public:
@@ -88,8 +89,14 @@ class TpuBackend final : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   // Coalescing: each collective of the block completes when issued (the host engine is
   // synchronous), so the block's Work only has to hand back their results.
+  // Point-to-point ops are completed lazily (see StagedWork): they join the block as parts.
+  c10::intrusive_ptr<c10d::Work> point_to_point(std::shared_ptr<HostStaging> stage,
+                                                c10::intrusive_ptr<c10d::Work> host_work,
+                                                std::vector<at::Tensor> results);
+
   bool coalescing_ = false;
   std::vector<at::Tensor> coalesced_results_;
+  std::vector<StagedPart> coalesced_parts_;
 };
 
 }  // namespace torch_tpu::distributed

@@ -3,6 +3,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/util/Exception.h>
 
 #include <exception>
@@ -11,8 +12,6 @@ namespace torch_tpu::distributed {
 
 c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
                                       c10::ScalarType dtype) {
-  TORCH_CHECK(!c10::isFloat8Type(dtype), "tpu_dist: ", collective_, " cannot reduce ", dtype,
-              " tensors (float8 is supported by collectives that only move data)");
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PRODUCT:
@@ -41,16 +40,15 @@ c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
   }
 }
 
-at::Tensor HostStaging::transport_view(const at::Tensor& host) const {
-  if (bytes_only_ && c10::isFloat8Type(host.scalar_type())) return host.view(at::kByte);
+at::Tensor HostStaging::transport(const at::Tensor& host) const {
+  // Gloo's data-moving collectives do not all take complex tensors; their real view moves the
+  // same bytes.
+  if (bytes_only_ && host.is_complex()) return at::view_as_real(host);
   return host;
 }
 
 at::Tensor HostStaging::to_host(const at::Tensor& tensor, bool copy_values) {
   if (tensor.device().is_cpu()) return tensor;
-  TORCH_CHECK(bytes_only_ || !c10::isFloat8Type(tensor.scalar_type()), "tpu_dist: ", collective_,
-              " cannot reduce ", tensor.scalar_type(),
-              " tensors (float8 is supported by collectives that only move data)");
   // .to(kCPU) waits for exactly the device work (pending fused graphs included) that
   // produces this tensor.
   return copy_values ? tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous()
@@ -59,12 +57,12 @@ at::Tensor HostStaging::to_host(const at::Tensor& tensor, bool copy_values) {
 
 at::Tensor HostStaging::write_back_later(const at::Tensor& device, at::Tensor host) {
   if (!host.is_same(device) || output_scale_ != 1.0) write_backs_.push_back({device, host});
-  return transport_view(host);
+  return transport(host);
 }
 
 at::Tensor HostStaging::input(const at::Tensor& tensor) {
   at::Tensor host = to_host(tensor, true);
-  return transport_view(input_scale_ != 1.0 ? host * input_scale_ : host);
+  return transport(input_scale_ != 1.0 ? host * input_scale_ : host);
 }
 
 at::Tensor HostStaging::output(const at::Tensor& tensor) {

@@ -22,6 +22,11 @@ class HostStaging {
   at::Tensor input(const at::Tensor& tensor);
   // A host tensor the collective fills; its values are copied into `tensor` on finish().
   at::Tensor output(const at::Tensor& tensor);
+  // A host tensor the caller laid out (a view into one flat buffer); its values are copied
+  // into `tensor` on finish(). `host` must be in the dtype the collective moves.
+  at::Tensor output_as(const at::Tensor& tensor, at::Tensor host) {
+    return write_back_later(tensor, std::move(host));
+  }
   // Both: the collective reads `tensor` and writes its result back (all_reduce, broadcast).
   at::Tensor in_out(const at::Tensor& tensor);
 
@@ -29,8 +34,8 @@ class HostStaging {
   std::vector<at::Tensor> outputs(const std::vector<at::Tensor>& tensors);
   std::vector<at::Tensor> in_outs(const std::vector<at::Tensor>& tensors);
 
-  // Dtypes the host engine cannot move (float8) travel as same-sized integers when the
-  // collective only moves bytes; call before input()/output() for such collectives.
+  // The collective only moves data (no reduction): complex tensors may travel as their real
+  // view. Call before input()/output().
   void move_bytes_only() { bytes_only_ = true; }
 
   // Reductions the host group lacks: PREMUL_SUM scales the inputs before a SUM, AVG divides
@@ -47,10 +52,12 @@ class HostStaging {
                                         std::vector<at::Tensor> results);
 
   const std::string& collective() const { return collective_; }
+  // The tensor the host group is given for `host`: itself, or its real view (see
+  // move_bytes_only).
+  at::Tensor transport(const at::Tensor& host) const;
 
  private:
   at::Tensor to_host(const at::Tensor& tensor, bool copy_values);
-  at::Tensor transport_view(const at::Tensor& host) const;
   at::Tensor write_back_later(const at::Tensor& device, at::Tensor host);
 
   struct WriteBack {

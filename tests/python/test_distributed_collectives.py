@@ -1,0 +1,42 @@
+"""tpu_dist collectives under torchrun (2 ranks): every collective x dtype x async_op on tpu
+tensors equals the same call on CPU tensors through Gloo; subgroups, object collectives,
+coalescing, CPU tensors on the same group, and float8 where nothing is reduced.
+
+One torchrun launch runs every case (process start-up and rendezvous are paid once); each
+case is then its own test here, failing with the rank's traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dist_workers import collectives_worker
+from dist_workers.launch import torchrun
+
+SYNC_ASYNC = [
+    f"{case}-{mode}" for case in collectives_worker.cases(0, 2) for mode in ("sync", "async")
+]
+OTHER = [
+    *collectives_worker.special_cases(0, 2),
+    "coalesced",
+    "subgroups",
+    "objects",
+    "cpu_tensors_on_the_same_group",
+    "barrier_and_pending_work",
+]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
+    path: Path = tmp_path_factory.mktemp("collectives") / "results"
+    per_rank = torchrun("collectives_worker.py", path, timeout=300)
+    return [{r["case"]: r for r in rank} for rank in per_rank]
+
+
+@pytest.mark.parametrize("case", SYNC_ASYNC + OTHER)
+def test_collective_matches_gloo(case: str, results: list[dict[str, dict[str, Any]]]) -> None:
+    for rank, by_case in enumerate(results):
+        assert case in by_case, f"rank {rank} did not run {case}"
+        error = by_case[case]["error"]
+        assert error is None, f"rank {rank}: {error}"
