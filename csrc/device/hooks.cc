@@ -2,6 +2,7 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
 #include "csrc/device/generator.h"
+#include "csrc/device/pinned_memory.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 
@@ -39,10 +40,8 @@ struct DeviceHooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return exchangeDevice(device);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override {
-    return c10::GetAllocator(c10::DeviceType::CPU);
-  }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_memory_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage&, size_t) const override {
     TORCH_CHECK(false, "torch_tpu: resizing a storage in place is not supported");
   }

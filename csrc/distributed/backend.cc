@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include "csrc/distributed/agreement.h"
 #include "csrc/distributed/host_staging.h"
 
 namespace torch_tpu::distributed {
@@ -88,6 +89,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::finish(HostStaging& stage,
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   check_devices("broadcast", tensors);
+  check_agreement(*host_, "broadcast", c10d::OpType::BROADCAST, tensors, true);
   HostStaging stage("broadcast");
   stage.move_bytes_only();
   auto host = stage.in_outs(tensors);
@@ -97,6 +99,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   check_devices("all_reduce", tensors);
+  check_agreement(*host_, "all_reduce", c10d::OpType::ALLREDUCE, tensors, true);
   HostStaging stage("all_reduce");
   c10d::AllreduceOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
@@ -107,6 +110,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_devices("all_reduce_coalesced", tensors);
+  check_agreement(*host_, "all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, true);
   HostStaging stage("all_reduce_coalesced");
   c10d::AllreduceCoalescedOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
@@ -117,6 +121,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::ReduceOptions& opts) {
   check_devices("reduce", tensors);
+  check_agreement(*host_, "reduce", c10d::OpType::REDUCE, tensors, true);
   HostStaging stage("reduce");
   c10d::ReduceOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
@@ -129,6 +134,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      const c10d::AllgatherOptions& opts) {
   check_devices("all_gather", inputs);
   check_devices("all_gather", outputs);
+  check_agreement(*host_, "all_gather", c10d::OpType::ALLGATHER, inputs, true);
   HostStaging stage("all_gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
@@ -144,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                            const c10d::AllgatherOptions& opts) {
   check_devices("all_gather_into_tensor", {output, input});
+  check_agreement(*host_, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, true);
   HostStaging stage("all_gather_into_tensor");
   stage.move_bytes_only();
   // The input first: FSDP2 gathers into a buffer its input is a view of.
@@ -157,6 +164,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   check_devices("all_gather_coalesced", inputs);
   check_devices("all_gather_coalesced", outputs);
+  check_agreement(*host_, "all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, true);
   HostStaging stage("all_gather_coalesced");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
@@ -184,6 +192,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                                                   const c10d::GatherOptions& opts) {
   check_devices("gather", inputs);
   check_devices("gather", outputs);
+  check_agreement(*host_, "gather", c10d::OpType::GATHER, inputs, true);
   HostStaging stage("gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
@@ -201,6 +210,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    const c10d::ScatterOptions& opts) {
   check_devices("scatter", outputs);
   check_devices("scatter", inputs);
+  check_agreement(*host_, "scatter", c10d::OpType::SCATTER, outputs, true);
   HostStaging stage("scatter");
   stage.move_bytes_only();
   std::vector<std::vector<at::Tensor>> host_inputs;
@@ -214,6 +224,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   check_devices("reduce_scatter", outputs);
   check_devices("reduce_scatter", inputs);
+  check_agreement(*host_, "reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, true);
   HostStaging stage("reduce_scatter");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(outputs));
@@ -226,6 +237,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   check_devices("reduce_scatter_tensor", {output, input});
+  check_agreement(*host_, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                  true);
   HostStaging stage("reduce_scatter_tensor");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), output.scalar_type());
@@ -248,6 +261,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
                                                          std::vector<int64_t>& input_split_sizes,
                                                          const c10d::AllToAllOptions& opts) {
   check_devices("all_to_all_single", {output, input});
+  check_agreement(*host_, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, false);
   HostStaging stage("all_to_all_single");
   stage.move_bytes_only();
   at::Tensor host_input = stage.input(input);
@@ -269,6 +283,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
       inputs.size(), " and ", outputs.size());
   // One flat all_to_all_single with a split per rank, so the tensors may differ in shape
   // (the host group's list form needs equal shapes).
+  check_agreement(*host_, "all_to_all", c10d::OpType::ALLTOALL, inputs, false);
   HostStaging stage("all_to_all");
   stage.move_bytes_only();
   // Complex tensors travel as their real view: two transport elements per element.

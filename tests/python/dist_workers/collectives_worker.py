@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+import torch_tpu
+
 TPU = torch.device("tpu")
 DTYPES = {
     "float32": torch.float32,
@@ -315,7 +317,25 @@ def main() -> None:
         dist.all_reduce(x)
         torch.testing.assert_close(x.cpu(), torch.full((8,), 5.0 * sum(range(1, world + 1))))
 
+    def topology_aware_mesh() -> None:
+        mesh = torch.tpu.distributed.topology_aware_mesh((world,), ("dp",))
+        assert mesh.mesh.tolist() == list(range(world)), mesh.mesh  # CPU plugin: rank order
+        assert mesh.device_type == "tpu"
+        x = torch.ones(2, device=TPU)
+        dist.all_reduce(x, group=mesh.get_group("dp"))
+        torch.testing.assert_close(x.cpu(), torch.full((2,), float(world)))
+        # Injected coordinates: rank r sits at x = world - 1 - r, so the mesh runs backwards.
+        fake = [{"coords": [world - 1 - r, 0, 0], "core_on_chip": [0]} for r in range(world)]
+        flipped = torch.tpu.distributed.topology_aware_mesh((world,), ("dp",), attributes=fake)
+        assert flipped.mesh.tolist() == list(reversed(range(world))), flipped.mesh
+
+    def pending_work_under_defer_and_fuse() -> None:
+        with torch_tpu.eager_mode("defer_and_fuse"):
+            barrier_and_pending_work()
+
     for case, fn in (
+        ("topology_aware_mesh", topology_aware_mesh),
+        ("pending_work_under_defer_and_fuse", pending_work_under_defer_and_fuse),
         ("coalesced", coalesced),
         ("subgroups", subgroups),
         ("objects", objects),

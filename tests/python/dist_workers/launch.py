@@ -58,3 +58,15 @@ def _text(data: bytes | str | None) -> str:
     if data is None:
         return ""
     return data if isinstance(data, str) else data.decode(errors="replace")[-6000:]
+
+
+def by_case(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, dict[str, Any]]]:
+    """Each rank's results keyed by case name."""
+    return [{r["case"]: r for r in rank} for rank in per_rank]
+
+
+def assert_passed(results: list[dict[str, dict[str, Any]]], case: str) -> None:
+    """`case` ran on every rank in `results` and reported no error."""
+    for rank, cases in enumerate(results):
+        assert case in cases, f"rank {rank} did not run {case}"
+        assert cases[case]["error"] is None, f"rank {rank}: {cases[case]['error']}"

@@ -1,0 +1,193 @@
+"""torchrun worker: DDP training of a tiny transformer on tpu through tpu_dist, compared with
+single-process training on the full batch on the CPU (losses at every step and the final
+parameters). Each case writes one JSON line to $DIST_RESULTS.<rank>."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import torch_tpu
+from torch_tpu.testing.tiny_gpt import TinyGPT
+
+TPU = torch.device("tpu")
+STEPS = 10
+BATCH, LENGTH, VOCAB = 8, 12, 64
+
+
+class WithUnused(torch.nn.Module):
+    """A model with a branch that takes no part in the loss (find_unused_parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpt = TinyGPT(vocab=VOCAB, dim=32, heads=2, layers=1, max_len=LENGTH)
+        self.unused = torch.nn.Linear(4, 4)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.gpt(tokens)
+
+
+def lm_loss(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+
+
+def reference(build: Callable[[], torch.nn.Module], data: list[torch.Tensor], accumulate: int):
+    """Single-process CPU training on the full batch: the losses and final parameters."""
+    torch.manual_seed(0)
+    model = build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for batch in data:
+        opt.zero_grad()
+        loss = lm_loss(model, batch)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def train_ddp(
+    build: Callable[[], torch.nn.Module],
+    data: list[torch.Tensor],
+    rank: int,
+    world: int,
+    *,
+    ddp_kwargs: dict[str, Any],
+    hook: Any = None,
+    no_sync_halves: bool = False,
+    compiled: bool = False,
+):
+    torch.manual_seed(0)
+    model = DDP(build().to(TPU), **ddp_kwargs)
+    if hook is not None:
+        model.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.compile(lm_loss, backend="tpu") if compiled else lm_loss
+    losses = []
+    per_rank = BATCH // world
+    for batch in data:
+        local = batch[rank * per_rank : (rank + 1) * per_rank].to(TPU)
+        opt.zero_grad()
+        if no_sync_halves:
+            # Gradient accumulation: the first half's backward skips the all-reduce.
+            half = per_rank // 2
+            with model.no_sync():
+                first = lm_loss(model, local[:half]) / 2
+                first.backward()
+            second = lm_loss(model, local[half:]) / 2
+            second.backward()
+            loss = (first + second).detach()
+        else:
+            loss = loss_fn(model, local)
+            loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        losses.append(mean.item())
+    params = {k.removeprefix("module."): v.detach().cpu() for k, v in model.named_parameters()}
+    return losses, params
+
+
+def compare(got: tuple[list[float], dict], want: tuple[list[float], dict], tol: float) -> None:
+    got_losses, got_params = got
+    want_losses, want_params = want
+    torch.testing.assert_close(
+        torch.tensor(got_losses), torch.tensor(want_losses), rtol=tol, atol=tol
+    )
+    assert got_params.keys() == want_params.keys()
+    for name, value in want_params.items():
+        torch.testing.assert_close(got_params[name], value, rtol=tol, atol=tol, msg=name)
+
+
+def main() -> None:
+    timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
+    dist.init_process_group("tpu_dist", timeout=timeout)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.tpu.set_device(0)
+    g = torch.Generator().manual_seed(1)
+    data = [torch.randint(0, VOCAB, (BATCH, LENGTH + 1), generator=g) for _ in range(STEPS)]
+
+    def gpt() -> torch.nn.Module:
+        return TinyGPT(vocab=VOCAB, dim=32, heads=2, layers=2, max_len=LENGTH)
+
+    want = reference(gpt, data, 1)
+    results = []
+
+    def case(name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+            results.append({"case": name, "error": None})
+        except Exception:  # noqa: BLE001 - each case reports its own failure
+            results.append({"case": name, "error": traceback.format_exc(limit=6)})
+
+    def plain(mode: str) -> Callable[[], None]:
+        def run() -> None:
+            with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+                got = train_ddp(gpt, data, rank, world, ddp_kwargs={})
+            compare(got, want, 1e-4)
+
+        return run
+
+    case("ddp-strict", plain("strict"))
+    case("ddp-defer_and_fuse", plain("defer_and_fuse"))
+    case(
+        "ddp-small_buckets_static_graph",
+        lambda: compare(
+            train_ddp(
+                gpt, data, rank, world, ddp_kwargs={"bucket_cap_mb": 0.01, "static_graph": True}
+            ),
+            want,
+            1e-4,
+        ),
+    )
+    case(
+        "ddp-no_sync",
+        lambda: compare(
+            train_ddp(gpt, data, rank, world, ddp_kwargs={}, no_sync_halves=True), want, 1e-4
+        ),
+    )
+    case(
+        "ddp-bf16_compress_hook",
+        lambda: compare(
+            train_ddp(gpt, data, rank, world, ddp_kwargs={}, hook=default_hooks.bf16_compress_hook),
+            want,
+            3e-2,
+        ),
+    )
+
+    def unused() -> None:
+        def build() -> torch.nn.Module:
+            return WithUnused()
+
+        want_unused = reference(build, data, 1)
+        got = train_ddp(build, data, rank, world, ddp_kwargs={"find_unused_parameters": True})
+        compare(got, want_unused, 1e-4)
+
+    case("ddp-find_unused_parameters", unused)
+    case(
+        "ddp-compiled",
+        lambda: compare(
+            train_ddp(gpt, data, rank, world, ddp_kwargs={}, compiled=True), want, 1e-4
+        ),
+    )
+
+    with open(f"{os.environ['DIST_RESULTS']}.{rank}", "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

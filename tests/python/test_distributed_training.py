@@ -1,0 +1,39 @@
+"""Training under tpu_dist (torchrun, 2 ranks): DDP on tpu equals single-process training on
+the full batch on the CPU, loss by loss and parameter by parameter, in Strict and
+DeferAndFuse, with small buckets and static_graph, no_sync accumulation, the bf16 compression
+hook, find_unused_parameters, and a torch.compile'd loss."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dist_workers.launch import assert_passed, by_case, torchrun
+
+DDP_CASES = [
+    "ddp-strict",
+    "ddp-defer_and_fuse",
+    "ddp-small_buckets_static_graph",
+    "ddp-no_sync",
+    "ddp-bf16_compress_hook",
+    "ddp-find_unused_parameters",
+    "ddp-compiled",
+]
+
+
+# One torchrun launch serves the whole module: keep its tests on one xdist worker
+# (scripts/test.sh runs with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("dist_training")
+
+@pytest.fixture(scope="module")
+def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
+    path: Path = tmp_path_factory.mktemp("ddp") / "results"
+    return by_case(torchrun("ddp_worker.py", path, timeout=300))
+
+
+@pytest.mark.parametrize("case", DDP_CASES)
+def test_ddp_matches_single_process(
+    case: str, ddp_results: list[dict[str, dict[str, Any]]]
+) -> None:
+    assert_passed(ddp_results, case)
