@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,98 @@ class device:  # noqa: N801 - mirrors torch.cuda.device
 def synchronize(device: Any = None) -> None:
     """Waits until every computation enqueued on the device has finished."""
     _C._synchronize(_index(device))
+
+
+class Stream(torch.Stream):
+    """A tpu stream (``torch.cuda.Stream`` parity). Streams are logical: PJRT orders every
+    buffer's readers after its writer, so work is correctly ordered whichever stream issued
+    it; they exist so that code written for streams (FSDP2, DDP, torch.Event) runs unchanged."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
+        if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
+
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
+        # torch.Stream.record_event takes only a plain torch.Event as argument.
+        if event is None:
+            return super().record_event()
+        event.record(self)
+        return event
+
+
+class Event(torch.Event):
+    """A tpu event (``torch.cuda.Event`` parity): record() stamps the host time (for
+    elapsed_time); synchronize() waits for the device's pending work."""
+
+    _recorded_at: float | None = None
+
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> Event:
+        return super().__new__(
+            cls,
+            device=torch.device("tpu", current_device()),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
+
+    def record(self, stream: torch.Stream | None = None) -> None:
+        super().record(stream)
+        self._recorded_at = time.perf_counter()
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between the two records, after the device work between them is done.
+        (torch.Event.elapsed_time takes only a plain torch.Event as argument.)"""
+        end = getattr(end_event, "_recorded_at", None)
+        if self._recorded_at is None or end is None:
+            raise RuntimeError("elapsed_time needs both tpu events to have been recorded")
+        end_event.synchronize()
+        return (end - self._recorded_at) * 1000.0
+
+
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(
+        stream_id=stream.stream_id,
+        device_index=stream.device_index,
+        device_type=stream.device_type,
+    )
+
+
+def current_stream(device: Any = None) -> Stream:
+    return _wrap(torch.accelerator.current_stream(torch.device("tpu", _index(device))))
+
+
+def default_stream(device: Any = None) -> Stream:
+    return Stream(
+        stream_id=0, device_index=_index(device), device_type=current_stream().device_type
+    )
+
+
+def set_stream(stream: torch.Stream | None) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """``with torch.tpu.stream(s):`` makes `s` the current stream for the block."""
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        self.stream = stream
+        self.previous: Stream | None = None
+
+    def __enter__(self) -> None:
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device)
+            set_stream(self.stream)
+
+    def __exit__(self, *exc: object) -> None:
+        set_stream(self.previous)
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)
 
 
 def get_device_name(device: Any = None) -> str:

@@ -5,6 +5,7 @@
 #include "csrc/device/pinned_memory.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
+#include "csrc/device/storage_resize.h"
 
 namespace torch_tpu {
 namespace {
@@ -42,8 +43,8 @@ struct DeviceHooks final : public at::PrivateUse1HooksInterface {
   }
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_memory_allocator(); }
-  void resizePrivateUse1Bytes(const c10::Storage&, size_t) const override {
-    TORCH_CHECK(false, "torch_tpu: resizing a storage in place is not supported");
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    resize_storage_bytes(storage, nbytes);
   }
 };
 

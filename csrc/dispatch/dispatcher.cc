@@ -13,6 +13,7 @@
 #include <atomic>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -467,7 +468,17 @@ void check_finite(const CacheEntry& entry, const std::vector<c10::IValue>& outpu
 struct BoundLowering {
   LoweringEntry lowering;
   std::string op_name;  // "aten::add.Tensor", the cache key's prefix
+  // A functional backward's `output_mask` argument (bool[]): the results it masks off are
+  // returned undefined, as on CPU (DTensor and autograd rely on that).
+  std::optional<int> output_mask_arg;
 };
+
+std::optional<int> output_mask_argument(const c10::FunctionSchema& schema) {
+  if (schema.is_mutable()) return std::nullopt;  // out= variants fill every output
+  auto index = schema.argumentIndexWithName("output_mask");
+  if (!index) return std::nullopt;
+  return static_cast<int>(*index);
+}
 
 std::mutex bound_mutex;
 std::unordered_map<const void*, BoundLowering>& lowerings_by_schema() {
@@ -656,7 +667,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         if (pending_name == name) {
           found = table
                       .emplace(&schema,
-                               BoundLowering{pending, schema.name() + "." + schema.overload_name()})
+                               BoundLowering{pending, schema.name() + "." + schema.overload_name(),
+                                             output_mask_argument(schema)})
                       .first;
         }
       }
@@ -667,9 +679,14 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t num_args = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
   torch::jit::drop(*stack, num_args);
-  for (c10::IValue& value : dispatch(bound->op_name, schema, bound->lowering, args)) {
-    stack->push_back(std::move(value));
+  std::vector<c10::IValue> results = dispatch(bound->op_name, schema, bound->lowering, args);
+  if (bound->output_mask_arg) {
+    const auto mask = args[*bound->output_mask_arg].toBoolList();
+    for (size_t i = 0; i < results.size() && i < mask.size(); ++i) {
+      if (!mask[i]) results[i] = at::Tensor();
+    }
   }
+  for (c10::IValue& value : results) stack->push_back(std::move(value));
 }
 
 std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lowering& lowering,

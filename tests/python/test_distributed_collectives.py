@@ -33,6 +33,7 @@ OTHER = [
 # (scripts/test.sh runs with --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("dist_collectives")
 
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
     path: Path = tmp_path_factory.mktemp("collectives") / "results"

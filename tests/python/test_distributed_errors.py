@@ -28,6 +28,7 @@ SURVIVOR_ONLY = ["peer_process_died"]
 # (scripts/test.sh runs with --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("dist_errors")
 
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
     path: Path = tmp_path_factory.mktemp("errors") / "results"

@@ -26,6 +26,7 @@ DDP_CASES = [
 # (scripts/test.sh runs with --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("dist_training")
 
+
 @pytest.fixture(scope="module")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
     path: Path = tmp_path_factory.mktemp("ddp") / "results"

@@ -5,56 +5,27 @@ parameters). Each case writes one JSON line to $DIST_RESULTS.<rank>."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+from training_common import (
+    BATCH,
+    TPU,
+    Results,
+    WithUnused,
+    compare,
+    gpt,
+    lm_loss,
+    make_data,
+    reference,
+)
 
 import torch_tpu
-from torch_tpu.testing.tiny_gpt import TinyGPT
-
-TPU = torch.device("tpu")
-STEPS = 10
-BATCH, LENGTH, VOCAB = 8, 12, 64
-
-
-class WithUnused(torch.nn.Module):
-    """A model with a branch that takes no part in the loss (find_unused_parameters)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gpt = TinyGPT(vocab=VOCAB, dim=32, heads=2, layers=1, max_len=LENGTH)
-        self.unused = torch.nn.Linear(4, 4)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.gpt(tokens)
-
-
-def lm_loss(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    logits = model(tokens[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
-
-
-def reference(build: Callable[[], torch.nn.Module], data: list[torch.Tensor], accumulate: int):
-    """Single-process CPU training on the full batch: the losses and final parameters."""
-    torch.manual_seed(0)
-    model = build()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for batch in data:
-        opt.zero_grad()
-        loss = lm_loss(model, batch)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
 def train_ddp(
@@ -99,37 +70,15 @@ def train_ddp(
     return losses, params
 
 
-def compare(got: tuple[list[float], dict], want: tuple[list[float], dict], tol: float) -> None:
-    got_losses, got_params = got
-    want_losses, want_params = want
-    torch.testing.assert_close(
-        torch.tensor(got_losses), torch.tensor(want_losses), rtol=tol, atol=tol
-    )
-    assert got_params.keys() == want_params.keys()
-    for name, value in want_params.items():
-        torch.testing.assert_close(got_params[name], value, rtol=tol, atol=tol, msg=name)
-
-
 def main() -> None:
     timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
     dist.init_process_group("tpu_dist", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.tpu.set_device(0)
-    g = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, VOCAB, (BATCH, LENGTH + 1), generator=g) for _ in range(STEPS)]
-
-    def gpt() -> torch.nn.Module:
-        return TinyGPT(vocab=VOCAB, dim=32, heads=2, layers=2, max_len=LENGTH)
-
-    want = reference(gpt, data, 1)
-    results = []
-
-    def case(name: str, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-            results.append({"case": name, "error": None})
-        except Exception:  # noqa: BLE001 - each case reports its own failure
-            results.append({"case": name, "error": traceback.format_exc(limit=6)})
+    data = make_data()
+    want = reference(gpt, data)
+    results = Results(rank)
+    case = results.case
 
     def plain(mode: str) -> Callable[[], None]:
         def run() -> None:
@@ -170,7 +119,7 @@ def main() -> None:
         def build() -> torch.nn.Module:
             return WithUnused()
 
-        want_unused = reference(build, data, 1)
+        want_unused = reference(build, data)
         got = train_ddp(build, data, rank, world, ddp_kwargs={"find_unused_parameters": True})
         compare(got, want_unused, 1e-4)
 
@@ -182,9 +131,7 @@ def main() -> None:
         ),
     )
 
-    with open(f"{os.environ['DIST_RESULTS']}.{rank}", "w") as f:
-        for r in results:
-            f.write(json.dumps(r) + "\n")
+    results.save()
     dist.barrier()
     dist.destroy_process_group()
 

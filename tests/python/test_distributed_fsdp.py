@@ -1,0 +1,45 @@
+"""FSDP2, DTensor, tensor parallelism and distributed checkpoints on tpu through tpu_dist
+(torchrun, 2 ranks), each against the same computation in one process on the CPU: FSDP2
+training (resharding after forward or not, bf16 parameters with fp32 reduction, gradient
+clipping on DTensors, DeferAndFuse, a compiled loss) equals full-batch training; DTensor
+redistributions and ops equal the full tensor's; Colwise/Rowwise, SequenceParallel and
+loss_parallel match CPU gradients; a checkpoint saved on two ranks loads on one and back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dist_workers.launch import assert_passed, by_case, torchrun
+
+CASES = [
+    "fsdp2-reshard",
+    "fsdp2-no_reshard",
+    "fsdp2-defer_and_fuse",
+    "fsdp2-bf16_params_fp32_reduce",
+    "fsdp2-clip_grad_norm",
+    "fsdp2-compiled",
+    "dtensor-redistribution",
+    "dtensor-ops",
+    "tensor_parallel-colwise_rowwise",
+    "tensor_parallel-sequence_and_loss_parallel",
+    "checkpoint-save_2_load_1_and_back",
+]
+
+# One torchrun launch serves the whole module: keep its tests on one xdist worker
+# (scripts/test.sh runs with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("dist_fsdp")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
+    folder: Path = tmp_path_factory.mktemp("fsdp")
+    return by_case(
+        torchrun("fsdp_worker.py", folder / "results", timeout=300, env={"DIST_TMP": str(folder)})
+    )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_matches_single_process(case: str, results: list[dict[str, dict[str, Any]]]) -> None:
+    assert_passed(results, case)
