@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
-# The test command: set-up (idempotent), then the C++ units (ctest) and the Python suite, once
-# in Strict mode and once under TPU_DEFER_AND_FUSE=1.
+# The test command: set-up (idempotent), the C++ units (ctest), the whole Python suite once in
+# Strict mode, then again under TPU_DEFER_AND_FUSE=1 for what fusion can change (models, eager
+# modes, compile, autocast, RNG, aliasing and in-place tests; see conftest.FUSION_FILES).
 #
-# The suite runs on every core (pytest-xdist, at most 4 workers; TORCH_TPU_TEST_WORKERS
-# overrides). The operator-coverage gate checks every op_db entry the report lists as passing,
-# but at most 32 samples of each in the Strict pass (all of them take about 35 minutes on two
-# cores: some entries have over a thousand), and every 8th entry in the DeferAndFuse pass, whose
-# fused graphs are made of the same kernels. Extra arguments go to both passes; for the whole
-# gate: `.venv/bin/python -m pytest tests/python/test_op_coverage.py -n auto`.
+# The operator-coverage gate checks every op_db entry the report lists as passing, at most 8
+# samples of each, evenly spread, in the Strict pass; and every 8th entry in the DeferAndFuse
+# pass. `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes,
+# every sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an
+# hour on two cores); run it before calling coverage or fusion work done. Extra arguments go to pytest in both passes.
+#
+# Both passes share one persistent compile cache, new for each run (as on a fresh CI machine):
+# executables compiled by one worker or pass are loaded, not compiled again, by the others.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FULL=0
+if [ "${1:-}" = "--full" ]; then
+  FULL=1
+  shift
+fi
 bash scripts/setup.sh
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
-PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4)
+CACHE=$(mktemp -d -t torch_tpu_test_cache.XXXXXX)
+trap 'rm -rf "$CACHE"' EXIT
+export TORCH_TPU_CACHE_DIR=$CACHE
+# loadgroup: each distributed test module's torchrun launch stays on one worker.
+PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4
+        --dist loadgroup --durations 15)
 echo "[test] C++ units (ctest)"
 ctest --test-dir build --output-on-failure
-echo "[test] Python suite (pytest), Strict mode"
-"${PYTEST[@]}" --op-gate-samples 32 "$@"
-echo "[test] Python suite (pytest) again under TPU_DEFER_AND_FUSE=1"
-TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --op-gate-every 8 --op-gate-samples 32 "$@"
+if [ "$FULL" = 1 ]; then
+  echo "[test] Python suite (pytest), Strict mode, full gate"
+  "${PYTEST[@]}" "$@"
+  echo "[test] Python suite (pytest) again under TPU_DEFER_AND_FUSE=1, full gate"
+  TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --op-gate-samples 32 "$@"
+else
+  echo "[test] Python suite (pytest), Strict mode"
+  "${PYTEST[@]}" --op-gate-samples 8 "$@"
+  echo "[test] What fusion can change, under TPU_DEFER_AND_FUSE=1"
+  TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --fusion-subset --op-gate-every 8 --op-gate-samples 8 "$@"
+fi

@@ -2,7 +2,8 @@
 
 ``TORCH_TPU_PJRT_PLUGIN`` selects it: a path to a plugin ``.so``, or one of ``cpu``, ``tpu``,
 ``cuda``. Unset, the first installed of libtpu, the XLA CUDA plugin and the XLA CPU plugin is
-used, in that order.
+used, in that order; libtpu only where TPU devices exist (``/dev/accel*`` or ``/dev/vfio/*``):
+elsewhere it queries the cloud metadata service over the network before failing.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import os
 from pathlib import Path
 
 ENV_VAR = "TORCH_TPU_PJRT_PLUGIN"
+# Where TPU device nodes are looked for; tests point it at a fake folder.
+DEV_ROOT_VAR = "TORCH_TPU_DEV_ROOT"
 
 _INSTALL_HINT = {
     "cpu": "pip install lammps-jax-pjrt-cpu  (the XLA CPU PJRT plugin)",
-    "tpu": "pip install libtpu  (on a Cloud TPU VM)",
+    "tpu": "pip install libtpu  (on a Cloud TPU VM; libtpu is only loaded where TPU devices, "
+    "/dev/accel* or /dev/vfio/*, exist)",
     "cuda": "pip install jax-cuda13-pjrt  (the XLA CUDA plugin, on an NVIDIA GPU machine)",
 }
 
@@ -41,7 +45,14 @@ def _find_cpu() -> Path | None:
     return None
 
 
+def tpu_devices_present() -> bool:
+    dev = Path(os.environ.get(DEV_ROOT_VAR, "/dev"))
+    return any(dev.glob("accel*")) or any((dev / "vfio").glob("[0-9]*"))
+
+
 def _find_tpu() -> Path | None:
+    if not tpu_devices_present():
+        return None
     root = _package_dir("libtpu")
     if root is not None and (root / "libtpu.so").exists():
         return root / "libtpu.so"
@@ -67,6 +78,11 @@ def resolve(spec: str | None = None) -> tuple[str, Path]:
     spec = spec if spec is not None else os.environ.get(ENV_VAR, "")
     spec = spec.strip()
     if spec in _FINDERS:
+        if spec == "tpu" and not tpu_devices_present():
+            raise PluginNotFoundError(
+                f"torch_tpu: {ENV_VAR}=tpu but this machine has no TPU devices (/dev/accel*, "
+                "/dev/vfio/*); libtpu is not loaded without them"
+            )
         path = _FINDERS[spec]()
         if path is None:
             raise PluginNotFoundError(

@@ -203,6 +203,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(a fast, evenly spread subset; 1 runs them all)",
     )
     parser.addoption(
+        "--fusion-subset",
+        action="store_true",
+        help="run only the tests whose results fusion can change (DeferAndFuse's pass in "
+        "scripts/test.sh): models, eager modes, compile, autocast, RNG, aliasing and in-place "
+        "tests, and the operator gate",
+    )
+    parser.addoption(
         "--op-gate-samples",
         type=int,
         default=0,
@@ -211,7 +218,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# What DeferAndFuse can change: whole files that run models, modes, compile and RNG, and the
+# tests elsewhere whose names say they check aliasing, in-place writes, copies or training.
+FUSION_FILES = (
+    "test_models.py",
+    "test_eager_modes.py",
+    "test_compile.py",
+    "test_autocast.py",
+    "test_device.py",
+    "test_bucketing.py",
+    "test_op_coverage.py",
+)
+FUSION_NAME_PARTS = (
+    "view",
+    "alias",
+    "inplace",
+    "copy",
+    "version",
+    "out_argument",
+    "resize",
+    "expand",
+    "dropout",
+    "backward",
+    "optimizer",
+    "random",
+    "seed",
+    "item",
+)
+
+
+def _fusion_relevant(item: pytest.Item) -> bool:
+    path = item.nodeid.split("::")[0]
+    if "test_distributed" in path:
+        return False  # the training workers run their own DeferAndFuse cases
+    name = item.name.lower()
+    return path.endswith(FUSION_FILES) or any(part in name for part in FUSION_NAME_PARTS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--fusion-subset"):
+        dropped = [item for item in items if not _fusion_relevant(item)]
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if _fusion_relevant(item)]
     every: int = config.getoption("--op-gate-every")
     if every > 1:
         dropped = [item for item in items if _skipped_by_gate_sampling(item, every)]

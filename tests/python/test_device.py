@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -247,12 +248,21 @@ def test_file_that_is_not_a_plugin_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.skipif(
     importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
 )
-def test_tpu_plugin_not_installed_says_how_to_install() -> None:
-    proc = run_python("import torch", env={"TORCH_TPU_PJRT_PLUGIN": "tpu"})
+def test_tpu_plugin_not_installed_says_how_to_install(tmp_path: Path) -> None:
+    (tmp_path / "accel0").touch()  # a fake TPU device node
+    env = {"TORCH_TPU_PJRT_PLUGIN": "tpu", "TORCH_TPU_DEV_ROOT": str(tmp_path)}
+    proc = run_python("import torch", env=env)
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert "TORCH_TPU_PJRT_PLUGIN=tpu" in proc.stderr
     assert "no tpu PJRT plugin is installed" in proc.stderr
     assert "pip install libtpu" in proc.stderr
+
+
+def test_tpu_plugin_without_tpu_devices_is_a_clear_error(tmp_path: Path) -> None:
+    env = {"TORCH_TPU_PJRT_PLUGIN": "tpu", "TORCH_TPU_DEV_ROOT": str(tmp_path)}
+    proc = run_python("import torch", env=env)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "no TPU devices" in proc.stderr
 
 
 def test_explicit_cpu_plugin_selection() -> None:
@@ -277,3 +287,31 @@ def test_module_to_keeps_parameter_identity_and_weight_tying() -> None:
     assert model.encoder.weight is original  # moved in place, as on CUDA
     assert model.decoder.weight is model.encoder.weight
     assert original.device.type == "tpu"
+
+
+def fake_libtpu(tmp_path: Path) -> Path:
+    """A libtpu package that is never loaded: only its file's presence is looked at."""
+    package = tmp_path / "site" / "libtpu"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "libtpu.so").write_text("not a library")
+    return package / "libtpu.so"
+
+
+def test_libtpu_is_skipped_without_tpu_devices(tmp_path: Path, monkeypatch: Any) -> None:
+    from torch_tpu import _plugin
+
+    library = fake_libtpu(tmp_path)
+    monkeypatch.syspath_prepend(str(library.parent.parent))
+    monkeypatch.setenv(_plugin.DEV_ROOT_VAR, str(tmp_path / "dev"))
+    monkeypatch.delenv(_plugin.ENV_VAR, raising=False)
+    (tmp_path / "dev" / "vfio").mkdir(parents=True)
+    kind, _ = _plugin.resolve()
+    assert kind != "tpu"
+    with pytest.raises(_plugin.PluginNotFoundError, match="no TPU devices"):
+        _plugin.resolve("tpu")
+    # A TPU VM: /dev/accel0 (v4/v5e) or a numbered /dev/vfio entry (v5p/v6e).
+    for node in ("accel0", "vfio/0"):
+        (tmp_path / "dev" / node).touch()
+        assert _plugin.resolve() == ("tpu", library)
+        (tmp_path / "dev" / node).unlink()

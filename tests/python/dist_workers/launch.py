@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,6 @@ def torchrun(
     nproc: int = 2,
     timeout: float = 240,
     env: dict[str, str] | None = None,
-    args: list[str] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Runs HERE/worker on `nproc` ranks; returns each rank's JSON-lines results."""
     command = [
@@ -30,34 +30,34 @@ def torchrun(
         "--standalone",
         f"--nproc-per-node={nproc}",
         str(HERE / worker),
-        *(args or []),
     ]
     full_env = {**os.environ, "DIST_RESULTS": str(results), "OMP_NUM_THREADS": "1", **(env or {})}
+    # A session of its own, so a time-out kills torchrun and every rank it started.
+    process = subprocess.Popen(
+        command,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            command, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as expired:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
         raise AssertionError(
-            f"{worker} did not finish in {timeout} s; output:\n{_text(expired.stdout)}\n"
-            f"{_text(expired.stderr)}"
+            f"{worker} did not finish in {timeout} s; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
         ) from None
-    if done.returncode != 0:
+    if process.returncode != 0:
         raise AssertionError(
-            f"{worker} exited {done.returncode}; output:\n{done.stdout[-6000:]}\n"
-            f"{done.stderr[-6000:]}"
+            f"{worker} exited {process.returncode}; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
         )
     per_rank = []
     for rank in range(nproc):
         lines = Path(f"{results}.{rank}").read_text().splitlines()
         per_rank.append([json.loads(line) for line in lines])
     return per_rank
-
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode(errors="replace")[-6000:]
 
 
 def by_case(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, dict[str, Any]]]:

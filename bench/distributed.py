@@ -1,0 +1,137 @@
+"""tpu_dist on two processes, side by side from one run:
+
+1. all_reduce time and bus bandwidth for 1 KB - 64 MB float32 on tpu tensors (the host-staged
+   engine) next to the same call on CPU tensors through Gloo, and their ratio;
+2. a DDP and an FSDP2 training step of a small transformer on 2 processes (tpu, tpu_dist) next
+   to the same step in 1 process on tpu, and next to 2 processes on CPU tensors with Gloo.
+
+    .venv/bin/python bench/distributed.py          # launches itself under torchrun (2 ranks)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from torch_tpu.testing.tiny_gpt import TinyGPT
+
+SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+VOCAB, LENGTH, BATCH = 256, 64, 16
+
+
+def seconds(fn: Callable[[], object], sync: Callable[[], object], repeats: int) -> float:
+    fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def all_reduce_table(gloo: dist.ProcessGroup) -> list[str]:
+    world = dist.get_world_size()
+    lines = [
+        f"{'all_reduce float32':>18} {'tpu ms':>9} {'gloo ms':>9} {'tpu GB/s':>9} "
+        f"{'gloo GB/s':>9} {'tpu/gloo':>9}"
+    ]
+    for nbytes in SIZES:
+        n = nbytes // 4
+        repeats = 20 if nbytes <= (4 << 20) else 5
+        on_tpu = torch.ones(n, device="tpu")
+        on_cpu = torch.ones(n)
+        t_tpu = seconds(lambda t=on_tpu: dist.all_reduce(t), on_tpu.cpu, repeats)
+        t_cpu = seconds(lambda t=on_cpu: dist.all_reduce(t, group=gloo), lambda: None, repeats)
+        bus = 2 * (world - 1) / world * nbytes / 1e9  # bytes each rank sends and receives
+        lines.append(
+            f"{_size(nbytes):>18} {t_tpu * 1e3:>9.3f} {t_cpu * 1e3:>9.3f} {bus / t_tpu:>9.3f} "
+            f"{bus / t_cpu:>9.3f} {t_tpu / t_cpu:>8.2f}x"
+        )
+    return lines
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= (1 << 20) else f"{nbytes >> 10} KB"
+
+
+def lm_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> float:
+    opt.zero_grad()
+    logits = model(tokens[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def step_ms(wrap: str, device: str, group: dist.ProcessGroup | None, local_batch: int) -> float:
+    torch.manual_seed(0)
+    model = TinyGPT(vocab=VOCAB, dim=128, heads=4, layers=2, max_len=LENGTH).to(device)
+    if wrap == "ddp":
+        model = DDP(model, process_group=group)
+    elif wrap == "fsdp2":
+        mesh = init_device_mesh(device, (dist.get_world_size(),))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    tokens = torch.randint(0, VOCAB, (local_batch, LENGTH + 1)).to(device)
+    for _ in range(3):
+        lm_step(model, opt, tokens).item()
+    return seconds(lambda: lm_step(model, opt, tokens).item(), lambda: None, 10) * 1e3
+
+
+def training_table(gloo: dist.ProcessGroup) -> list[str]:
+    world = dist.get_world_size()
+    per_rank = BATCH // world
+    rows = {
+        "1 process, tpu (full batch)": step_ms("none", "tpu", None, BATCH),
+        f"DDP, {world} processes, tpu (tpu_dist)": step_ms("ddp", "tpu", None, per_rank),
+        f"DDP, {world} processes, cpu (Gloo)": step_ms("ddp", "cpu", gloo, per_rank),
+        f"FSDP2, {world} processes, tpu (tpu_dist)": step_ms("fsdp2", "tpu", None, per_rank),
+    }
+    base = rows["1 process, tpu (full batch)"]
+    lines = [
+        f"{'TinyGPT step (dim 128, 2 layers, batch 16x64)':<46} {'ms/step':>9} {'vs 1 process':>13}"
+    ]
+    for name, ms in rows.items():
+        lines.append(f"{name:<46} {ms:>9.2f} {ms / base:>12.2f}x")
+    return lines
+
+
+def worker() -> None:
+    dist.init_process_group("tpu_dist")
+    gloo = dist.new_group(backend="gloo")
+    tables = [all_reduce_table(gloo), training_table(gloo)]
+    if dist.get_rank() == 0:
+        for table in tables:
+            print("\n".join(table))
+            print()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    if "LOCAL_RANK" in os.environ:
+        worker()
+        return
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc-per-node=2", __file__]
+    sys.exit(subprocess.call(command, env={**os.environ, "TORCH_TPU_DIST_CHECK": "1"}))
+
+
+if __name__ == "__main__":
+    main()
