@@ -67,6 +67,38 @@ bool contains(const std::vector<int64_t>& values, int64_t value) {
   return std::find(values.begin(), values.end(), value) != values.end();
 }
 
+// A dense i64 matrix attribute, e.g. dense<[[0, 1]]> : tensor<1x2xi64>.
+std::string i64_matrix(const std::vector<std::vector<int64_t>>& rows) {
+  std::string text = "dense<[";
+  for (size_t i = 0; i < rows.size(); ++i) text += (i ? ", " : "") + list(rows[i]);
+  const size_t columns = rows.empty() ? 0 : rows[0].size();
+  return text + "]> : tensor<" + std::to_string(rows.size()) + "x" + std::to_string(columns) +
+         "xi64>";
+}
+
+// Checks that `groups` are non-empty, equally sized and disjoint; returns the group size.
+int64_t group_size(const std::string& op, const std::vector<std::vector<int64_t>>& groups) {
+  require(!groups.empty() && !groups[0].empty(), op + ": replica_groups names no replica");
+  std::vector<int64_t> seen;
+  for (const auto& group : groups) {
+    require(group.size() == groups[0].size(), op + ": replica groups differ in size");
+    for (int64_t id : group) {
+      require(id >= 0, op + ": negative replica id " + std::to_string(id));
+      require(!contains(seen, id), op + ": replica " + std::to_string(id) + " appears twice");
+      seen.push_back(id);
+    }
+  }
+  return static_cast<int64_t>(groups[0].size());
+}
+
+std::string replica_groups_attr(const std::vector<std::vector<int64_t>>& groups) {
+  return "replica_groups = " + i64_matrix(groups);
+}
+
+std::string i64_attr(const char* name, int64_t value) {
+  return std::string(name) + " = " + std::to_string(value) + " : i64";
+}
+
 }  // namespace
 
 std::string Builder::fresh_name() { return "%v" + std::to_string(next_id_++); }
@@ -637,6 +669,95 @@ std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Sha
       emit("rng_bit_generator", {state}, "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>",
            {state.shape, shape}, {state.type, type});
   return {results[0], results[1]};
+}
+
+std::string Builder::reducer_region(const std::string& op, const std::string& reducer,
+                                    ElementType type) {
+  const bool arithmetic = reducer == "add" || reducer == "multiply" || reducer == "minimum" ||
+                          reducer == "maximum";
+  const bool bitwise = reducer == "and" || reducer == "or" || reducer == "xor";
+  require(arithmetic || bitwise, op + ": unknown reducer '" + reducer +
+                                     "' (add, multiply, minimum, maximum, and, or, xor)");
+  require(!bitwise || type == ElementType::Pred || is_signed_int(type) || is_unsigned_int(type),
+          op + ": reducer '" + reducer + "' needs an integer or i1 operand, not " +
+              mlir_name(type));
+  return region({type, type}, [&reducer](Builder& b, const std::vector<Value>& args) {
+    return std::vector<Value>{b.binary(reducer, args[0], args[1])};
+  });
+}
+
+Value Builder::all_reduce(const Value& x, const std::string& reducer,
+                          const std::vector<std::vector<int64_t>>& replica_groups) {
+  group_size("all_reduce", replica_groups);
+  std::string body_text = reducer_region("all_reduce", reducer, x.type);
+  return emit1("all_reduce", {x}, replica_groups_attr(replica_groups), x.shape, x.type, body_text);
+}
+
+Value Builder::all_gather(const Value& x, int64_t dimension,
+                          const std::vector<std::vector<int64_t>>& replica_groups) {
+  const int64_t size = group_size("all_gather", replica_groups);
+  require(dimension >= 0 && dimension < x.rank(),
+          "all_gather: dimension " + std::to_string(dimension) + " out of range for " +
+              x.tensor_type());
+  Shape shape = x.shape;
+  shape[dimension] *= size;
+  return emit1("all_gather", {x},
+               i64_attr("all_gather_dim", dimension) + ", " + replica_groups_attr(replica_groups),
+               shape, x.type);
+}
+
+Value Builder::reduce_scatter(const Value& x, int64_t dimension, const std::string& reducer,
+                              const std::vector<std::vector<int64_t>>& replica_groups) {
+  const int64_t size = group_size("reduce_scatter", replica_groups);
+  require(dimension >= 0 && dimension < x.rank() && x.shape[dimension] % size == 0,
+          "reduce_scatter: dimension " + std::to_string(dimension) + " of " + x.tensor_type() +
+              " must exist and divide by the group size " + std::to_string(size));
+  Shape shape = x.shape;
+  shape[dimension] /= size;
+  std::string body_text = reducer_region("reduce_scatter", reducer, x.type);
+  return emit1("reduce_scatter", {x},
+               replica_groups_attr(replica_groups) + ", " + i64_attr("scatter_dimension", dimension),
+               shape, x.type, body_text);
+}
+
+Value Builder::all_to_all(const Value& x, int64_t split_dimension, int64_t concat_dimension,
+                          int64_t split_count,
+                          const std::vector<std::vector<int64_t>>& replica_groups) {
+  const int64_t size = group_size("all_to_all", replica_groups);
+  require(split_count == size, "all_to_all: split_count " + std::to_string(split_count) +
+                                   " differs from the group size " + std::to_string(size));
+  require(split_dimension >= 0 && split_dimension < x.rank() && concat_dimension >= 0 &&
+              concat_dimension < x.rank(),
+          "all_to_all: split or concat dimension out of range for " + x.tensor_type());
+  require(x.shape[split_dimension] % split_count == 0,
+          "all_to_all: split dimension of " + x.tensor_type() + " does not divide by " +
+              std::to_string(split_count));
+  Shape shape = x.shape;
+  shape[split_dimension] /= split_count;
+  shape[concat_dimension] *= split_count;
+  return emit1("all_to_all", {x},
+               i64_attr("concat_dimension", concat_dimension) + ", " +
+                   replica_groups_attr(replica_groups) + ", " +
+                   i64_attr("split_count", split_count) + ", " +
+                   i64_attr("split_dimension", split_dimension),
+               shape, x.type);
+}
+
+Value Builder::collective_permute(
+    const Value& x, const std::vector<std::pair<int64_t, int64_t>>& source_target_pairs) {
+  require(!source_target_pairs.empty(), "collective_permute: no source_target_pairs");
+  std::vector<int64_t> sources, targets;
+  std::vector<std::vector<int64_t>> rows;
+  for (const auto& [source, target] : source_target_pairs) {
+    require(source >= 0 && target >= 0, "collective_permute: negative replica id");
+    require(!contains(sources, source) && !contains(targets, target),
+            "collective_permute: a replica is a source or a target twice");
+    sources.push_back(source);
+    targets.push_back(target);
+    rows.push_back({source, target});
+  }
+  return emit1("collective_permute", {x}, "source_target_pairs = " + i64_matrix(rows), x.shape,
+               x.type);
 }
 
 std::string Builder::function(const std::string& name, bool is_public,

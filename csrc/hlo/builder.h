@@ -139,6 +139,26 @@ class Builder {
   std::pair<Value, Value> rng_bit_generator(const Value& state, const Shape& shape,
                                             ElementType type);
 
+  // Cross-replica collectives (no channel_handle: replica ids, not partitions, index the
+  // groups). `replica_groups` lists disjoint groups of equal size; `reducer` is a stablehlo
+  // binary op: add, multiply, minimum, maximum, or (integers and i1 only) and, or, xor.
+  Value all_reduce(const Value& x, const std::string& reducer,
+                   const std::vector<std::vector<int64_t>>& replica_groups);
+  // Concatenates the group's operands along `dimension` (which grows by the group size).
+  Value all_gather(const Value& x, int64_t dimension,
+                   const std::vector<std::vector<int64_t>>& replica_groups);
+  // Reduces across the group, then replica k keeps block k of `dimension` (size / group size).
+  Value reduce_scatter(const Value& x, int64_t dimension, const std::string& reducer,
+                       const std::vector<std::vector<int64_t>>& replica_groups);
+  // Splits `split_dimension` into `split_count` (= group size) blocks, sends block k to the
+  // group's k-th replica, and concatenates what arrives along `concat_dimension`.
+  Value all_to_all(const Value& x, int64_t split_dimension, int64_t concat_dimension,
+                   int64_t split_count, const std::vector<std::vector<int64_t>>& replica_groups);
+  // Sends x from each pair's source replica to its target; a replica that is no target gets
+  // zeros.
+  Value collective_permute(const Value& x,
+                           const std::vector<std::pair<int64_t, int64_t>>& source_target_pairs);
+
   // The whole module, with `results` returned from @main in order.
   std::string module(const std::vector<Value>& results) const;
   // Just the function (for modules that call several): `@name(params) -> results`.
@@ -157,6 +177,8 @@ class Builder {
   std::string region(const std::vector<ElementType>& types, const Body& body);
   // A region whose block arguments are shaped like `templates`.
   std::string region_like(const std::vector<Value>& templates, const Body& body);
+  // A region reducing two scalars of `type` with the binary op `reducer` (checked for `op`).
+  std::string reducer_region(const std::string& op, const std::string& reducer, ElementType type);
 
   int next_id_ = 0;
   std::vector<Value> parameters_;

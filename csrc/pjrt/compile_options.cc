@@ -1,6 +1,7 @@
 #include "csrc/pjrt/compile_options.h"
 
 #include <cstdint>
+#include <stdexcept>
 
 namespace torch_tpu::pjrt {
 namespace {
@@ -25,11 +26,21 @@ void put_bytes_field(std::string& out, int field, const std::string& bytes) {
   out += bytes;
 }
 
-// Field numbers from xla/pjrt/proto/compile_options.proto.
+// Field numbers from xla/pjrt/proto/compile_options.proto: CompileOptionsProto
+// {executable_build_options = 3; compile_portable_executable = 4;} and
+// ExecutableBuildOptionsProto {num_replicas = 4; num_partitions = 5; device_assignment = 9;}.
 constexpr int kBuildOptionsNumReplicas = 4;
 constexpr int kBuildOptionsNumPartitions = 5;
 constexpr int kCompileOptionsExecutableBuildOptions = 3;
 constexpr int kCompileOptionsCompilePortableExecutable = 4;
+constexpr int kBuildOptionsDeviceAssignment = 9;
+// Field numbers from xla/xla_data.proto: DeviceAssignmentProto {int32 replica_count = 1;
+// int32 computation_count = 2; repeated ComputationDevice computation_devices = 3;} and
+// ComputationDevice {repeated int64 replica_device_ids = 1;}.
+constexpr int kAssignmentReplicaCount = 1;
+constexpr int kAssignmentComputationCount = 2;
+constexpr int kAssignmentComputationDevices = 3;
+constexpr int kComputationDeviceReplicaDeviceIds = 1;
 
 }  // namespace
 
@@ -41,6 +52,31 @@ std::string single_device_compile_options() {
   put_bytes_field(options, kCompileOptionsExecutableBuildOptions, build_options);
   put_varint_field(options, kCompileOptionsCompilePortableExecutable, 1);
   return options;
+}
+
+std::string replicated_compile_options(int num_replicas, const std::vector<int>& device_ids) {
+  if (num_replicas < 1 || device_ids.size() != static_cast<size_t>(num_replicas)) {
+    throw std::invalid_argument("torch_tpu: replicated_compile_options needs one device id per "
+                                "replica (" +
+                                std::to_string(num_replicas) + " replicas, " +
+                                std::to_string(device_ids.size()) + " ids)");
+  }
+  std::string packed_ids;  // a packed repeated int64: the varints back to back
+  for (int id : device_ids) put_varint(packed_ids, static_cast<uint64_t>(static_cast<int64_t>(id)));
+  std::string computation;
+  put_bytes_field(computation, kComputationDeviceReplicaDeviceIds, packed_ids);
+  std::string assignment;
+  put_varint_field(assignment, kAssignmentReplicaCount, num_replicas);
+  put_varint_field(assignment, kAssignmentComputationCount, 1);
+  put_bytes_field(assignment, kAssignmentComputationDevices, computation);
+
+  std::string build_options;
+  put_varint_field(build_options, kBuildOptionsNumReplicas, num_replicas);
+  put_varint_field(build_options, kBuildOptionsNumPartitions, 1);
+  put_bytes_field(build_options, kBuildOptionsDeviceAssignment, assignment);
+  std::string options;
+  put_bytes_field(options, kCompileOptionsExecutableBuildOptions, build_options);
+  return options;  // compile_portable_executable stays false: the assignment fixes the devices
 }
 
 }  // namespace torch_tpu::pjrt

@@ -28,6 +28,12 @@ class Executable {
   // Enqueues one run on `device`; returns at once. Output buffers become defined when the run
   // finishes; reading them waits for that. Arguments are not donated.
   ExecuteResult execute(std::span<PJRT_Buffer* const> arguments, PJRT_Device* device) const;
+  // Launches an executable compiled with replicated_compile_options on all its devices in one
+  // PJRT_LoadedExecutable_Execute call (so its collectives can meet): arguments_per_device[i]
+  // are replica i's arguments, on that replica's device. Returns one result per replica, in
+  // the same order. Throws Error on a malformed request (e.g. a wrong number of replicas).
+  std::vector<ExecuteResult> execute_replicated(
+      const std::vector<std::vector<PJRT_Buffer*>>& arguments_per_device) const;
   // Bytes that PJRT_Executable_DeserializeAndLoad accepts on the same plugin build.
   std::string serialize() const;
 
