@@ -26,10 +26,14 @@ void check_devices(const char* collective, const std::vector<at::Tensor>& tensor
   }
 }
 
-void check_devices(const char* collective, const std::vector<std::vector<at::Tensor>>& lists) {
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> flat;
   for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
-  check_devices(collective, flat);
+  return flat;
+}
+
+void check_devices(const char* collective, const std::vector<std::vector<at::Tensor>>& lists) {
+  check_devices(collective, flatten(lists));
 }
 
 c10::ScalarType dtype_of(const std::vector<at::Tensor>& tensors) {
@@ -138,13 +142,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
   HostStaging stage("all_gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
-  std::vector<std::vector<at::Tensor>> host_outputs;
-  std::vector<at::Tensor> results;
-  for (auto& list : outputs) {
-    host_outputs.push_back(stage.outputs(list));
-    results.insert(results.end(), list.begin(), list.end());
-  }
-  return finish(stage, host_->allgather(host_outputs, host_inputs, opts), std::move(results));
+  auto host_outputs = stage.output_lists(outputs);
+  return finish(stage, host_->allgather(host_outputs, host_inputs, opts), flatten(outputs));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -168,14 +167,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
   HostStaging stage("all_gather_coalesced");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
-  std::vector<std::vector<at::Tensor>> host_outputs;
-  std::vector<at::Tensor> results;
-  for (auto& list : outputs) {
-    host_outputs.push_back(stage.outputs(list));
-    results.insert(results.end(), list.begin(), list.end());
-  }
+  auto host_outputs = stage.output_lists(outputs);
   return finish(stage, host_->allgather_coalesced(host_outputs, host_inputs, opts),
-                std::move(results));
+                flatten(outputs));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
@@ -196,13 +190,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
   HostStaging stage("gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
-  std::vector<std::vector<at::Tensor>> host_outputs;
-  std::vector<at::Tensor> results;
-  for (auto& list : outputs) {
-    host_outputs.push_back(stage.outputs(list));
-    results.insert(results.end(), list.begin(), list.end());
-  }
-  return finish(stage, host_->gather(host_outputs, host_inputs, opts), std::move(results));
+  auto host_outputs = stage.output_lists(outputs);
+  return finish(stage, host_->gather(host_outputs, host_inputs, opts), flatten(outputs));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -213,8 +202,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
   check_agreement(*host_, "scatter", c10d::OpType::SCATTER, outputs, true);
   HostStaging stage("scatter");
   stage.move_bytes_only();
-  std::vector<std::vector<at::Tensor>> host_inputs;
-  for (auto& list : inputs) host_inputs.push_back(stage.inputs(list));
+  auto host_inputs = stage.input_lists(inputs);
   auto host_outputs = stage.outputs(outputs);
   return finish(stage, host_->scatter(host_outputs, host_inputs, opts), outputs);
 }
@@ -228,8 +216,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
   HostStaging stage("reduce_scatter");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(outputs));
-  std::vector<std::vector<at::Tensor>> host_inputs;
-  for (auto& list : inputs) host_inputs.push_back(stage.inputs(list));
+  auto host_inputs = stage.input_lists(inputs);
   auto host_outputs = stage.outputs(outputs);
   return finish(stage, host_->reduce_scatter(host_outputs, host_inputs, host_opts), outputs);
 }

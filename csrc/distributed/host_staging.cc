@@ -95,6 +95,20 @@ std::vector<at::Tensor> HostStaging::in_outs(const std::vector<at::Tensor>& tens
   return host;
 }
 
+std::vector<std::vector<at::Tensor>> HostStaging::input_lists(
+    const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& list : lists) host.push_back(inputs(list));
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> HostStaging::output_lists(
+    const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& list : lists) host.push_back(outputs(list));
+  return host;
+}
+
 void HostStaging::wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host_work) {
   try {
     host_work->wait();

@@ -33,6 +33,10 @@ class HostStaging {
   std::vector<at::Tensor> inputs(const std::vector<at::Tensor>& tensors);
   std::vector<at::Tensor> outputs(const std::vector<at::Tensor>& tensors);
   std::vector<at::Tensor> in_outs(const std::vector<at::Tensor>& tensors);
+  std::vector<std::vector<at::Tensor>> input_lists(
+      const std::vector<std::vector<at::Tensor>>& lists);
+  std::vector<std::vector<at::Tensor>> output_lists(
+      const std::vector<std::vector<at::Tensor>>& lists);
 
   // The collective only moves data (no reduction): complex tensors may travel as their real
   // view. Call before input()/output().

@@ -673,14 +673,14 @@ std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Sha
 
 std::string Builder::reducer_region(const std::string& op, const std::string& reducer,
                                     ElementType type) {
-  const bool arithmetic = reducer == "add" || reducer == "multiply" || reducer == "minimum" ||
-                          reducer == "maximum";
+  const bool arithmetic =
+      reducer == "add" || reducer == "multiply" || reducer == "minimum" || reducer == "maximum";
   const bool bitwise = reducer == "and" || reducer == "or" || reducer == "xor";
   require(arithmetic || bitwise, op + ": unknown reducer '" + reducer +
                                      "' (add, multiply, minimum, maximum, and, or, xor)");
-  require(!bitwise || type == ElementType::Pred || is_signed_int(type) || is_unsigned_int(type),
-          op + ": reducer '" + reducer + "' needs an integer or i1 operand, not " +
-              mlir_name(type));
+  require(
+      !bitwise || type == ElementType::Pred || is_signed_int(type) || is_unsigned_int(type),
+      op + ": reducer '" + reducer + "' needs an integer or i1 operand, not " + mlir_name(type));
   return region({type, type}, [&reducer](Builder& b, const std::vector<Value>& args) {
     return std::vector<Value>{b.binary(reducer, args[0], args[1])};
   });
@@ -696,9 +696,9 @@ Value Builder::all_reduce(const Value& x, const std::string& reducer,
 Value Builder::all_gather(const Value& x, int64_t dimension,
                           const std::vector<std::vector<int64_t>>& replica_groups) {
   const int64_t size = group_size("all_gather", replica_groups);
-  require(dimension >= 0 && dimension < x.rank(),
-          "all_gather: dimension " + std::to_string(dimension) + " out of range for " +
-              x.tensor_type());
+  require(dimension >= 0 && dimension < x.rank(), "all_gather: dimension " +
+                                                      std::to_string(dimension) +
+                                                      " out of range for " + x.tensor_type());
   Shape shape = x.shape;
   shape[dimension] *= size;
   return emit1("all_gather", {x},
@@ -715,9 +715,10 @@ Value Builder::reduce_scatter(const Value& x, int64_t dimension, const std::stri
   Shape shape = x.shape;
   shape[dimension] /= size;
   std::string body_text = reducer_region("reduce_scatter", reducer, x.type);
-  return emit1("reduce_scatter", {x},
-               replica_groups_attr(replica_groups) + ", " + i64_attr("scatter_dimension", dimension),
-               shape, x.type, body_text);
+  return emit1(
+      "reduce_scatter", {x},
+      replica_groups_attr(replica_groups) + ", " + i64_attr("scatter_dimension", dimension), shape,
+      x.type, body_text);
 }
 
 Value Builder::all_to_all(const Value& x, int64_t split_dimension, int64_t concat_dimension,

@@ -141,7 +141,8 @@ class Builder {
 
   // Cross-replica collectives (no channel_handle: replica ids, not partitions, index the
   // groups). `replica_groups` lists disjoint groups of equal size; `reducer` is a stablehlo
-  // binary op: add, multiply, minimum, maximum, or (integers and i1 only) and, or, xor.
+  // binary op: add, multiply, minimum, maximum, or (integers and i1 only) and, or, xor. The
+  // XLA CPU plugin compiles and/or on i1 only, and runs no minimum/maximum on complex values.
   Value all_reduce(const Value& x, const std::string& reducer,
                    const std::vector<std::vector<int64_t>>& replica_groups);
   // Concatenates the group's operands along `dimension` (which grows by the group size).

@@ -56,10 +56,10 @@ std::string single_device_compile_options() {
 
 std::string replicated_compile_options(int num_replicas, const std::vector<int>& device_ids) {
   if (num_replicas < 1 || device_ids.size() != static_cast<size_t>(num_replicas)) {
-    throw std::invalid_argument("torch_tpu: replicated_compile_options needs one device id per "
-                                "replica (" +
-                                std::to_string(num_replicas) + " replicas, " +
-                                std::to_string(device_ids.size()) + " ids)");
+    throw std::invalid_argument(
+        "torch_tpu: replicated_compile_options needs one device id per "
+        "replica (" +
+        std::to_string(num_replicas) + " replicas, " + std::to_string(device_ids.size()) + " ids)");
   }
   std::string packed_ids;  // a packed repeated int64: the varints back to back
   for (int id : device_ids) put_varint(packed_ids, static_cast<uint64_t>(static_cast<int64_t>(id)));

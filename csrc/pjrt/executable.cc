@@ -1,5 +1,8 @@
 #include "csrc/pjrt/executable.h"
 
+#include <string>
+#include <utility>
+
 #include "csrc/pjrt/error.h"
 
 namespace torch_tpu::pjrt {
@@ -17,6 +20,68 @@ void destroy_executable(const PJRT_Api* api, PJRT_Executable* executable) {
   auto args = make_args<PJRT_Executable_Destroy_Args>();
   args.executable = executable;
   check(api, api->PJRT_Executable_Destroy(&args), "PJRT_Executable_Destroy");
+}
+
+// The executable's devices; for one partition, device i runs replica i.
+std::vector<PJRT_Device*> addressable_devices(const PJRT_Api* api,
+                                              PJRT_LoadedExecutable* executable) {
+  auto args = make_args<PJRT_LoadedExecutable_AddressableDevices_Args>();
+  args.executable = executable;
+  check(api, api->PJRT_LoadedExecutable_AddressableDevices(&args),
+        "PJRT_LoadedExecutable_AddressableDevices");
+  return {args.addressable_devices, args.addressable_devices + args.num_addressable_devices};
+}
+
+PJRT_Device* buffer_device(const PJRT_Api* api, PJRT_Buffer* buffer) {
+  auto args = make_args<PJRT_Buffer_Device_Args>();
+  args.buffer = buffer;
+  check(api, api->PJRT_Buffer_Device(&args), "PJRT_Buffer_Device");
+  return args.device;
+}
+
+// Element type and dimensions: what replicas of one program must agree on.
+std::pair<PJRT_Buffer_Type, std::vector<int64_t>> buffer_signature(const PJRT_Api* api,
+                                                                   PJRT_Buffer* buffer) {
+  auto type = make_args<PJRT_Buffer_ElementType_Args>();
+  type.buffer = buffer;
+  check(api, api->PJRT_Buffer_ElementType(&type), "PJRT_Buffer_ElementType");
+  auto dims = make_args<PJRT_Buffer_Dimensions_Args>();
+  dims.buffer = buffer;
+  check(api, api->PJRT_Buffer_Dimensions(&dims), "PJRT_Buffer_Dimensions");
+  return {type.type, std::vector<int64_t>(dims.dims, dims.dims + dims.num_dims)};
+}
+
+Error invalid_argument(const std::string& message) {
+  return Error("execute_replicated: " + message, PJRT_Error_Code_INVALID_ARGUMENT);
+}
+
+// The plugin launches replicas one by one: if one replica's arguments are rejected after
+// another replica started, that one waits in its first collective until the plugin aborts the
+// process. So every replica's arguments are checked before anything is launched.
+void check_replicated_arguments(const PJRT_Api* api, PJRT_LoadedExecutable* executable,
+                                const std::vector<std::vector<PJRT_Buffer*>>& arguments) {
+  if (arguments.empty()) throw invalid_argument("no argument lists");
+  std::vector<PJRT_Device*> devices = addressable_devices(api, executable);
+  if (arguments.size() != devices.size()) {
+    throw invalid_argument(std::to_string(arguments.size()) +
+                           " argument lists for an executable compiled for " +
+                           std::to_string(devices.size()) + " devices");
+  }
+  for (std::size_t d = 0; d < arguments.size(); ++d) {
+    if (arguments[d].size() != arguments[0].size()) {
+      throw invalid_argument("replicas were given different numbers of arguments");
+    }
+    for (std::size_t i = 0; i < arguments[d].size(); ++i) {
+      if (buffer_device(api, arguments[d][i]) != devices[d]) {
+        throw invalid_argument("argument " + std::to_string(i) + " of replica " +
+                               std::to_string(d) + " is not on that replica's device");
+      }
+      if (buffer_signature(api, arguments[d][i]) != buffer_signature(api, arguments[0][i])) {
+        throw invalid_argument("argument " + std::to_string(i) + " of replica " +
+                               std::to_string(d) + " differs in type or shape from replica 0's");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -73,17 +138,9 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments,
 
 std::vector<ExecuteResult> Executable::execute_replicated(
     const std::vector<std::vector<PJRT_Buffer*>>& arguments_per_device) const {
+  check_replicated_arguments(api_, executable_, arguments_per_device);
   const std::size_t num_devices = arguments_per_device.size();
-  if (num_devices == 0) {
-    throw Error("execute_replicated: no argument lists", PJRT_Error_Code_INVALID_ARGUMENT);
-  }
   const std::size_t num_args = arguments_per_device[0].size();
-  for (const auto& arguments : arguments_per_device) {
-    if (arguments.size() != num_args) {  // the C API takes one num_args for all replicas
-      throw Error("execute_replicated: every replica needs the same number of arguments",
-                  PJRT_Error_Code_INVALID_ARGUMENT);
-    }
-  }
   auto options = make_args<PJRT_ExecuteOptions>();
   std::vector<int64_t> non_donatable(num_args);  // as in execute: never donate inputs
   for (std::size_t i = 0; i < num_args; ++i) non_donatable[i] = static_cast<int64_t>(i);

@@ -31,7 +31,8 @@ class Executable {
   // Launches an executable compiled with replicated_compile_options on all its devices in one
   // PJRT_LoadedExecutable_Execute call (so its collectives can meet): arguments_per_device[i]
   // are replica i's arguments, on that replica's device. Returns one result per replica, in
-  // the same order. Throws Error on a malformed request (e.g. a wrong number of replicas).
+  // the same order. Checks all replicas' arguments (count, device, same types and shapes)
+  // before launching any, and throws Error (INVALID_ARGUMENT) on a mismatch.
   std::vector<ExecuteResult> execute_replicated(
       const std::vector<std::vector<PJRT_Buffer*>>& arguments_per_device) const;
   // Bytes that PJRT_Executable_DeserializeAndLoad accepts on the same plugin build.

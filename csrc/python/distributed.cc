@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "csrc/distributed/backend.h"
+#include "csrc/distributed/xla_engine.h"
 
 namespace py = pybind11;
 
@@ -24,6 +25,12 @@ void bind_distributed(py::module_& m) {
            }),
            py::arg("rank"), py::arg("size"), py::arg("host"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_xla_collective",
+      [](const std::string& kind, const std::vector<at::Tensor>& inputs, const std::string& reducer,
+         int64_t dim) { return distributed::run_xla_collective({kind, reducer, dim}, inputs); },
+      py::arg("kind"), py::arg("inputs"), py::arg("reducer") = "add", py::arg("dim") = 0,
+      py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace torch_tpu

@@ -7,12 +7,11 @@ case is then its own test here, failing with the rank's traceback."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from dist_workers import collectives_worker
-from dist_workers.launch import assert_passed, by_case, torchrun
+from dist_workers.launch import assert_passed, run_worker
 
 SYNC_ASYNC = [
     f"{case}-{mode}" for case in collectives_worker.cases(0, 2) for mode in ("sync", "async")
@@ -36,8 +35,7 @@ pytestmark = pytest.mark.xdist_group("dist_collectives")
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
-    path: Path = tmp_path_factory.mktemp("collectives") / "results"
-    return by_case(torchrun("collectives_worker.py", path, timeout=300))
+    return run_worker(tmp_path_factory, "collectives_worker.py", timeout=300)
 
 
 @pytest.mark.parametrize("case", SYNC_ASYNC + OTHER)

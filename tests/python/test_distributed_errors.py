@@ -5,11 +5,10 @@ within the group's timeout) and a rank that dies (the survivor's next collective
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dist_workers.launch import assert_passed, by_case, torchrun
+from dist_workers.launch import assert_passed, run_worker
 
 BOTH_RANKS = [
     "mixed_devices",
@@ -31,8 +30,7 @@ pytestmark = pytest.mark.xdist_group("dist_errors")
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
-    path: Path = tmp_path_factory.mktemp("errors") / "results"
-    return by_case(torchrun("errors_worker.py", path, timeout=120))
+    return run_worker(tmp_path_factory, "errors_worker.py", timeout=120)
 
 
 @pytest.mark.parametrize("case", BOTH_RANKS + SURVIVOR_ONLY)

@@ -7,11 +7,10 @@ loss_parallel match CPU gradients; a checkpoint saved on two ranks loads on one 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dist_workers.launch import assert_passed, by_case, torchrun
+from dist_workers.launch import assert_passed, run_worker
 
 CASES = [
     "fsdp2-reshard",
@@ -34,10 +33,7 @@ pytestmark = pytest.mark.xdist_group("dist_fsdp")
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
-    folder: Path = tmp_path_factory.mktemp("fsdp")
-    return by_case(
-        torchrun("fsdp_worker.py", folder / "results", timeout=300, env={"DIST_TMP": str(folder)})
-    )
+    return run_worker(tmp_path_factory, "fsdp_worker.py", timeout=300)
 
 
 @pytest.mark.parametrize("case", CASES)

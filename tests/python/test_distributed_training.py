@@ -5,11 +5,10 @@ hook, find_unused_parameters, and a torch.compile'd loss."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dist_workers.launch import assert_passed, by_case, torchrun
+from dist_workers.launch import assert_passed, run_worker
 
 DDP_CASES = [
     "ddp-strict",
@@ -29,8 +28,7 @@ pytestmark = pytest.mark.xdist_group("dist_training")
 
 @pytest.fixture(scope="module")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
-    path: Path = tmp_path_factory.mktemp("ddp") / "results"
-    return by_case(torchrun("ddp_worker.py", path, timeout=300))
+    return run_worker(tmp_path_factory, "ddp_worker.py", timeout=300)
 
 
 @pytest.mark.parametrize("case", DDP_CASES)

@@ -4,8 +4,6 @@ parameters). Each case writes one JSON line to $DIST_RESULTS.<rank>."""
 
 from __future__ import annotations
 
-import datetime
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,13 +14,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from training_common import (
     BATCH,
     TPU,
-    Results,
     WithUnused,
     compare,
+    finish,
     gpt,
     lm_loss,
     make_data,
     reference,
+    start,
 )
 
 import torch_tpu
@@ -71,13 +70,9 @@ def train_ddp(
 
 
 def main() -> None:
-    timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
-    dist.init_process_group("tpu_dist", timeout=timeout)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.tpu.set_device(0)
+    rank, world, results = start()
     data = make_data()
     want = reference(gpt, data)
-    results = Results(rank)
     case = results.case
 
     def plain(mode: str) -> Callable[[], None]:
@@ -131,9 +126,7 @@ def main() -> None:
         ),
     )
 
-    results.save()
-    dist.barrier()
-    dist.destroy_process_group()
+    finish(results)
 
 
 if __name__ == "__main__":

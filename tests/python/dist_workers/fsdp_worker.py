@@ -4,7 +4,6 @@ $DIST_RESULTS.<rank>."""
 
 from __future__ import annotations
 
-import datetime
 import os
 from collections.abc import Callable
 
@@ -18,7 +17,7 @@ from torch.distributed.tensor.parallel import (
     RowwiseParallel,
     parallelize_module,
 )
-from training_common import BATCH, TPU, Results, compare, gpt, lm_loss, make_data, reference
+from training_common import BATCH, TPU, compare, finish, gpt, lm_loss, make_data, reference, start
 
 import torch_tpu
 
@@ -62,21 +61,6 @@ def train_fsdp(
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
         losses.append(mean.item())
     return losses, {k: full(v) for k, v in model.named_parameters()}
-
-
-def clipped_reference(data: list[torch.Tensor], clip: float):
-    torch.manual_seed(0)
-    model = gpt()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for batch in data:
-        opt.zero_grad()
-        loss = lm_loss(model, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        losses.append(loss.item())
-    return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
 def dtensor_redistribution(world: int) -> None:
@@ -211,13 +195,9 @@ def checkpoint_round_trip(world: int, folder: str) -> None:
 
 
 def main() -> None:
-    timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
-    dist.init_process_group("tpu_dist", timeout=timeout)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.tpu.set_device(0)
+    rank, world, results = start()
     data = make_data()
     want = reference(gpt, data)
-    results = Results(rank)
     case = results.case
 
     def fsdp(tol: float = 1e-4, mode: str = "strict", **kwargs: object) -> Callable[[], None]:
@@ -236,7 +216,7 @@ def main() -> None:
     case(
         "fsdp2-clip_grad_norm",
         lambda: compare(
-            train_fsdp(data, rank, world, clip=0.5), clipped_reference(data, 0.5), 1e-4
+            train_fsdp(data, rank, world, clip=0.5), reference(gpt, data, clip=0.5), 1e-4
         ),
     )
     case("fsdp2-compiled", fsdp(compiled=True))
@@ -248,9 +228,7 @@ def main() -> None:
         "checkpoint-save_2_load_1_and_back",
         lambda: checkpoint_round_trip(world, os.environ["DIST_TMP"]),
     )
-    results.save()
-    dist.barrier()
-    dist.destroy_process_group()
+    finish(results)
 
 
 if __name__ == "__main__":

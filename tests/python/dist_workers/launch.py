@@ -70,3 +70,13 @@ def assert_passed(results: list[dict[str, dict[str, Any]]], case: str) -> None:
     for rank, cases in enumerate(results):
         assert case in cases, f"rank {rank} did not run {case}"
         assert cases[case]["error"] is None, f"rank {rank}: {cases[case]['error']}"
+
+
+def run_worker(
+    tmp_path_factory: Any, worker: str, timeout: float
+) -> list[dict[str, dict[str, Any]]]:
+    """One torchrun launch of `worker` in a fresh folder ($DIST_TMP for the worker's files);
+    each rank's results keyed by case name."""
+    folder: Path = tmp_path_factory.mktemp(Path(worker).stem)
+    per_rank = torchrun(worker, folder / "results", timeout=timeout, env={"DIST_TMP": str(folder)})
+    return by_case(per_rank)

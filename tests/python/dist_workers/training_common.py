@@ -3,6 +3,7 @@ on the full batch (the reference) and the comparison."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import traceback
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.nn import functional as F
 
 from torch_tpu.testing.tiny_gpt import TinyGPT
@@ -36,8 +38,11 @@ def lm_loss(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
 
 
-def reference(build: Callable[[], torch.nn.Module], data: list[torch.Tensor]):
-    """Single-process CPU training on the full batch: the losses and final parameters."""
+def reference(
+    build: Callable[[], torch.nn.Module], data: list[torch.Tensor], clip: float | None = None
+):
+    """Single-process CPU training on the full batch (gradient norms clipped to `clip`): the
+    losses and final parameters."""
     torch.manual_seed(0)
     model = build()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -46,6 +51,8 @@ def reference(build: Callable[[], torch.nn.Module], data: list[torch.Tensor]):
         opt.zero_grad()
         loss = lm_loss(model, batch)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.item())
     return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -89,3 +96,17 @@ class Results:
         with open(f"{os.environ['DIST_RESULTS']}.{self.rank}", "w") as f:
             for row in self.rows:
                 f.write(json.dumps(row) + "\n")
+
+
+def start() -> tuple[int, int, Results]:
+    """Joins the tpu_dist group (timeout $DIST_TIMEOUT, default 120 s): rank, world, results."""
+    timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
+    dist.init_process_group("tpu_dist", timeout=timeout)
+    torch.tpu.set_device(0)
+    return dist.get_rank(), dist.get_world_size(), Results(dist.get_rank())
+
+
+def finish(results: Results) -> None:
+    results.save()
+    dist.barrier()
+    dist.destroy_process_group()

@@ -1,0 +1,119 @@
+#include "csrc/distributed/xla_engine.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/device/types.h"
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/hlo/builder.h"
+#include "csrc/pjrt/compile_options.h"
+
+namespace torch_tpu::distributed {
+namespace {
+
+void check_inputs(const std::string& kind, const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK(inputs.size() >= 2, "tpu_dist xla ", kind, ": needs tensors on 2 or more devices");
+  std::vector<bool> seen(Runtime::get().device_count(), false);
+  for (const auto& t : inputs) {
+    TORCH_CHECK(t.device().is_privateuseone(), "tpu_dist xla ", kind, ": got a tensor on ",
+                t.device());
+    TORCH_CHECK(!seen.at(t.device().index()), "tpu_dist xla ", kind, ": two tensors on ",
+                t.device());
+    seen[t.device().index()] = true;
+    TORCH_CHECK(t.sizes() == inputs[0].sizes() && t.scalar_type() == inputs[0].scalar_type(),
+                "tpu_dist xla ", kind, ": every device's tensor must match the first's (",
+                inputs[0].scalar_type(), inputs[0].sizes(), "), got ", t.scalar_type(), t.sizes());
+  }
+}
+
+// The collective's module: the flat storage buffer in, the flat result out.
+std::string build_module(const XlaCollective& c, const at::Tensor& like, int64_t replicas,
+                         hlo::Shape& result_shape) {
+  hlo::Builder b;
+  const hlo::ElementType type = to_element_type(like.scalar_type());
+  hlo::Shape shape(like.sizes().begin(), like.sizes().end());
+  hlo::Value x = b.reshape(b.parameter({like.numel()}, type), shape);
+  std::vector<int64_t> group(replicas);
+  std::iota(group.begin(), group.end(), 0);
+  const std::vector<std::vector<int64_t>> groups{group};
+  hlo::Value y;
+  if (c.kind == "all_reduce") {
+    y = b.all_reduce(x, c.reducer, groups);
+  } else if (c.kind == "all_gather") {
+    y = b.all_gather(x, c.dim, groups);
+  } else if (c.kind == "reduce_scatter") {
+    y = b.reduce_scatter(x, c.dim, c.reducer, groups);
+  } else if (c.kind == "all_to_all") {
+    y = b.all_to_all(x, c.dim, c.dim, replicas, groups);
+  } else if (c.kind == "permute") {
+    std::vector<std::pair<int64_t, int64_t>> ring;
+    for (int64_t i = 0; i < replicas; ++i) ring.push_back({i, (i + 1) % replicas});
+    y = b.collective_permute(x, ring);
+  } else {
+    TORCH_CHECK(false, "tpu_dist xla: unknown collective '", c.kind, "'");
+  }
+  result_shape = y.shape;
+  const int64_t numel =
+      std::accumulate(y.shape.begin(), y.shape.end(), int64_t{1}, std::multiplies<>());
+  return b.module({b.reshape(y, {numel})});
+}
+
+// Compiled executables by (module text, device ids): a collective compiles once per shape.
+std::shared_ptr<pjrt::Executable> compiled(const std::string& text, const std::vector<int>& ids) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::vector<int>>, std::shared_ptr<pjrt::Executable>>
+      cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[{text, ids}];
+  if (!entry) {
+    entry = Runtime::get().client().compile(
+        text, pjrt::replicated_compile_options(static_cast<int>(ids.size()), ids));
+  }
+  return entry;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
+                                           const std::vector<at::Tensor>& inputs) {
+  check_inputs(collective.kind, inputs);
+  auto& runtime = Runtime::get();
+  std::vector<int> device_ids;
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  std::vector<std::vector<PJRT_Buffer*>> arguments;
+  for (const auto& t : inputs) {
+    // The executable reads a whole flat storage: other layouts go through a compact copy.
+    const bool compact =
+        t.is_contiguous() && t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes();
+    buffers.push_back(storage_buffer(compact ? t : t.clone(at::MemoryFormat::Contiguous)));
+    arguments.push_back({buffers.back()->raw()});
+    device_ids.push_back(runtime.client().devices().at(t.device().index()).id);
+  }
+  hlo::Shape result_shape;
+  std::string text;
+  try {
+    text = build_module(collective, inputs[0], static_cast<int64_t>(inputs.size()), result_shape);
+  } catch (const hlo::BuildError& error) {
+    TORCH_CHECK(false, "tpu_dist xla ", collective.kind, ": ", error.what());
+  }
+  auto results = compiled(text, device_ids)->execute_replicated(arguments);
+  const hlo::ElementType type = to_element_type(inputs[0].scalar_type());
+  std::vector<at::Tensor> outputs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    results[i].done.await("tpu_dist xla collective");
+    at::Tensor out = at::empty(c10::IntArrayRef(result_shape), inputs[i].options());
+    device_storage(out).assign(std::make_shared<pjrt::Buffer>(std::move(results[i].outputs.at(0))),
+                               type);
+    outputs.push_back(out);
+  }
+  return outputs;
+}
+
+}  // namespace torch_tpu::distributed

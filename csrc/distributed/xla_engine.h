@@ -1,0 +1,27 @@
+// The XLA collective engine: one collective over tensors on several local devices, compiled
+// into one replicated executable (stablehlo.all_reduce, all_gather, reduce_scatter,
+// all_to_all, collective_permute) that PJRT launches on every device at once. This is how a
+// plugin with a device interconnect (libtpu, the CUDA plugin) moves data without the host; on
+// the CPU plugin it runs in one process over several CPU devices (TORCH_TPU_CPU_DEVICE_COUNT).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_tpu::distributed {
+
+struct XlaCollective {
+  std::string kind;     // all_reduce, all_gather, reduce_scatter, all_to_all, permute
+  std::string reducer;  // all_reduce / reduce_scatter: add, multiply, minimum, maximum, and, or
+  int64_t dim = 0;      // all_gather / reduce_scatter / all_to_all: the dimension
+};
+
+// `inputs` holds one tensor per participating device (distinct tpu devices, equal shapes and
+// dtypes); returns the result on each device, in the same order. `permute` sends device i's
+// tensor to device i + 1 (a ring). Waits for the results.
+std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
+                                           const std::vector<at::Tensor>& inputs);
+
+}  // namespace torch_tpu::distributed
