@@ -9,8 +9,9 @@
 # every sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an
 # hour on two cores); run it before calling coverage or fusion work done. Extra arguments go to pytest in both passes.
 #
-# Both passes share one persistent compile cache, new for each run (as on a fresh CI machine):
-# executables compiled by one worker or pass are loaded, not compiled again, by the others.
+# Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
+# would turn another worker's or pass's compiles into disk hits under tests that count
+# compiles, and only fused and compiled graphs are persisted, so it would save little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FULL=0
@@ -21,9 +22,6 @@ fi
 bash scripts/setup.sh
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
-CACHE=$(mktemp -d -t torch_tpu_test_cache.XXXXXX)
-trap 'rm -rf "$CACHE"' EXIT
-export TORCH_TPU_CACHE_DIR=$CACHE
 # loadgroup: each distributed test module's torchrun launch stays on one worker.
 PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4
         --dist loadgroup --durations 15)

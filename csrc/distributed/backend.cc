@@ -4,6 +4,8 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 #include "csrc/distributed/agreement.h"
 #include "csrc/distributed/host_staging.h"
 
