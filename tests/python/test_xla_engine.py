@@ -15,11 +15,12 @@ import pytest
 from dist_workers import xla_engine_worker
 
 WORKER = Path(__file__).resolve().parent / "dist_workers" / "xla_engine_worker.py"
-# One worker process serves the whole module: keep its tests on one xdist worker.
+# One worker process serves the whole module: its tests stay on one xdist worker, and the
+# fixture is session-scoped so that other modules' tests run in between do not rerun it.
 pytestmark = pytest.mark.xdist_group("xla_engine")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     path = tmp_path_factory.mktemp("xla_engine") / "results"
     env = {**os.environ, "TORCH_TPU_CPU_DEVICE_COUNT": "2", "DIST_RESULTS": str(path)}
