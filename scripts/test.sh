@@ -22,9 +22,8 @@ fi
 bash scripts/setup.sh
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
-# loadgroup: each distributed test module's torchrun launch stays on one worker.
 PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4
-        --dist loadgroup --durations 15)
+        --durations 15)
 echo "[test] C++ units (ctest)"
 ctest --test-dir build --output-on-failure
 if [ "$FULL" = 1 ]; then

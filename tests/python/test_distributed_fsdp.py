@@ -26,11 +26,6 @@ CASES = [
     "checkpoint-save_2_load_1_and_back",
 ]
 
-# One torchrun launch serves the whole module: its tests stay on one xdist worker (test.sh runs
-# --dist loadgroup), and the fixture is session-scoped so that other modules' tests run in
-# between do not launch it again.
-pytestmark = pytest.mark.xdist_group("dist_fsdp")
-
 
 @pytest.fixture(scope="session")
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:

@@ -21,12 +21,6 @@ DDP_CASES = [
 ]
 
 
-# One torchrun launch serves the whole module: its tests stay on one xdist worker (test.sh runs
-# --dist loadgroup), and the fixture is session-scoped so that other modules' tests run in
-# between do not launch it again.
-pytestmark = pytest.mark.xdist_group("dist_training")
-
-
 @pytest.fixture(scope="session")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
     return run_worker(tmp_path_factory, "ddp_worker.py", timeout=300)

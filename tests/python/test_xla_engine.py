@@ -13,23 +13,24 @@ from typing import Any
 
 import pytest
 from dist_workers import xla_engine_worker
+from dist_workers.launch import once_per_run
 
 WORKER = Path(__file__).resolve().parent / "dist_workers" / "xla_engine_worker.py"
-# One worker process serves the whole module: its tests stay on one xdist worker, and the
-# fixture is session-scoped so that other modules' tests run in between do not rerun it.
-pytestmark = pytest.mark.xdist_group("xla_engine")
 
 
 @pytest.fixture(scope="session")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    path = tmp_path_factory.mktemp("xla_engine") / "results"
-    env = {**os.environ, "TORCH_TPU_CPU_DEVICE_COUNT": "2", "DIST_RESULTS": str(path)}
-    done = subprocess.run(
-        [sys.executable, str(WORKER)], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-6000:]
-    rows = [json.loads(line) for line in Path(f"{path}.0").read_text().splitlines()]
-    return {r["case"]: r for r in rows}
+    def run() -> dict[str, dict[str, Any]]:
+        path = tmp_path_factory.mktemp("xla_engine") / "results"
+        env = {**os.environ, "TORCH_TPU_CPU_DEVICE_COUNT": "2", "DIST_RESULTS": str(path)}
+        done = subprocess.run(
+            [sys.executable, str(WORKER)], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-6000:]
+        rows = [json.loads(line) for line in Path(f"{path}.0").read_text().splitlines()]
+        return {r["case"]: r for r in rows}
+
+    return once_per_run(tmp_path_factory, "xla_engine", run)
 
 
 @pytest.mark.parametrize("case", list(xla_engine_worker.cases()))

@@ -3,11 +3,13 @@ every rank's output instead of eating the CI budget."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +74,33 @@ def assert_passed(results: list[dict[str, dict[str, Any]]], case: str) -> None:
         assert cases[case]["error"] is None, f"rank {rank}: {cases[case]['error']}"
 
 
+def once_per_run(tmp_path_factory: Any, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` (JSON-able) once per test run. Under pytest-xdist one module's tests may
+    land on several workers: the first to arrive computes, the others wait on a lock and read
+    its result, so a worker process is launched once per run."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent  # the xdist workers' common folder
+    with open(shared / f"{key}-{run_id}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / f"{key}-{run_id}.json"
+        if done.exists():
+            return json.loads(done.read_text())
+        result = compute()
+        done.write_text(json.dumps(result))
+        return result
+
+
 def run_worker(
     tmp_path_factory: Any, worker: str, timeout: float
 ) -> list[dict[str, dict[str, Any]]]:
-    """One torchrun launch of `worker` in a fresh folder ($DIST_TMP for the worker's files);
-    each rank's results keyed by case name."""
-    folder: Path = tmp_path_factory.mktemp(Path(worker).stem)
-    per_rank = torchrun(worker, folder / "results", timeout=timeout, env={"DIST_TMP": str(folder)})
-    return by_case(per_rank)
+    """One torchrun launch of `worker` per test run, in a fresh folder ($DIST_TMP for the
+    worker's files); each rank's results keyed by case name."""
+
+    def launch() -> list[dict[str, dict[str, Any]]]:
+        folder: Path = tmp_path_factory.mktemp(Path(worker).stem)
+        env = {"DIST_TMP": str(folder)}
+        return by_case(torchrun(worker, folder / "results", timeout=timeout, env=env))
+
+    return once_per_run(tmp_path_factory, Path(worker).stem, launch)
