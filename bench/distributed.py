@@ -1,7 +1,8 @@
 """tpu_dist on two processes, side by side from one run:
 
 1. all_reduce time and bus bandwidth for 1 KB - 64 MB float32 on tpu tensors (the host-staged
-   engine) next to the same call on CPU tensors through Gloo, and their ratio;
+   engine; with the cross-rank agreement check, the default, and without it) next to the same
+   call on CPU tensors through Gloo, and their ratios; the three take turns per repeat;
 2. a DDP and an FSDP2 training step of a small transformer on 2 processes (tpu, tpu_dist) next
    to the same step in 1 process on tpu, and next to 2 processes on CPU tensors with Gloo.
 
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import subprocess
@@ -24,6 +26,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from torch_tpu.distributed import set_collective_checks
 from torch_tpu.testing.tiny_gpt import TinyGPT
 
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -43,23 +46,61 @@ def seconds(fn: Callable[[], object], sync: Callable[[], object], repeats: int) 
     return statistics.median(samples)
 
 
+def interleaved(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Median seconds of each run, the runs taking turns so drift on the shared cores hits all."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            samples[name].append(run())
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def all_reduce_table(gloo: dist.ProcessGroup) -> list[str]:
     world = dist.get_world_size()
     lines = [
-        f"{'all_reduce float32':>18} {'tpu ms':>9} {'gloo ms':>9} {'tpu GB/s':>9} "
-        f"{'gloo GB/s':>9} {'tpu/gloo':>9}"
+        f"{'all_reduce float32':>18} {'tpu ms':>9} {'unchecked':>9} {'gloo ms':>9} "
+        f"{'tpu GB/s':>9} {'gloo GB/s':>9} {'tpu/gloo':>9} {'unchecked/gloo':>15}"
     ]
+
+    def timed(fn: Callable[[], object], sync: Callable[[], object], checks: bool) -> float:
+        set_collective_checks(checks)
+        dist.barrier()
+        start = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - start
+
     for nbytes in SIZES:
         n = nbytes // 4
-        repeats = 30 if nbytes <= (4 << 20) else 8
+        repeats = 30 if nbytes <= (4 << 20) else 10
         on_tpu = torch.ones(n, device="tpu")
         on_cpu = torch.ones(n)
-        t_tpu = seconds(lambda t=on_tpu: dist.all_reduce(t), torch.tpu.synchronize, repeats)
-        t_cpu = seconds(lambda t=on_cpu: dist.all_reduce(t, group=gloo), lambda: None, repeats)
+        dist.all_reduce(on_tpu)
+        torch.tpu.synchronize()
+        tpu_sync = torch.tpu.synchronize
+        med = interleaved(
+            {
+                "tpu": functools.partial(
+                    timed, functools.partial(dist.all_reduce, on_tpu), tpu_sync, True
+                ),
+                "unchecked": functools.partial(
+                    timed, functools.partial(dist.all_reduce, on_tpu), tpu_sync, False
+                ),
+                "gloo": functools.partial(
+                    timed,
+                    functools.partial(dist.all_reduce, on_cpu, group=gloo),
+                    lambda: None,
+                    True,
+                ),
+            },
+            repeats,
+        )
+        set_collective_checks(True)
         bus = 2 * (world - 1) / world * nbytes / 1e9  # bytes each rank sends and receives
         lines.append(
-            f"{_size(nbytes):>18} {t_tpu * 1e3:>9.3f} {t_cpu * 1e3:>9.3f} {bus / t_tpu:>9.3f} "
-            f"{bus / t_cpu:>9.3f} {t_tpu / t_cpu:>8.2f}x"
+            f"{_size(nbytes):>18} {med['tpu'] * 1e3:>9.3f} {med['unchecked'] * 1e3:>9.3f} "
+            f"{med['gloo'] * 1e3:>9.3f} {bus / med['tpu']:>9.3f} {bus / med['gloo']:>9.3f} "
+            f"{med['tpu'] / med['gloo']:>8.2f}x {med['unchecked'] / med['gloo']:>14.2f}x"
         )
     return lines
 

@@ -243,7 +243,9 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    """Device buffers are freed as soon as their last tensor goes; nothing is cached."""
+    """Device buffers are freed as soon as their last tensor goes; this returns the cached
+    pinned host blocks (staging buffers, ``pin_memory()``) to the system."""
+    _C._empty_host_cache()
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

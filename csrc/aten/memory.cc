@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/host_transfer.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
@@ -134,6 +135,28 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
   device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
 }
 
+}  // namespace
+
+void adopt_host_values(const at::Tensor& dst, at::Tensor host) {
+  if (!dst.is_privateuseone() || !host.is_cpu() || host.scalar_type() != dst.scalar_type() ||
+      !host.sizes().equals(dst.sizes()) || !host.is_contiguous() || host.is_conj() ||
+      host.is_neg() || !covers_whole_storage(dst) || dst.is_conj() || dst.is_neg() ||
+      dst.numel() == 0) {
+    const_cast<at::Tensor&>(dst).copy_(host);
+    return;
+  }
+  auto& runtime = Runtime::get();
+  hlo::ElementType type = to_element_type(dst.scalar_type());
+  std::vector<int64_t> dims{host.numel()};
+  metrics().uploads++;
+  pjrt::Buffer buffer = runtime.client().upload_zero_copy(host.data_ptr(), to_pjrt_type(type), dims,
+                                                          runtime.device(dst.device().index()),
+                                                          [keep = host.storage()]() {});
+  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+}
+
+namespace {
+
 const c10::FunctionSchema& copy_schema() {
   static const c10::FunctionSchema& schema =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "").schema();
@@ -183,6 +206,9 @@ at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocki
   } else if (self.is_privateuseone()) {
     TORCH_CHECK(src.is_cpu(), "torch_tpu: cannot copy from ", src.device(), " to tpu");
     upload_into(self, src, non_blocking);
+  } else if (self.scalar_type() == src.scalar_type() && self.sizes().equals(src.sizes()) &&
+             self.is_contiguous() && !self.is_conj() && !self.is_neg()) {
+    download(src, self.data_ptr());  // straight into the destination: no second host copy
   } else {
     // tpu -> cpu: download densely in the source dtype, then let CPU copy_ convert/stride.
     at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));

@@ -10,29 +10,70 @@
 namespace torch_tpu {
 namespace {
 
-std::mutex blocks_mutex;
-std::map<std::uintptr_t, std::size_t>& blocks() {  // start -> size
-  static auto* map = new std::map<std::uintptr_t, std::size_t>();
-  return *map;
+// Freed blocks are kept for reuse, as CUDA's host allocator does: a fresh large block costs a
+// page fault per page on first touch, which dominated host-staged collectives (a 16 MB
+// all_reduce spent ~4.5 ms faulting in its staging buffers).
+constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 30;
+
+// Sizes are rounded so buffers of nearly equal sizes share blocks: powers of two up to 1 MiB,
+// whole MiBs above.
+std::size_t block_size(std::size_t nbytes) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  if (nbytes >= kMiB) return (nbytes + kMiB - 1) / kMiB * kMiB;
+  std::size_t size = 512;
+  while (size < nbytes) size <<= 1;
+  return size;
+}
+
+struct Blocks {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::size_t> live;  // start -> block size
+  std::multimap<std::size_t, void*> cached;    // block size -> start
+  std::size_t cached_bytes = 0;
+};
+
+Blocks& blocks() {
+  static auto* state = new Blocks();  // never destroyed: frees may come during exit
+  return *state;
 }
 
 void free_pinned(void* ptr) {
-  {
-    std::lock_guard<std::mutex> lock(blocks_mutex);
-    blocks().erase(reinterpret_cast<std::uintptr_t>(ptr));
+  Blocks& state = blocks();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == state.live.end()) return;
+  const std::size_t size = it->second;
+  state.live.erase(it);
+  if (state.cached_bytes + size > kMaxCachedBytes) {
+    c10::free_cpu(ptr);
+    return;
   }
-  c10::free_cpu(ptr);
+  state.cached.emplace(size, ptr);
+  state.cached_bytes += size;
 }
 
 class PinnedMemoryAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t nbytes) override {
-    void* ptr = nbytes == 0 ? nullptr : c10::alloc_cpu(nbytes);
-    if (ptr != nullptr) {
-      std::lock_guard<std::mutex> lock(blocks_mutex);
-      blocks()[reinterpret_cast<std::uintptr_t>(ptr)] = nbytes;
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (nbytes == 0) return {nullptr, nullptr, &free_pinned, cpu};
+    const std::size_t size = block_size(nbytes);
+    Blocks& state = blocks();
+    void* ptr = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      if (auto it = state.cached.find(size); it != state.cached.end()) {
+        ptr = it->second;
+        state.cached.erase(it);
+        state.cached_bytes -= size;
+      }
     }
-    return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+    if (ptr == nullptr) ptr = c10::alloc_cpu(size);
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      state.live[reinterpret_cast<std::uintptr_t>(ptr)] = size;
+    }
+    return {ptr, ptr, &free_pinned, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -49,11 +90,26 @@ c10::Allocator* pinned_memory_allocator() {
 
 bool is_pinned(const void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(blocks_mutex);
-  auto it = blocks().upper_bound(address);
-  if (it == blocks().begin()) return false;
+  Blocks& state = blocks();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.live.upper_bound(address);
+  if (it == state.live.begin()) return false;
   --it;
   return address < it->first + it->second;
+}
+
+void empty_pinned_memory_cache() {
+  Blocks& state = blocks();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (auto& [size, ptr] : state.cached) c10::free_cpu(ptr);
+  state.cached.clear();
+  state.cached_bytes = 0;
+}
+
+std::size_t pinned_memory_cached_bytes() {
+  Blocks& state = blocks();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.cached_bytes;
 }
 
 }  // namespace torch_tpu

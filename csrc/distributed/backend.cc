@@ -95,43 +95,48 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::finish(HostStaging& stage,
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   check_devices("broadcast", tensors);
-  check_agreement(*host_, "broadcast", c10d::OpType::BROADCAST, tensors, true);
+  Agreement agreement(*host_, "broadcast", c10d::OpType::BROADCAST, tensors, true);
   HostStaging stage("broadcast");
   stage.move_bytes_only();
   auto host = stage.in_outs(tensors);
+  agreement.verify();
   return finish(stage, host_->broadcast(host, opts), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   check_devices("all_reduce", tensors);
-  check_agreement(*host_, "all_reduce", c10d::OpType::ALLREDUCE, tensors, true);
+  Agreement agreement(*host_, "all_reduce", c10d::OpType::ALLREDUCE, tensors, true);
   HostStaging stage("all_reduce");
   c10d::AllreduceOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
   auto host = stage.in_outs(tensors);
+  agreement.verify();
   return finish(stage, host_->allreduce(host, host_opts), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_devices("all_reduce_coalesced", tensors);
-  check_agreement(*host_, "all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, true);
+  Agreement agreement(*host_, "all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                      true);
   HostStaging stage("all_reduce_coalesced");
   c10d::AllreduceCoalescedOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
   auto host = stage.in_outs(tensors);
+  agreement.verify();
   return finish(stage, host_->allreduce_coalesced(host, host_opts), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::ReduceOptions& opts) {
   check_devices("reduce", tensors);
-  check_agreement(*host_, "reduce", c10d::OpType::REDUCE, tensors, true);
+  Agreement agreement(*host_, "reduce", c10d::OpType::REDUCE, tensors, true);
   HostStaging stage("reduce");
   c10d::ReduceOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
   auto host = stage.in_outs(tensors);
+  agreement.verify();
   return finish(stage, host_->reduce(host, host_opts), tensors);
 }
 
@@ -140,23 +145,26 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      const c10d::AllgatherOptions& opts) {
   check_devices("all_gather", inputs);
   check_devices("all_gather", outputs);
-  check_agreement(*host_, "all_gather", c10d::OpType::ALLGATHER, inputs, true);
+  Agreement agreement(*host_, "all_gather", c10d::OpType::ALLGATHER, inputs, true);
   HostStaging stage("all_gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
   auto host_outputs = stage.output_lists(outputs);
+  agreement.verify();
   return finish(stage, host_->allgather(host_outputs, host_inputs, opts), flatten(outputs));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                            const c10d::AllgatherOptions& opts) {
   check_devices("all_gather_into_tensor", {output, input});
-  check_agreement(*host_, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, true);
+  Agreement agreement(*host_, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input},
+                      true);
   HostStaging stage("all_gather_into_tensor");
   stage.move_bytes_only();
   // The input first: FSDP2 gathers into a buffer its input is a view of.
   at::Tensor host_input = stage.input(input);
   at::Tensor host_output = stage.output(output);
+  agreement.verify();
   return finish(stage, host_->_allgather_base(host_output, host_input, opts), {output});
 }
 
@@ -165,11 +173,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   check_devices("all_gather_coalesced", inputs);
   check_devices("all_gather_coalesced", outputs);
-  check_agreement(*host_, "all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs, true);
+  Agreement agreement(*host_, "all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs,
+                      true);
   HostStaging stage("all_gather_coalesced");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
   auto host_outputs = stage.output_lists(outputs);
+  agreement.verify();
   return finish(stage, host_->allgather_coalesced(host_outputs, host_inputs, opts),
                 flatten(outputs));
 }
@@ -188,11 +198,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                                                   const c10d::GatherOptions& opts) {
   check_devices("gather", inputs);
   check_devices("gather", outputs);
-  check_agreement(*host_, "gather", c10d::OpType::GATHER, inputs, true);
+  Agreement agreement(*host_, "gather", c10d::OpType::GATHER, inputs, true);
   HostStaging stage("gather");
   stage.move_bytes_only();
   auto host_inputs = stage.inputs(inputs);
   auto host_outputs = stage.output_lists(outputs);
+  agreement.verify();
   return finish(stage, host_->gather(host_outputs, host_inputs, opts), flatten(outputs));
 }
 
@@ -201,11 +212,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    const c10d::ScatterOptions& opts) {
   check_devices("scatter", outputs);
   check_devices("scatter", inputs);
-  check_agreement(*host_, "scatter", c10d::OpType::SCATTER, outputs, true);
+  Agreement agreement(*host_, "scatter", c10d::OpType::SCATTER, outputs, true);
   HostStaging stage("scatter");
   stage.move_bytes_only();
   auto host_inputs = stage.input_lists(inputs);
   auto host_outputs = stage.outputs(outputs);
+  agreement.verify();
   return finish(stage, host_->scatter(host_outputs, host_inputs, opts), outputs);
 }
 
@@ -214,25 +226,27 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   check_devices("reduce_scatter", outputs);
   check_devices("reduce_scatter", inputs);
-  check_agreement(*host_, "reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, true);
+  Agreement agreement(*host_, "reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, true);
   HostStaging stage("reduce_scatter");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(outputs));
   auto host_inputs = stage.input_lists(inputs);
   auto host_outputs = stage.outputs(outputs);
+  agreement.verify();
   return finish(stage, host_->reduce_scatter(host_outputs, host_inputs, host_opts), outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   check_devices("reduce_scatter_tensor", {output, input});
-  check_agreement(*host_, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
-                  true);
+  Agreement agreement(*host_, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                      true);
   HostStaging stage("reduce_scatter_tensor");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), output.scalar_type());
   at::Tensor host_input = stage.input(input);
   at::Tensor host_output = stage.output(output);
+  agreement.verify();
   return finish(stage, host_->_reduce_scatter_base(host_output, host_input, host_opts), {output});
 }
 
@@ -250,11 +264,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
                                                          std::vector<int64_t>& input_split_sizes,
                                                          const c10d::AllToAllOptions& opts) {
   check_devices("all_to_all_single", {output, input});
-  check_agreement(*host_, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, false);
+  Agreement agreement(*host_, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, false);
   HostStaging stage("all_to_all_single");
   stage.move_bytes_only();
   at::Tensor host_input = stage.input(input);
   at::Tensor host_output = stage.output(output);
+  agreement.verify();
   return finish(
       stage,
       host_->alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes, opts),
@@ -272,7 +287,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
       inputs.size(), " and ", outputs.size());
   // One flat all_to_all_single with a split per rank, so the tensors may differ in shape
   // (the host group's list form needs equal shapes).
-  check_agreement(*host_, "all_to_all", c10d::OpType::ALLTOALL, inputs, false);
+  Agreement agreement(*host_, "all_to_all", c10d::OpType::ALLTOALL, inputs, false);
   HostStaging stage("all_to_all");
   stage.move_bytes_only();
   // Complex tensors travel as their real view: two transport elements per element.
@@ -296,6 +311,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
     offset += t.numel();
   }
   at::Tensor host_output = stage.transport(staged_output).reshape({-1});
+  agreement.verify();
   return finish(stage,
                 host_->alltoall_base(host_output, host_input, output_splits, input_splits, opts),
                 outputs);

@@ -1,5 +1,6 @@
 #include "csrc/distributed/host_staging.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
@@ -7,6 +8,9 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+
+#include "csrc/aten/host_transfer.h"
+#include "csrc/device/pinned_memory.h"
 
 namespace torch_tpu::distributed {
 
@@ -49,10 +53,16 @@ at::Tensor HostStaging::transport(const at::Tensor& host) const {
 
 at::Tensor HostStaging::to_host(const at::Tensor& tensor, bool copy_values) {
   if (tensor.device().is_cpu()) return tensor;
-  // .to(kCPU) waits for exactly the device work (pending fused graphs included) that
-  // produces this tensor.
-  return copy_values ? tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous()
-                     : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+  // Staging buffers come from the caching pinned allocator: reused blocks are not faulted in
+  // again, and a result handed to the device (adopt_host_values) goes back to the cache when
+  // its device buffer is freed.
+  at::Tensor host = at::detail::empty_generic(tensor.sizes(), pinned_memory_allocator(),
+                                              c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                              tensor.scalar_type(), std::nullopt);
+  // copy_ waits for exactly the device work (pending fused graphs included) that produces
+  // this tensor, and downloads straight into the buffer.
+  if (copy_values) host.copy_(tensor);
+  return host;
 }
 
 at::Tensor HostStaging::write_back_later(const at::Tensor& device, at::Tensor host) {
@@ -60,9 +70,15 @@ at::Tensor HostStaging::write_back_later(const at::Tensor& device, at::Tensor ho
   return transport(host);
 }
 
+at::Tensor HostStaging::scaled_input(const at::Tensor& tensor, const at::Tensor& host) const {
+  if (input_scale_ == 1.0) return host;
+  // A CPU input is the caller's own tensor: scale a copy. A staging buffer is scaled in place.
+  return host.is_same(tensor) ? host * input_scale_ : host.mul_(input_scale_);
+}
+
 at::Tensor HostStaging::input(const at::Tensor& tensor) {
   at::Tensor host = to_host(tensor, true);
-  return transport(input_scale_ != 1.0 ? host * input_scale_ : host);
+  return transport(scaled_input(tensor, host));
 }
 
 at::Tensor HostStaging::output(const at::Tensor& tensor) {
@@ -71,7 +87,7 @@ at::Tensor HostStaging::output(const at::Tensor& tensor) {
 
 at::Tensor HostStaging::in_out(const at::Tensor& tensor) {
   at::Tensor host = to_host(tensor, true);
-  return write_back_later(tensor, input_scale_ != 1.0 ? host * input_scale_ : host);
+  return write_back_later(tensor, scaled_input(tensor, host));
 }
 
 std::vector<at::Tensor> HostStaging::inputs(const std::vector<at::Tensor>& tensors) {
@@ -117,7 +133,8 @@ void HostStaging::wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host
   }
   for (auto& [device, host] : write_backs_) {
     if (output_scale_ != 1.0) host.mul_(output_scale_);
-    if (!host.is_same(device)) device.copy_(host);
+    // The staging buffer is not used again: the device tensor may take it over.
+    if (!host.is_same(device)) aten::adopt_host_values(device, host);
   }
 }
 

@@ -62,6 +62,8 @@ class HostStaging {
 
  private:
   at::Tensor to_host(const at::Tensor& tensor, bool copy_values);
+  // `host` (to_host of `tensor`) scaled for PREMUL_SUM.
+  at::Tensor scaled_input(const at::Tensor& tensor, const at::Tensor& host) const;
   at::Tensor write_back_later(const at::Tensor& device, at::Tensor host);
 
   struct WriteBack {

@@ -179,9 +179,24 @@ Buffer Client::upload(const void* data, PJRT_Buffer_Type type, std::span<const i
 
 Buffer Client::upload_async(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
                             PJRT_Device* device, std::function<void()> release) const {
+  return upload_releasing(data, type, dims, device,
+                          PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
+                          std::move(release));
+}
+
+Buffer Client::upload_zero_copy(const void* data, PJRT_Buffer_Type type,
+                                std::span<const int64_t> dims, PJRT_Device* device,
+                                std::function<void()> release) const {
+  return upload_releasing(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableZeroCopy,
+                          std::move(release));
+}
+
+Buffer Client::upload_releasing(const void* data, PJRT_Buffer_Type type,
+                                std::span<const int64_t> dims, PJRT_Device* device,
+                                PJRT_HostBufferSemantics semantics,
+                                std::function<void()> release) const {
   PJRT_Event* done = nullptr;
-  Buffer buffer = upload_with(data, type, dims, device,
-                              PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+  Buffer buffer = upload_with(data, type, dims, device, semantics, &done);
   Event(api(), done).on_ready([release = std::move(release)](auto) { release(); });
   return buffer;
 }

@@ -69,6 +69,10 @@ class Client {
   // As upload, but returns at once; `release` runs (on any thread) once `data` may be freed.
   Buffer upload_async(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
                       PJRT_Device* device, std::function<void()> release) const;
+  // As upload_async, but the buffer may alias `data` for its whole life (the CPU plugin does,
+  // which skips the copy): `data` must stay unchanged until `release` runs.
+  Buffer upload_zero_copy(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                          PJRT_Device* device, std::function<void()> release) const;
 
   // Memory statistics where the plugin reports them; nullopt where it does not.
   std::optional<MemoryStats> memory_stats(PJRT_Device* device) const;
@@ -78,6 +82,10 @@ class Client {
   Buffer upload_with(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
                      PJRT_Device* device, PJRT_HostBufferSemantics semantics,
                      PJRT_Event** done) const;
+  // Uploads with `semantics`; `release` runs once the plugin is done with `data`.
+  Buffer upload_releasing(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                          PJRT_Device* device, PJRT_HostBufferSemantics semantics,
+                          std::function<void()> release) const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_;
   std::vector<DeviceInfo> devices_;

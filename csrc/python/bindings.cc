@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "csrc/device/generator.h"
+#include "csrc/device/pinned_memory.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/dispatcher.h"
@@ -149,6 +150,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_memory_stats", &memory_stats);
   m.def("_reset_peak_memory_stats", &reset_peak_allocator_stats);
+  m.def("_empty_host_cache", &empty_pinned_memory_cache);
+  m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });
   m.def("_reset_metrics", [] { metrics().reset(); });
   m.def("_cache_size", &cache_size);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "csrc/distributed/agreement.h"
 #include "csrc/distributed/backend.h"
 #include "csrc/distributed/xla_engine.h"
 
@@ -25,6 +26,8 @@ void bind_distributed(py::module_& m) {
            }),
            py::arg("rank"), py::arg("size"), py::arg("host"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
+  m.def("_set_collective_checks", &distributed::set_agreement_check, py::arg("enabled"));
+  m.def("_collective_checks_enabled", &distributed::agreement_check_enabled);
   m.def(
       "_xla_collective",
       [](const std::string& kind, const std::vector<at::Tensor>& inputs, const std::string& reducer,

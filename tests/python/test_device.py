@@ -315,3 +315,40 @@ def test_libtpu_is_skipped_without_tpu_devices(tmp_path: Path, monkeypatch: Any)
         (tmp_path / "dev" / node).touch()
         assert _plugin.resolve() == ("tpu", library)
         (tmp_path / "dev" / node).unlink()
+
+
+def test_pinned_memory_is_cached_and_released_by_empty_cache() -> None:
+    import torch_tpu._C as C
+
+    torch.tpu.empty_cache()
+    assert C._host_cache_bytes() == 0
+    src = torch.randn(3000)
+    pinned = src.pin_memory()
+    assert pinned.is_pinned() and not src.is_pinned()
+    torch.testing.assert_close(pinned, src)
+    address = pinned.data_ptr()
+    del pinned
+    assert C._host_cache_bytes() >= 3000 * 4  # the freed block waits for reuse
+    again = torch.zeros(2900).pin_memory()  # rounds to the same block size: the block returns
+    assert again.is_pinned() and again.data_ptr() == address
+    assert torch.equal(again, torch.zeros(2900))
+    del again
+    torch.tpu.empty_cache()
+    assert C._host_cache_bytes() == 0
+
+
+@pytest.mark.parametrize(
+    "make_dst",
+    [
+        lambda s: torch.empty(s),  # same dtype, dense: downloaded straight into it
+        lambda s: torch.empty(s[::-1]).t(),  # strided destination
+        lambda s: torch.empty(s, dtype=torch.float64),  # converting copy
+    ],
+    ids=["dense", "strided", "converting"],
+)
+def test_copy_from_tpu_into_a_cpu_tensor(make_dst: Any) -> None:
+    src = torch.randn(6, 5)
+    on_tpu = (src.to("tpu") * 2).t()  # a view of a computed tensor
+    dst = make_dst((5, 6))
+    dst.copy_(on_tpu)
+    torch.testing.assert_close(dst, (src * 2).t().to(dst.dtype))

@@ -19,6 +19,7 @@ SYNC_ASYNC = [
 OTHER = [
     *collectives_worker.special_cases(0, 2),
     "topology_aware_mesh",
+    "staged_results_survive_buffer_reuse",
     "pending_work_under_defer_and_fuse",
     "coalesced",
     "subgroups",

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from ._topology import order_ranks
 
-__all__ = ["BACKEND_NAME", "device_attributes", "topology_aware_mesh"]
+__all__ = ["BACKEND_NAME", "device_attributes", "set_collective_checks", "topology_aware_mesh"]
 
 BACKEND_NAME = "tpu_dist"
 ENGINE_VAR = "TORCH_TPU_DIST_ENGINE"
@@ -46,6 +46,22 @@ def _create_backend(options: Any, backend_options: Any) -> dist.Backend:
     timeout: datetime.timedelta = options.timeout
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, timeout)
     return _C._TpuBackend(options.group_rank, options.group_size, host, timeout)
+
+
+def set_collective_checks(enabled: bool) -> bool:
+    """Turns the cross-rank agreement check on or off; returns the previous setting.
+
+    With it on (the default, or ``TORCH_TPU_DIST_CHECK=1``), every collective first exchanges
+    (collective, dtype, element count) with the other ranks, overlapped with staging, so a
+    mismatched call raises an error naming both sides instead of hanging or mixing bytes. It
+    costs one small host all_gather per collective; turn it off on every rank alike once a
+    program is known to be consistent.
+    """
+    from .. import _C
+
+    previous = bool(_C._collective_checks_enabled())
+    _C._set_collective_checks(bool(enabled))
+    return previous
 
 
 def register() -> None:

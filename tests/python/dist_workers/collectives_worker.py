@@ -329,12 +329,34 @@ def main() -> None:
         flipped = torch.tpu.distributed.topology_aware_mesh((world,), ("dp",), attributes=fake)
         assert flipped.mesh.tolist() == list(reversed(range(world))), flipped.mesh
 
+    def staged_results_survive_buffer_reuse() -> None:
+        # Results take over their host staging buffers (zero-copy on the CPU plugin); a buffer
+        # goes back to the cache only when its device buffer dies, so later collectives of
+        # the same size that reuse cached blocks never change earlier results.
+        n = 1 << 16
+        kept = []
+        for i in range(3):
+            x = torch.full((n,), float(rank + i), device=TPU)
+            dist.all_reduce(x)
+            kept.append(x)
+            for j in range(3):  # results freed at once: their blocks cycle through the cache
+                y = torch.full((n,), -100.0 - j, device=TPU)
+                dist.all_reduce(y)
+                torch.testing.assert_close(y.cpu(), torch.full((n,), (-100.0 - j) * world))
+                del y
+        base = sum(range(world))
+        for i, x in enumerate(kept):
+            torch.testing.assert_close(x.cpu(), torch.full((n,), float(base + i * world)))
+            x.add_(1)  # the device tensor stays writable: its next value is a new buffer
+            torch.testing.assert_close(x.cpu(), torch.full((n,), float(base + i * world + 1)))
+
     def pending_work_under_defer_and_fuse() -> None:
         with torch_tpu.eager_mode("defer_and_fuse"):
             barrier_and_pending_work()
 
     for case, fn in (
         ("topology_aware_mesh", topology_aware_mesh),
+        ("staged_results_survive_buffer_reuse", staged_results_survive_buffer_reuse),
         ("pending_work_under_defer_and_fuse", pending_work_under_defer_and_fuse),
         ("coalesced", coalesced),
         ("subgroups", subgroups),
