@@ -37,6 +37,14 @@ hlo::ElementType to_element_type(c10::ScalarType type) {
       return E::C64;
     case c10::ScalarType::ComplexDouble:
       return E::C128;
+    case c10::ScalarType::Float8_e4m3fn:
+      return E::F8E4M3FN;
+    case c10::ScalarType::Float8_e5m2:
+      return E::F8E5M2;
+    case c10::ScalarType::Float8_e4m3fnuz:
+      return E::F8E4M3FNUZ;
+    case c10::ScalarType::Float8_e5m2fnuz:
+      return E::F8E5M2FNUZ;
     default:
       TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", type, " is not supported on the tpu device");
   }
@@ -75,6 +83,14 @@ c10::ScalarType to_scalar_type(hlo::ElementType type) {
       return c10::ScalarType::ComplexFloat;
     case E::C128:
       return c10::ScalarType::ComplexDouble;
+    case E::F8E4M3FN:
+      return c10::ScalarType::Float8_e4m3fn;
+    case E::F8E5M2:
+      return c10::ScalarType::Float8_e5m2;
+    case E::F8E4M3FNUZ:
+      return c10::ScalarType::Float8_e4m3fnuz;
+    case E::F8E5M2FNUZ:
+      return c10::ScalarType::Float8_e5m2fnuz;
   }
   return c10::ScalarType::Undefined;
 }
@@ -112,6 +128,14 @@ PJRT_Buffer_Type to_pjrt_type(hlo::ElementType type) {
       return PJRT_Buffer_Type_C64;
     case E::C128:
       return PJRT_Buffer_Type_C128;
+    case E::F8E4M3FN:
+      return PJRT_Buffer_Type_F8E4M3FN;
+    case E::F8E5M2:
+      return PJRT_Buffer_Type_F8E5M2;
+    case E::F8E4M3FNUZ:
+      return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case E::F8E5M2FNUZ:
+      return PJRT_Buffer_Type_F8E5M2FNUZ;
   }
   return PJRT_Buffer_Type_INVALID;
 }

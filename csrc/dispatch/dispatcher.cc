@@ -8,6 +8,7 @@
 #include <ATen/ops/isfinite.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
+#include <c10/util/TypeCast.h>
 
 #include <algorithm>
 #include <atomic>
@@ -293,6 +294,12 @@ void put(std::vector<char>& bytes, T value) {
   std::memcpy(bytes.data(), &value, sizeof(T));
 }
 
+// A scalar as an eight-bit float, raising on overflow as CPU's fill does.
+template <typename Float8>
+Float8 float8_of(const c10::Scalar& scalar, const char* name) {
+  return c10::checked_convert<Float8, double>(scalar.toDouble(), name);
+}
+
 // A Scalar as host bytes of `type`.
 std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type) {
   std::vector<char> bytes;
@@ -342,6 +349,18 @@ std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type)
       break;
     case E::C128:
       put(bytes, scalar.toComplexDouble());
+      break;
+    case E::F8E4M3FN:
+      put(bytes, float8_of<c10::Float8_e4m3fn>(scalar, "c10::Float8_e4m3fn"));
+      break;
+    case E::F8E5M2:
+      put(bytes, float8_of<c10::Float8_e5m2>(scalar, "c10::Float8_e5m2"));
+      break;
+    case E::F8E4M3FNUZ:
+      put(bytes, float8_of<c10::Float8_e4m3fnuz>(scalar, "c10::Float8_e4m3fnuz"));
+      break;
+    case E::F8E5M2FNUZ:
+      put(bytes, float8_of<c10::Float8_e5m2fnuz>(scalar, "c10::Float8_e5m2fnuz"));
       break;
   }
   return bytes;

@@ -16,6 +16,10 @@ namespace torch_tpu::distributed {
 
 c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
                                       c10::ScalarType dtype) {
+  // As with NCCL: eight-bit floats are moved, never reduced.
+  TORCH_CHECK(!c10::isFloat8Type(dtype), "tpu_dist: ", collective_,
+              " cannot reduce float8 tensors (", dtype,
+              "); gather them, or reduce in a wider dtype");
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PRODUCT:
@@ -45,9 +49,10 @@ c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
 }
 
 at::Tensor HostStaging::transport(const at::Tensor& host) const {
-  // Gloo's data-moving collectives do not all take complex tensors; their real view moves the
-  // same bytes.
+  // Gloo's data-moving collectives take neither complex nor float8 tensors; their real view
+  // and their bytes move the same bytes.
   if (bytes_only_ && host.is_complex()) return at::view_as_real(host);
+  if (bytes_only_ && c10::isFloat8Type(host.scalar_type())) return host.view(at::kByte);
   return host;
 }
 

@@ -43,6 +43,15 @@ std::string float_literal(double value, ElementType type) {
       return nan ? "0x7E00" : (negative ? "0xFC00" : "0x7C00");
     case ElementType::BF16:
       return nan ? "0x7FC0" : (negative ? "0xFF80" : "0x7F80");
+    // Eight-bit floats as torch converts to them: e4m3fn saturates infinities to +-448, the
+    // fnuz kinds have one NaN (0x80) and no infinity.
+    case ElementType::F8E4M3FN:
+      return nan ? "0x7F" : (negative ? "0xFE" : "0x7E");
+    case ElementType::F8E5M2:
+      return nan ? "0x7E" : (negative ? "0xFC" : "0x7C");
+    case ElementType::F8E4M3FNUZ:
+    case ElementType::F8E5M2FNUZ:
+      return "0x80";
     default:
       throw BuildError("stablehlo builder: non-finite constant for a non-float type");
   }
@@ -260,6 +269,14 @@ Value Builder::convert(const Value& x, ElementType type) {
   if (x.type == type) return x;
   // StableHLO has no complex-to-real convert; torch keeps the real part (as CPU does).
   if (is_complex(x.type) && !is_complex(type)) return convert(real(x), type);
+  // float8_e4m3fn has no infinity: torch saturates out-of-range values (infinities too) to
+  // +-448, where XLA's convert gives NaN.
+  if (type == ElementType::F8E4M3FN && !is_float8(x.type)) {
+    Value wide = is_float(x.type) ? x : convert(x, ElementType::F32);
+    Value limit = constant(448.0, wide.type, wide.shape);
+    wide = clamp(unary("negate", limit), wide, limit);
+    return emit1("convert", {wide}, "", x.shape, type);
+  }
   return emit1("convert", {x}, "", x.shape, type);
 }
 

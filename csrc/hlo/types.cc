@@ -6,7 +6,12 @@ namespace torch_tpu::hlo {
 
 bool is_float(ElementType type) {
   return type == ElementType::F16 || type == ElementType::BF16 || type == ElementType::F32 ||
-         type == ElementType::F64;
+         type == ElementType::F64 || is_float8(type);
+}
+
+bool is_float8(ElementType type) {
+  return type == ElementType::F8E4M3FN || type == ElementType::F8E5M2 ||
+         type == ElementType::F8E4M3FNUZ || type == ElementType::F8E5M2FNUZ;
 }
 
 bool is_complex(ElementType type) { return type == ElementType::C64 || type == ElementType::C128; }
@@ -34,6 +39,10 @@ int byte_size(ElementType type) {
     case ElementType::Pred:
     case ElementType::S8:
     case ElementType::U8:
+    case ElementType::F8E4M3FN:
+    case ElementType::F8E5M2:
+    case ElementType::F8E4M3FNUZ:
+    case ElementType::F8E5M2FNUZ:
       return 1;
     case ElementType::S16:
     case ElementType::U16:
@@ -87,6 +96,14 @@ std::string mlir_name(ElementType type) {
       return "complex<f32>";
     case ElementType::C128:
       return "complex<f64>";
+    case ElementType::F8E4M3FN:
+      return "f8E4M3FN";
+    case ElementType::F8E5M2:
+      return "f8E5M2";
+    case ElementType::F8E4M3FNUZ:
+      return "f8E4M3FNUZ";
+    case ElementType::F8E5M2FNUZ:
+      return "f8E5M2FNUZ";
   }
   return "?";
 }

@@ -22,12 +22,19 @@ enum class ElementType {
   F32,
   F64,
   C64,
-  C128
+  C128,
+  // Eight-bit floats: stored, converted and moved (collectives that do not reduce); torch
+  // itself computes little in them.
+  F8E4M3FN,
+  F8E5M2,
+  F8E4M3FNUZ,
+  F8E5M2FNUZ
 };
 
 using Shape = std::vector<int64_t>;
 
-bool is_float(ElementType type);  // real floating point only
+bool is_float(ElementType type);  // real floating point only (eight-bit floats included)
+bool is_float8(ElementType type);
 bool is_complex(ElementType type);
 // The type of a complex type's real and imaginary parts (C64: F32), and back (F32: C64).
 ElementType component_type(ElementType complex_type);
