@@ -26,12 +26,14 @@ bool is_mask(const std::optional<at::Tensor>& index) {
 }
 
 // Each mask becomes one long index per dimension it covers, as torch's expandTensors does.
+// Index tensors and masks may live on the CPU, as CUDA allows: they move to self's device.
 IndexList expand_masks(const at::Tensor& self, const IndexList& indices) {
   IndexList expanded;
   int64_t dim = 0;
   for (const std::optional<at::Tensor>& index : indices) {
     if (!is_mask(index)) {
-      expanded.push_back(index);
+      const bool on_host = index.has_value() && index->defined() && index->is_cpu();
+      expanded.push_back(on_host ? std::optional<at::Tensor>(index->to(self.device())) : index);
       ++dim;
       continue;
     }
@@ -42,7 +44,7 @@ IndexList expand_masks(const at::Tensor& self, const IndexList& indices) {
                         " does not match the shape of the indexed tensor ", self.sizes(),
                         " at index ", dim + j);
     }
-    at::Tensor coordinates = nonzero_kernel(mask);
+    at::Tensor coordinates = at::nonzero(mask.cpu()).to(self.device());
     for (int64_t j = 0; j < mask.dim(); ++j) expanded.push_back(coordinates.select(1, j));
     dim += mask.dim();
   }
@@ -65,7 +67,7 @@ at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices,
   // self[mask] = scalar over the whole tensor needs no round trip: it is a select.
   if (indices.size() == 1 && is_mask(indices.get(0)) && !accumulate && values.numel() == 1 &&
       indices.get(0)->sizes() == self.sizes()) {
-    return self.masked_fill_(indices.get(0)->to(at::kBool), values.reshape({}));
+    return self.masked_fill_(indices.get(0)->to(self.device(), at::kBool), values.reshape({}));
   }
   static const auto& put_schema = schema("aten::_index_put_impl_", "");
   run_lowering("aten::_index_put_impl_", find_lowering("@index_put"), put_schema,

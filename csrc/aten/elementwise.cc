@@ -306,7 +306,15 @@ TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
   LOWER({#name, #name "_", #name ".out"}, \
         [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
 TORCH_TPU_SAME_UNARY(abs, "abs");
-TORCH_TPU_SAME_UNARY(sign, "sign");
+// sign: 0 for NaN and the identity on bool, as CPU computes it.
+LOWER({"sign", "sign_", "sign.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (x.type == hlo::ElementType::Pred) return Values{x};
+  Value sign = b.unary("sign", x);
+  if (!hlo::is_float(x.type)) return Values{sign};
+  return Values{b.select(b.compare("NE", x, x), splat(b, 0, x.type, x.shape), sign)};
+});
 // sgn: sign for reals; z / |z| for complex numbers (0 at 0).
 LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -390,7 +398,8 @@ LOWER({"threshold", "threshold_", "threshold.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   Value threshold = as(ctx.b, ctx.scalar(1, x.type), x.type, x.shape);
   Value value = as(ctx.b, ctx.scalar(2, x.type), x.type, x.shape);
-  return Values{ctx.b.select(ctx.b.compare("GT", x, threshold), x, value)};
+  // CPU's form: x <= threshold ? value : x, which keeps NaN.
+  return Values{ctx.b.select(ctx.b.compare("LE", x, threshold), value, x)};
 });
 
 // gelu(x) = x * cdf(x); cdf is 0.5 (1 + erf(x / sqrt 2)), or its tanh approximation.
@@ -652,12 +661,16 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
   return b.unary("sqrt", b.binary("subtract", one_like(b, x), b.binary("multiply", x, x)));
 }
 
-// atan(x) = atan2(x / r, 1 / r), r = sqrt(1 + x^2): the plugin's CPU compiler rewrites
+// atan(x) = atan2(x / m, 1 / m), m = max(|x|, 1): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
+// Both arguments stay finite for any finite x; x = +-inf goes in as atan2(+-1, 0) = +-pi/2.
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
-  Value inverse_radius =
-      b.unary("rsqrt", b.binary("add", one_like(b, x), b.binary("multiply", x, x)));
-  return b.binary("atan2", b.binary("multiply", x, inverse_radius), inverse_radius);
+  Value magnitude = b.unary("abs", x);
+  Value inverse =
+      b.binary("divide", one_like(b, x), b.binary("maximum", magnitude, one_like(b, x)));
+  Value infinite = b.compare("EQ", magnitude, splat(b, INFINITY, x.type, x.shape));
+  Value numerator = b.select(infinite, b.unary("sign", x), b.binary("multiply", x, inverse));
+  return b.binary("atan2", numerator, inverse);
 });
 TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.binary("atan2", x, sqrt_one_minus_square(b, x)); });
 TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.binary("atan2", sqrt_one_minus_square(b, x), x); });

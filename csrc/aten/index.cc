@@ -341,7 +341,18 @@ LOWER({"@index", "index.Tensor_out"}, [](LoweringContext& ctx) {
   }
   for (int64_t d = k; d < self.rank(); ++d) dims.offset_dims.push_back(batch_rank + d - k);
   dims.index_vector_dim = batch_rank;
-  Value out = b.gather(plan.transposed, plan.coordinates, dims, slice_sizes);
+  // An indexed dimension of size 0 can only be indexed by no index at all (an empty mask,
+  // say); gather still needs a one-element slice there, so it gets one padding element.
+  Value source = plan.transposed;
+  std::vector<int64_t> low(source.rank(), 0), high(source.rank(), 0), interior(source.rank(), 0);
+  bool padded = false;
+  for (int64_t d = 0; d < k; ++d) {
+    if (source.shape[d] != 0) continue;
+    high[d] = 1;
+    padded = true;
+  }
+  if (padded) source = b.pad(source, splat(b, 0, source.type, {}), low, high, interior);
+  Value out = b.gather(source, plan.coordinates, dims, slice_sizes);
   if (plan.adjacent && !plan.indexed.empty() && plan.indexed[0] > 0) {
     // Result dims go where the indexed dims were: [before..., batch..., after...].
     int64_t before = plan.indexed[0];

@@ -248,6 +248,9 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  // As ATen: the same sizes keep the strides (softmax's out= resizes a strided view to its own
+  // sizes before copying into it), unless a memory format asks for a restride.
+  if (self.sizes().equals(size) && !memory_format) return self;
   int64_t needed = 1;
   for (int64_t s : size) {
     TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);

@@ -27,6 +27,7 @@
 #include "csrc/dispatch/debug_checks.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/fusion.h"
+#include "csrc/dispatch/meta_checks.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
@@ -241,14 +242,16 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     if (result.shape != target_shape) {
       const auto& argument = schema.arguments()[written[w]];
       if (!inplace && argument.kwarg_only()) {
-        // out=: resize the output as torch does, then key again.
+        // out=: resize the output as torch does (every mismatched one: mode.values has two),
+        // then key again.
         at::native::resize_output(target, c10::IntArrayRef(result.shape));
         *resized = true;
-        return nullptr;
+        continue;
       }
       TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
                   " doesn't match the broadcast shape ", shape_text(result.shape));
     }
+    if (*resized) continue;  // this attempt only resizes; the next one builds
     c10::ScalarType result_dtype = to_scalar_type(result.type);
     TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
                 " can't be cast to the desired output type ", target.scalar_type());
@@ -266,6 +269,7 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     entry->outputs.push_back(plan);
     module_results.push_back(flat);
   }
+  if (*resized) return nullptr;
   size_t next_fresh = 0, next_written = 0;
   for (bool alias : return_is_alias) {
     if (alias) {
@@ -376,11 +380,21 @@ std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType ty
 
 // Device copies of recently used scalar values (alpha = 1, a learning rate, eps): buffers are
 // immutable, so one upload serves every later op that passes the same value.
+// Scalar parameters are uploaded once per distinct value and kept, least recently used first
+// out: constants (alpha=1, eps, a fixed lr) stay cached, while values new at every step (Adam's
+// bias correction, a scheduled lr) evict only the oldest entry. (The cache used to grow to
+// 4096 buffers before starting over, ~1.6 KB each: a training run's memory rose for thousands
+// of steps.)
 std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::ElementType type,
                                             int device) {
+  struct Slot {
+    std::shared_ptr<pjrt::Buffer> buffer;
+    std::list<std::string>::iterator age;
+  };
   static std::mutex mutex;
-  static auto& buffers = *new std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>>();
-  constexpr size_t kMaxEntries = 4096;
+  static auto& buffers = *new std::unordered_map<std::string, Slot>();
+  static auto& ages = *new std::list<std::string>();  // most recently used first
+  constexpr size_t kMaxEntries = 256;
   std::vector<char> bytes = scalar_bytes(scalar, type);
   std::string key(bytes.begin(), bytes.end());
   key += static_cast<char>(type);
@@ -388,12 +402,20 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = buffers.find(key);
-    if (found != buffers.end()) return found->second;
+    if (found != buffers.end()) {
+      ages.splice(ages.begin(), ages, found->second.age);
+      return found->second.buffer;
+    }
   }
   auto buffer = upload_bytes(bytes.data(), type, {}, device);
   std::lock_guard<std::mutex> lock(mutex);
-  if (buffers.size() >= kMaxEntries) buffers.clear();  // e.g. a step counter: start over
-  buffers.emplace(key, buffer);
+  if (buffers.contains(key)) return buffer;  // another thread uploaded it meanwhile
+  ages.push_front(key);
+  buffers.emplace(key, Slot{buffer, ages.begin()});
+  if (buffers.size() > kMaxEntries) {
+    buffers.erase(ages.back());
+    ages.pop_back();
+  }
   return buffer;
 }
 
@@ -535,6 +557,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       metrics().cache_hits++;
     } else {
       metrics().cache_misses++;
+      if (attempt == 0) run_meta_checks(schema, args);
       bool resized = false;
       entry = build_entry(op_name, schema, lowering, args, &resized);
       if (resized) {

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 # An op with no tpu kernel yet (LAPACK's Bunch-Kaufman pivoting is not lowered).
 UNIMPLEMENTED_OP = "aten::linalg_ldl_factor_ex"
@@ -191,3 +193,67 @@ def test_device_properties_report_plugin(tpu: torch.device) -> None:
     assert properties.platform_name == "cpu"
     assert properties.pjrt_api_version.startswith("0.")
     assert properties.ffi_custom_calls
+
+
+def same_error_as_cpu(call: Any, *tensors: torch.Tensor) -> None:
+    """`call` raises on CPU; on tpu it raises the same class with the same message."""
+    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 - the class is what is compared
+        call(*tensors)
+    with pytest.raises(on_cpu.type) as on_tpu:
+        call(*(t.to("tpu") for t in tensors))
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+# Each of these crashed the process (SIGSEGV/SIGFPE) before ATen's argument checks ran first.
+FORMER_CRASHES = {
+    "roll_0d": (lambda x: torch.roll(x, 0, 0), [torch.tensor(1.0)]),
+    "avg_pool2d_0d": (lambda x: F.avg_pool2d(x, 1), [torch.tensor(1.0)]),
+    "avg_pool3d_0d": (lambda x: F.avg_pool3d(x, 1), [torch.tensor(1.0)]),
+    "avg_pool3d_7d": (lambda x: F.avg_pool3d(x, 1), [torch.randn(1, 1, 1, 1, 2, 2, 2)]),
+    "max_pool2d_bad_kernel": (lambda x: F.max_pool2d(x, 0), [torch.randn(1, 1, 4, 4)]),
+    "conv2d_wrong_rank": (
+        lambda x, w: F.conv2d(x, w),
+        [torch.randn(2, 3), torch.randn(1, 3, 1, 1)],
+    ),
+    "gather_rank_mismatch": (
+        lambda x, i: torch.gather(x, 0, i),
+        [torch.randn(3, 3), torch.zeros(3, dtype=torch.long)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FORMER_CRASHES)
+def test_bad_arguments_raise_as_on_cpu(case: str) -> None:
+    call, tensors = FORMER_CRASHES[case]
+    same_error_as_cpu(call, *tensors)
+
+
+def test_complex_floor_division_is_an_error_not_a_crash(tpu: torch.device) -> None:
+    a = torch.tensor([1 + 2j], device=tpu)
+    with pytest.raises((RuntimeError, NotImplementedError), match="complex|Complex"):
+        torch.div(a, a, rounding_mode="floor")
+    torch.testing.assert_close((a * 2).cpu(), torch.tensor([2 + 4j]))
+
+
+# In-place and out= writes into an expanded view: CPU refuses; tpu used to answer silently.
+OVERLAPPING_WRITES = {
+    "add_": lambda x: x.add_(torch.arange(3.0, device=x.device)),
+    "mul_": lambda x: x.mul_(2.0),
+    "exp_": lambda x: x.exp_(),
+    "copy_": lambda x: x.copy_(torch.arange(3.0, device=x.device)),
+    "clamp_": lambda x: x.clamp_(0, 1),
+    "addcmul_": lambda x: x.addcmul_(x.new_ones(3), x.new_ones(3)),
+    "cumsum_out": lambda x: torch.cumsum(x.new_ones(3), 0, out=x),
+    "mm_out": lambda x: torch.mm(x.new_ones(1, 2), x.new_ones(2, 3), out=x.view(1, 3)),
+}
+
+
+@pytest.mark.parametrize("case", OVERLAPPING_WRITES)
+def test_write_into_overlapping_view_raises_as_on_cpu(case: str) -> None:
+    same_error_as_cpu(lambda x: OVERLAPPING_WRITES[case](x.expand(3)), torch.zeros(1))
+
+
+def test_fill_into_overlapping_view_works_as_on_cpu(tpu: torch.device) -> None:
+    x = torch.zeros(1, device=tpu)
+    x.expand(3).fill_(2.0)  # CPU allows fills (and masked/indexed writes) here
+    torch.testing.assert_close(x.cpu(), torch.full((1,), 2.0))

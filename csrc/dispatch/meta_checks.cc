@@ -1,0 +1,149 @@
+#include "csrc/dispatch/meta_checks.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
+
+#include <exception>
+#include <optional>
+#include <string_view>
+#include <unordered_set>
+
+namespace torch_tpu {
+namespace {
+
+class SilentWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+
+// Zero-filled CPU tensors stand in for the arguments when CPU's own error is wanted; above
+// this many bytes the Meta kernel's error is kept instead of allocating host copies.
+constexpr int64_t kMaxCpuRehearsalBytes = int64_t{64} << 20;
+
+at::Tensor copy_on(const at::Tensor& tensor, c10::Device device, int64_t* bytes) {
+  if (!tensor.defined()) return tensor;
+  *bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  at::Tensor copy =
+      at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(device));
+  if (device.is_cpu() && *bytes <= kMaxCpuRehearsalBytes) copy.zero_();
+  return copy;
+}
+
+// `value` with its tensors replaced by stand-ins on `device` of the same sizes, strides and
+// dtypes; nullopt for arguments that cannot be given (generators belong to a device).
+std::optional<c10::IValue> stand_in(const c10::IValue& value, c10::Device device, int64_t* bytes) {
+  if (value.isTensor()) return copy_on(value.toTensor(), device, bytes);
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : value.toTensorList().vec())
+      list.push_back(copy_on(t, device, bytes));
+    return c10::IValue(list);
+  }
+  if (value.isList() && value.toListRef().size() > 0 &&
+      (value.toListRef()[0].isTensor() || value.toListRef()[0].isNone())) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& item : value.toListRef()) {
+      list.push_back(item.isTensor()
+                         ? std::optional<at::Tensor>(copy_on(item.toTensor(), device, bytes))
+                         : std::nullopt);
+    }
+    return c10::IValue(list);
+  }
+  if (value.isGenerator()) return std::nullopt;
+  return value;
+}
+
+std::optional<torch::jit::Stack> stand_ins(const std::vector<c10::IValue>& args,
+                                           c10::Device device) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  int64_t bytes = 0;
+  for (const c10::IValue& arg : args) {
+    std::optional<c10::IValue> value = stand_in(arg, device, &bytes);
+    if (!value) return std::nullopt;
+    stack.push_back(std::move(*value));
+  }
+  if (device.is_cpu() && bytes > kMaxCpuRehearsalBytes) return std::nullopt;
+  return stack;
+}
+
+bool is_not_implemented(const python_error& error) {
+  pybind11::gil_scoped_acquire gil;
+  return error.type != nullptr &&
+         PyErr_GivenExceptionMatches(error.type, PyExc_NotImplementedError) != 0;
+}
+
+// Ops whose CPU kernels write into overlapping (expanded) targets without complaint: fills,
+// masked and indexed writes (deprecated there, but allowed), and reductions' out=.
+bool may_write_overlapping(std::string_view name) {
+  static const std::unordered_set<std::string_view> allowed = {"aten::fill_",
+                                                               "aten::zero_",
+                                                               "aten::masked_fill_",
+                                                               "aten::index_put_",
+                                                               "aten::_index_put_impl_",
+                                                               "aten::index_fill_",
+                                                               "aten::sum",
+                                                               "aten::prod",
+                                                               "aten::amax",
+                                                               "aten::amin",
+                                                               "aten::nansum",
+                                                               "aten::std",
+                                                               "aten::var",
+                                                               "aten::norm",
+                                                               "aten::any",
+                                                               "aten::all",
+                                                               "aten::linalg_vector_norm"};
+  return allowed.contains(name);
+}
+
+// In-place and out= targets must not have several elements on one memory location, as CPU
+// checks (Meta kernels do not): the write would be silently ambiguous.
+void check_written_overlap(const c10::FunctionSchema& schema,
+                           const std::vector<c10::IValue>& args) {
+  if (may_write_overlapping(schema.name())) return;
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
+    const at::Tensor& target = args[i].toTensor();
+    if (target.defined()) at::assert_no_internal_overlap(target);
+  }
+}
+
+}  // namespace
+
+void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  check_written_overlap(schema, args);
+  auto op = c10::Dispatcher::singleton().findOp(schema.operator_name());
+  if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) return;
+  std::optional<torch::jit::Stack> meta = stand_ins(args, c10::Device(c10::kMeta));
+  if (!meta) return;
+  // The real call warns (a resized out=, say); the rehearsals must not warn a second time.
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
+  std::exception_ptr meta_error;
+  try {
+    op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &*meta);
+    return;
+  } catch (const c10::NotImplementedError&) {
+    return;  // This Meta kernel cannot answer here (a data-dependent shape, say).
+  } catch (const python_error& error) {
+    if (is_not_implemented(error)) return;
+    meta_error = std::current_exception();
+  } catch (...) {
+    meta_error = std::current_exception();
+  }
+  // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now
+  // and then classes) differ from CPU's; CPU's kernel on zero-filled stand-ins raises CPU's own
+  // error before computing anything.
+  std::optional<torch::jit::Stack> cpu = stand_ins(args, c10::Device(c10::kCPU));
+  if (cpu && op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &*cpu);
+  }
+  std::rethrow_exception(meta_error);  // CPU took the call: the Meta kernel's error stands
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,24 @@
+// ATen's own argument checks before a lowering runs: the op's Meta kernel (the structured
+// kernels' meta functions, shared with CPU) runs on meta copies of the arguments, so a bad call
+// raises what CPU raises (class and message) instead of reaching a lowering that assumed valid
+// shapes, or answering silently (an in-place write into an expanded view).
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <vector>
+
+namespace torch_tpu {
+
+// Raises CPU's error for `args` if the Meta kernel finds them bad (CPU's kernel, run on
+// zero-filled stand-ins, gives the class and message; the Meta kernel's error where CPU takes
+// the call or the stand-ins would be large), and CPU's error for an in-place or out= target
+// whose elements overlap. Ops without a Meta kernel, and
+// Meta kernels that cannot answer for these arguments (NotImplementedError), pass. Called on
+// cache misses only: a key that compiled once has passed its checks, so the hot path pays
+// nothing. Runtime Scalars are not part of the key, so checks on their values are made only
+// for the first call of each key.
+void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
+}  // namespace torch_tpu
