@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <string_view>
 
 #include "csrc/aten/common.h"
 
@@ -167,7 +168,19 @@ Values compare(LoweringContext& ctx, const char* direction) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
-  return {ctx.b.compare(direction, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
+  Builder& b = ctx.b;
+  Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
+  if (hlo::is_complex(t)) {
+    // Complex numbers are equal when both parts are (so NaN in either part is unequal);
+    // CPU orders them no other way.
+    const std::string_view dir = direction;
+    TORCH_CHECK_NOT_IMPLEMENTED(dir == "EQ" || dir == "NE", "comparison ", dir,
+                                " is not defined for complex tensors");
+    Value re = b.compare(direction, b.real(x), b.real(y));
+    Value im = b.compare(direction, b.imag(x), b.imag(y));
+    return {b.binary(dir == "EQ" ? "and" : "or", re, im)};
+  }
+  return {b.compare(direction, x, y)};
 }
 
 #define TORCH_TPU_COMPARE(name, direction)                                        \
@@ -376,6 +389,9 @@ LOWER({"trunc", "trunc_", "trunc.out"}, [](LoweringContext& ctx) {
 
 LOWER({"isnan"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
+  if (hlo::is_complex(x.type)) {
+    return Values{ctx.b.binary("or", is_nan(ctx.b, ctx.b.real(x)), is_nan(ctx.b, ctx.b.imag(x)))};
+  }
   if (!hlo::is_float(x.type)) return Values{splat(ctx.b, 0, ElementType::Pred, x.shape)};
   return Values{is_nan(ctx.b, x)};
 });

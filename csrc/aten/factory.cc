@@ -149,6 +149,17 @@ LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
   ElementType acc = compute_type(t);
   double mean = ctx.arg(1).toDouble(), std = ctx.arg(2).toDouble();
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (hlo::is_complex(t)) {
+    // As CPU: both parts drawn as normal_(mean, std / sqrt(2)) of the real view.
+    ElementType part = hlo::component_type(t);
+    auto draw = [&] {
+      return b.binary("add", splat(b, mean, part, shape),
+                      b.binary("multiply", standard_normal(ctx, shape, part),
+                               splat(b, std / std::sqrt(2.0), part, shape)));
+    };
+    Value re = draw();
+    return Values{b.complex(re, draw())};
+  }
   Value z = standard_normal(ctx, shape, acc);
   Value r = b.binary("add", splat(b, mean, acc, shape),
                      b.binary("multiply", z, splat(b, std, acc, shape)));

@@ -245,18 +245,27 @@ LOWER({"huber_loss", "huber_loss.out"},
 LOWER({"huber_loss_backward", "huber_loss_backward.out"},
       [](LoweringContext& ctx) { return piecewise_loss_backward(ctx, true); });
 
-Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  if (!hlo::is_float(x.type)) return {splat(b, finite ? 1 : 0, ElementType::Pred, x.shape)};
+Value classify_real(Builder& b, const Value& x, bool positive, bool negative, bool finite) {
+  if (!hlo::is_float(x.type)) return splat(b, finite ? 1 : 0, ElementType::Pred, x.shape);
   if (finite) {
     Value a = b.unary("abs", x);
-    return {b.compare("LT", a, splat(b, INFINITY, x.type, x.shape))};
+    return b.compare("LT", a, splat(b, INFINITY, x.type, x.shape));
   }
   Value pos = b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape));
   Value neg = b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape));
-  if (positive && negative) return {b.binary("or", pos, neg)};
-  return {positive ? pos : neg};
+  if (positive && negative) return b.binary("or", pos, neg);
+  return positive ? pos : neg;
+}
+
+// isinf/isfinite of a complex number look at both parts: infinite if either is, finite if
+// both are.
+Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (!hlo::is_complex(x.type)) return {classify_real(b, x, positive, negative, finite)};
+  Value re = classify_real(b, b.real(x), positive, negative, finite);
+  Value im = classify_real(b, b.imag(x), positive, negative, finite);
+  return {b.binary(finite ? "and" : "or", re, im)};
 }
 LOWER({"isinf"}, [](LoweringContext& ctx) { return classify(ctx, true, true, false); });
 LOWER({"isposinf", "isposinf.out"},

@@ -47,7 +47,7 @@ LOWER({"sum", "sum.out"}, [](LoweringContext& ctx) {
 Value mean_impl(LoweringContext& ctx, std::vector<int64_t> dims, bool keepdim, int dtype_index) {
   Value x = ctx.tensor(0);
   ElementType t = ctx.arg(dtype_index).isNone() ? x.type : et(ctx.arg(dtype_index).toScalarType());
-  TORCH_CHECK(hlo::is_float(t),
+  TORCH_CHECK(hlo::is_float(t) || hlo::is_complex(t),
               "mean(): could not infer output dtype. Input dtype must be either "
               "a floating point or complex dtype. Got: ",
               to_scalar_type(t));
@@ -189,11 +189,15 @@ LOWER({"argmin", "argmin.out"}, [](LoweringContext& ctx) { return argmax_argmin(
 Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  TORCH_CHECK(hlo::is_float(x.type), "std and var only support floating point and complex dtypes");
+  const bool complex = hlo::is_complex(x.type);
+  TORCH_CHECK(hlo::is_float(x.type) || complex,
+              "std and var only support floating point and complex dtypes");
   std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
   bool keepdim = ctx.arg(3).toBool();
   ElementType acc =
       (x.type == ElementType::F16 || x.type == ElementType::BF16) ? ElementType::F32 : x.type;
+  // A complex variance is real: the mean squared distance |x - mean|^2.
+  ElementType real_acc = complex ? hlo::component_type(acc) : acc;
   Value xf = b.convert(x, acc);
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape[d];
@@ -201,15 +205,20 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
                         splat(b, static_cast<double>(count), acc, out_shape(x.shape, dims, false)));
   Value centered = b.binary(
       "subtract", xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
-  Value squares = sum(b, b.binary("multiply", centered, centered), dims);
-  Value correction = ctx.arg(2).isNone() ? b.constant(1.0, acc) : ctx.scalar(2, acc);
+  Value squared = complex
+                      ? b.binary("add", b.binary("multiply", b.real(centered), b.real(centered)),
+                                 b.binary("multiply", b.imag(centered), b.imag(centered)))
+                      : b.binary("multiply", centered, centered);
+  Value squares = sum(b, squared, dims);
+  Value correction = ctx.arg(2).isNone() ? b.constant(1.0, real_acc) : ctx.scalar(2, real_acc);
   Value denominator = b.binary(
-      "maximum", b.binary("subtract", b.constant(static_cast<double>(count), acc), correction),
-      b.constant(0.0, acc));
+      "maximum", b.binary("subtract", b.constant(static_cast<double>(count), real_acc), correction),
+      b.constant(0.0, real_acc));
   Value var = b.binary("divide", squares, broadcast_to(b, denominator, squares.shape));
   if (take_sqrt) var = b.unary("sqrt", var);
   Shape shape = out_shape(x.shape, dims, keepdim);
-  return {b.reshape(b.convert(var, x.type), shape), b.reshape(b.convert(mean, x.type), shape)};
+  ElementType var_type = complex ? hlo::component_type(x.type) : x.type;
+  return {b.reshape(b.convert(var, var_type), shape), b.reshape(b.convert(mean, x.type), shape)};
 }
 LOWER({"var.correction", "var.correction_out"},
       [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, false)[0]}; });

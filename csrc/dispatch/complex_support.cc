@@ -50,16 +50,26 @@ const std::unordered_set<std::string_view>& complex_ops() {
       // data movement
       "cat", "constant_pad_nd", "flip", "where",
       // math functions StableHLO defines on complex numbers
-      "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward", "pow"};
+      "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward", "pow",
+      // comparisons and classification (both parts), statistics and products
+      "eq", "ne", "isnan", "isinf", "isfinite", "mean", "var", "std", "var_mean", "std_mean",
+      "prod",
+      // samplers
+      "normal"};
   return ops;
 }
 
 }  // namespace
 
-void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args) {
+bool refuses_complex(const std::string& op_name, const std::vector<c10::IValue>& args) {
   bool any_complex = false;
   for (const c10::IValue& value : args) any_complex = any_complex || is_complex_tensor(value);
-  if (!any_complex) return;
+  return any_complex &&
+         (op_name.rfind("aten::abs_.", 0) == 0 || complex_ops().count(base_name(op_name)) == 0);
+}
+
+void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args) {
+  if (!refuses_complex(op_name, args)) return;
   // torch refuses these for complex tensors (the result is real).
   TORCH_CHECK(op_name.rfind("aten::abs_.", 0) != 0,
               "In-place abs is not supported for complex tensors.");

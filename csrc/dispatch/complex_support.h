@@ -9,6 +9,8 @@
 
 namespace torch_tpu {
 
+// Whether a complex tensor reaches an op not known to take it.
+bool refuses_complex(const std::string& op_name, const std::vector<c10::IValue>& args);
 // Raises a TypeError naming the op when a complex tensor reaches an op not known to take it.
 void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args);
 

@@ -535,7 +535,6 @@ std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
-  check_complex_support(op_name, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
@@ -557,7 +556,16 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       metrics().cache_hits++;
     } else {
       metrics().cache_misses++;
-      if (attempt == 0) run_meta_checks(schema, args);
+      // Only on a miss: a call that fails these never compiles, so it never hits. CPU's own
+      // error for a bad call comes first; an op CPU computes for complex tensors but we do not
+      // yet is refused after it.
+      if (attempt == 0) {
+        run_meta_checks(schema, args);
+        if (refuses_complex(op_name, args)) {
+          raise_cpu_error(schema, args);
+          check_complex_support(op_name, args);
+        }
+      }
       bool resized = false;
       entry = build_entry(op_name, schema, lowering, args, &resized);
       if (resized) {

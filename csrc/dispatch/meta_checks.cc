@@ -137,13 +137,27 @@ void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::I
     meta_error = std::current_exception();
   }
   // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now
-  // and then classes) differ from CPU's; CPU's kernel on zero-filled stand-ins raises CPU's own
-  // error before computing anything.
-  std::optional<torch::jit::Stack> cpu = stand_ins(args, c10::Device(c10::kCPU));
-  if (cpu && op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-    op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &*cpu);
-  }
+  // and then classes) differ from CPU's: CPU's own error is raised where CPU has one.
+  raise_cpu_error(schema, args);
   std::rethrow_exception(meta_error);  // CPU took the call: the Meta kernel's error stands
+}
+
+void raise_cpu_error(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  auto op = c10::Dispatcher::singleton().findOp(schema.operator_name());
+  if (!op) return;
+  using Key = c10::DispatchKey;
+  const bool runs_on_cpu =
+      op->hasKernelForDispatchKey(Key::CPU) ||
+      op->hasKernelForDispatchKey(Key::CompositeExplicitAutograd) ||
+      op->hasKernelForDispatchKey(Key::CompositeExplicitAutogradNonFunctional) ||
+      op->hasKernelForDispatchKey(Key::CompositeImplicitAutograd);
+  if (!runs_on_cpu) return;
+  // CPU's kernel on zero-filled stand-ins: a bad call fails its checks before computing.
+  std::optional<torch::jit::Stack> cpu = stand_ins(args, c10::Device(c10::kCPU));
+  if (!cpu) return;
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
+  op->redispatchBoxed(c10::DispatchKeySet(Key::CPU), &*cpu);
 }
 
 }  // namespace torch_tpu

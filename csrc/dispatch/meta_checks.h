@@ -21,4 +21,8 @@ namespace torch_tpu {
 // for the first call of each key.
 void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
+// Raises the error CPU's kernel raises for `args` (run on zero-filled CPU stand-ins), if it
+// raises one; returns where CPU takes the call or has no kernel for it.
+void raise_cpu_error(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
 }  // namespace torch_tpu

@@ -162,3 +162,62 @@ def test_ops_without_complex_kernels_raise_type_error() -> None:
     torch.testing.assert_close(z_t.cpu(), randc(4))  # nothing was written
     with pytest.raises(TypeError, match="is not supported on the tpu device"):
         torch.zeros(2, dtype=torch.complex32, device=DEVICE)
+
+
+def with_special_parts() -> torch.Tensor:
+    nan, inf = float("nan"), float("inf")
+    return torch.tensor(
+        [1 + 2j, complex(nan, 1), complex(1, nan), complex(inf, 0), complex(0, -inf), 0j, 1 + 2j]
+    )
+
+
+def test_comparisons_and_classification_match_cpu() -> None:
+    a = with_special_parts()
+    b = torch.roll(a, 1)
+    for fn in (torch.eq, torch.ne):
+        assert torch.equal(fn(tpu(a), tpu(b)).cpu(), fn(a, b))
+        assert torch.equal(fn(tpu(a), tpu(a)).cpu(), fn(a, a))
+    assert torch.equal((tpu(a) == (1 + 2j)).cpu(), a == (1 + 2j))
+    for fn in (torch.isnan, torch.isinf, torch.isfinite):
+        assert torch.equal(fn(tpu(a)).cpu(), fn(a)), fn
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        torch.lt(tpu(a), tpu(b))  # CPU has no order on complex numbers either
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_statistics_and_products_match_cpu(dtype: torch.dtype) -> None:
+    x = randc(4, 5, dtype=dtype)
+    x_t = tpu(x)
+    for fn in (
+        lambda t: t.mean(),
+        lambda t: t.mean(dim=1, keepdim=True),
+        lambda t: t.var(),
+        lambda t: t.var(dim=0, correction=0),
+        lambda t: t.std(dim=1),
+        lambda t: torch.stack(torch.var_mean(t, dim=1)),
+        lambda t: torch.std_mean(t, dim=0)[0],
+        lambda t: t[:, :3].prod(),
+        lambda t: t.prod(dim=1),
+    ):
+        got, want = fn(x_t), fn(x)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, **CLOSE)
+
+
+def test_assert_close_and_isclose_on_device() -> None:
+    # torch.testing and the test suites compare complex tensors with eq, isclose and isfinite
+    # on the tensors' own device.
+    a = randc(6)
+    torch.testing.assert_close(tpu(a), tpu(a.clone()))
+    assert torch.equal(torch.isclose(tpu(a), tpu(a + 1e-9)).cpu(), torch.isclose(a, a + 1e-9))
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(tpu(a), tpu(a + 1j))
+
+
+def test_normal_fills_both_parts() -> None:
+    torch.manual_seed(0)
+    z = torch.empty(20000, dtype=torch.complex64, device=DEVICE).normal_(mean=1.0, std=2.0)
+    parts = torch.view_as_real(z.cpu())
+    # As CPU: each part is normal(mean, std / sqrt(2)).
+    torch.testing.assert_close(parts.mean(0), torch.tensor([1.0, 1.0]), atol=0.05, rtol=0)
+    torch.testing.assert_close(parts.std(0), torch.full((2,), 2.0 / 2**0.5), atol=0.05, rtol=0)
