@@ -1,0 +1,207 @@
+"""Runs PyTorch's own device-generic test files on tpu and on CPU, and writes
+docs/pytorch_suites.md (and .json): per file, what passed, failed and was skipped on each
+device, and every test that passes on CPU but not on tpu, classified by cause.
+
+    .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test [--files test_view_ops.py ...]
+        [--timeout 120] [--jobs 2] [--devices tpu cpu]
+
+The test files come from a PyTorch checkout close to the installed torch (they are not in the
+wheel and are not committed here). Each file runs under pytest once per device with
+PYTORCH_TESTING_DEVICE_ONLY_FOR set, so torch.testing._internal.common_device_type
+instantiates its tests for that device alone (the tpu classes appear once torch_tpu is loaded,
+which autoload does). Every test has a time limit (pytest-timeout), and a test that kills its
+process is reported as a crash by pytest-xdist, which replaces the worker and goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILES = [
+    "test_view_ops.py",
+    "test_indexing.py",
+    "test_type_promotion.py",
+    "test_shape_ops.py",
+    "test_reductions.py",
+]
+
+# First match wins: (cause, pattern over the failure's message and text).
+CAUSES = [
+    ("timeout", r"Timeout \(?>|Failed: Timeout"),
+    ("crash", r"worker '\w+' crashed|Fatal Python error|Segmentation fault"),
+    ("CUDA-only assumption", r"\bcuda\b|CUDA"),
+    ("missing op", r"is not implemented for the tpu device|Could not run '[^']+' with arguments"),
+    ("complex not supported", r"does not support complex tensors"),
+    ("CPU-resident tensor refused", r"Expected all tensors to be on the same device"),
+    ("compile error", r"PJRT_Client_Compile|stablehlo builder"),
+    ("internal assert", r"INTERNAL ASSERT FAILED"),
+    (
+        "wrong or missing error",
+        r"Regex pattern did not match|not raised|did not raise|DID NOT RAISE|"
+        r"Expected .* to raise|assertRaises",
+    ),
+    ("wrong value", r"not close|not equal|mismatch|AssertionError|assert "),
+]
+
+
+def classify(text: str) -> str:
+    for cause, pattern in CAUSES:
+        if re.search(pattern, text):
+            return cause
+    return "other"
+
+
+def run_file(path: Path, device: str, timeout: int, jobs: int) -> dict[str, dict[str, Any]]:
+    """{test key: {"outcome", "cause", "message", "seconds"}} for one file on one device."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "junit.xml"
+        command = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider"]
+        command += ["--timeout", str(timeout), "--junitxml", str(report)]
+        command += ["-o", "junit_family=xunit1"]
+        if jobs > 1:
+            command += ["-n", str(jobs), "--max-worker-restart", "1000"]
+        env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
+        # The suites import their neighbours (common helpers next to them).
+        env["PYTHONPATH"] = os.pathsep.join([str(path.parent), env.get("PYTHONPATH", "")])
+        subprocess.run(
+            command, cwd=path.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        if not report.exists():
+            return {}
+        return parse_junit(report, device)
+
+
+def test_key(classname: str, name: str, device: str) -> str:
+    """The test's name with its device taken out, so the tpu and CPU runs line up."""
+    suffix = device.upper()
+    cls = classname.rsplit(".", 1)[-1]
+    if cls.endswith(suffix):
+        cls = cls[: -len(suffix)]
+    name = re.sub(rf"_{device}(?=_|$)", "_DEVICE", name, count=1)
+    return f"{path_of(classname)}::{cls}::{name}"
+
+
+def path_of(classname: str) -> str:
+    return classname.rsplit(".", 1)[0] if "." in classname else ""
+
+
+def parse_junit(report: Path, device: str) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        key = test_key(case.get("classname", ""), case.get("name", ""), device)
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+                message = f"{child.get('message', '')}\n{child.text or ''}"
+            elif child.tag == "skipped":
+                outcome = "skipped"
+                message = child.get("message", "")
+        results[key] = {
+            "outcome": outcome,
+            "cause": classify(message) if outcome == "failed" else "",
+            "message": first_line(message),
+            "seconds": float(case.get("time", "0") or 0),
+        }
+    return results
+
+
+def first_line(message: str) -> str:
+    for line in message.splitlines():
+        line = line.strip()
+        if line:
+            return line[:240]
+    return ""
+
+
+def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: list[str]) -> str:
+    lines = ["# PyTorch's device-generic test files on tpu", ""]
+    lines += [
+        "Written by `tools/pytorch_suites.py` (see its docstring for how to run it). A *tpu-only "
+        "failure* passes on CPU and fails (or times out, or crashes) on tpu.",
+        "",
+    ]
+    header = "| file |"
+    rule = "| --- |"
+    for device in devices:
+        header += f" {device} passed | {device} failed | {device} skipped |"
+        rule += " ---: | ---: | ---: |"
+    if "tpu" in devices and "cpu" in devices:
+        header += " tpu-only failures |"
+        rule += " ---: |"
+    lines += [header, rule]
+    causes: collections.Counter[str] = collections.Counter()
+    only_tpu: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for file, by_device in runs.items():
+        row = f"| {file} |"
+        for device in devices:
+            counts = collections.Counter(r["outcome"] for r in by_device.get(device, {}).values())
+            row += f" {counts['passed']} | {counts['failed']} | {counts['skipped']} |"
+        if "tpu" in devices and "cpu" in devices:
+            cpu, tpu = by_device.get("cpu", {}), by_device.get("tpu", {})
+            failing = [
+                (key, result)
+                for key, result in sorted(tpu.items())
+                if result["outcome"] == "failed" and cpu.get(key, {}).get("outcome") == "passed"
+            ]
+            only_tpu[file] = failing
+            causes.update(result["cause"] for _, result in failing)
+            row += f" {len(failing)} |"
+        lines.append(row)
+    if causes:
+        lines += ["", "## tpu-only failures by cause", "", "| cause | tests |", "| --- | ---: |"]
+        lines += [f"| {cause} | {count} |" for cause, count in causes.most_common()]
+    for file, failing in only_tpu.items():
+        if not failing:
+            continue
+        lines += ["", f"## {file}: tpu-only failures", ""]
+        for key, result in failing:
+            name = key.split("::", 1)[-1]
+            lines.append(f"- `{name}` ({result['cause']}): {result['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=Path, required=True, help="PyTorch's test/ folder")
+    parser.add_argument("--files", nargs="*", default=DEFAULT_FILES)
+    parser.add_argument("--devices", nargs="*", default=["tpu", "cpu"])
+    parser.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "pytorch_suites.md")
+    args = parser.parse_args()
+
+    runs: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    started = time.time()
+    for file in args.files:
+        path = (args.tests / file).resolve()
+        if not path.exists():
+            sys.exit(f"pytorch_suites: {path} does not exist")
+        runs[file] = {}
+        for device in args.devices:
+            t0 = time.time()
+            runs[file][device] = run_file(path, device, args.timeout, args.jobs)
+            print(
+                f"{file} on {device}: {len(runs[file][device])} tests in {time.time() - t0:.0f} s",
+                flush=True,
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(summarize(runs, args.devices))
+    args.out.with_suffix(".json").write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {args.out} ({time.time() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
