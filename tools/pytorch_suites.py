@@ -41,8 +41,9 @@ DEFAULT_FILES = [
 CAUSES = [
     ("timeout", r"Timeout \(?>|Failed: Timeout"),
     ("crash", r"worker '\w+' crashed|Fatal Python error|Segmentation fault"),
-    ("CUDA-only assumption", r"\bcuda\b|CUDA"),
+    ("missing op (quantized)", r"[Qq]uantiz"),
     ("missing op", r"is not implemented for the tpu device|Could not run '[^']+' with arguments"),
+    ("CUDA-only assumption", r"\bcuda\b|CUDA"),
     ("complex not supported", r"does not support complex tensors"),
     ("CPU-resident tensor refused", r"Expected all tensors to be on the same device"),
     ("compile error", r"PJRT_Client_Compile|stablehlo builder"),
@@ -85,10 +86,12 @@ def run_file(path: Path, device: str, timeout: int, jobs: int) -> dict[str, dict
 
 def test_key(classname: str, name: str, device: str) -> str:
     """The test's name with its device taken out, so the tpu and CPU runs line up."""
-    suffix = device.upper()
     cls = classname.rsplit(".", 1)[-1]
-    if cls.endswith(suffix):
-        cls = cls[: -len(suffix)]
+    # Test classes are named after the device type: TestFooCPU, TestFooPRIVATEUSE1 (or TPU).
+    for suffix in (device.upper(), "PRIVATEUSE1"):
+        if cls.endswith(suffix):
+            cls = cls[: -len(suffix)]
+            break
     name = re.sub(rf"_{device}(?=_|$)", "_DEVICE", name, count=1)
     return f"{path_of(classname)}::{cls}::{name}"
 

@@ -4,9 +4,12 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/argsort.h>
 #include <ATen/ops/clone.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/nonzero.h>
+#include <ATen/ops/rand.h>
 #include <torch/library.h>
 
 #include "csrc/dispatch/dispatcher.h"
@@ -18,6 +21,27 @@ using IndexList = c10::List<std::optional<at::Tensor>>;
 
 at::Tensor nonzero_kernel(const at::Tensor& self) {
   return at::nonzero(self.cpu()).to(self.device());
+}
+
+at::Tensor& nonzero_out_kernel(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type ",
+              at::kLong, " but got ", out.scalar_type());
+  TORCH_CHECK(out.device() == self.device(), "nonzero: Expected out tensor to be on device ",
+              self.device(), " but got ", out.device());
+  at::Tensor result = nonzero_kernel(self);
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
+// A permutation drawn on the device: the order of random float64 keys (a stable sort, so the
+// rare tie keeps index order).
+at::Tensor& randperm_out_kernel(int64_t n, std::optional<at::Generator> generator,
+                                at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor keys = at::rand({n}, generator, out.options().dtype(at::kDouble));
+  return out.copy_(at::argsort(keys, /*stable=*/true, 0, false));
 }
 
 bool is_mask(const std::optional<at::Tensor>& index) {
@@ -132,6 +156,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_kernel));
   m.impl("masked_scatter", TORCH_FN(masked_scatter_functional));
   m.impl("nonzero", TORCH_FN(nonzero_kernel));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out_kernel));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out_kernel));
   m.impl("index.Tensor", TORCH_FN(index_kernel));
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl_kernel));
   m.impl("index_put", TORCH_FN(index_put_kernel));

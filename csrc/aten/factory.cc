@@ -123,6 +123,17 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   double from = ctx.arg(1).toDouble(), to = ctx.arg(2).toDouble();
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
+  if (hlo::is_complex(t)) {
+    // As CPU: both parts of the real view drawn from [from, to).
+    ElementType part = hlo::component_type(t);
+    auto draw = [&] {
+      return b.binary(
+          "add", splat(b, from, part, shape),
+          b.binary("multiply", uniform01(ctx, shape, part), splat(b, to - from, part, shape)));
+    };
+    Value re = draw();
+    return Values{b.complex(re, draw())};
+  }
   Value u = uniform01(ctx, shape, acc);
   Value r = b.binary("add", splat(b, from, acc, shape),
                      b.binary("multiply", u, splat(b, to - from, acc, shape)));

@@ -464,6 +464,7 @@ LOWER({"flip", "flip.out"}, [](LoweringContext& ctx) {
   Value self = ctx.tensor(0);
   std::vector<int64_t> dims;
   for (int64_t d : ctx.arg(1).toIntVector()) dims.push_back(wrap_dim(d, self.rank()));
+  if (self.rank() == 0) return Values{self};  // a 0-d tensor flips to itself (dim 0 or -1)
   return Values{ctx.b.reverse(self, dims)};
 });
 

@@ -54,8 +54,8 @@ const std::unordered_set<std::string_view>& complex_ops() {
       // comparisons and classification (both parts), statistics and products
       "eq", "ne", "isnan", "isinf", "isfinite", "mean", "var", "std", "var_mean", "std_mean",
       "prod",
-      // samplers
-      "normal"};
+      // samplers, and a select
+      "normal", "uniform", "masked_fill"};
   return ops;
 }
 

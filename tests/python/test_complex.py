@@ -221,3 +221,14 @@ def test_normal_fills_both_parts() -> None:
     # As CPU: each part is normal(mean, std / sqrt(2)).
     torch.testing.assert_close(parts.mean(0), torch.tensor([1.0, 1.0]), atol=0.05, rtol=0)
     torch.testing.assert_close(parts.std(0), torch.full((2,), 2.0 / 2**0.5), atol=0.05, rtol=0)
+
+
+def test_masked_fill_and_uniform() -> None:
+    z = randc(5)
+    mask = torch.tensor([True, False, True, False, False])
+    got = tpu(z).masked_fill_(tpu(mask), 1 - 2j)
+    torch.testing.assert_close(got.cpu(), z.masked_fill(mask, 1 - 2j))
+    u = torch.empty(20000, dtype=torch.complex64, device=DEVICE).uniform_(2.0, 4.0)
+    parts = torch.view_as_real(u.cpu())
+    assert parts.min() >= 2.0 and parts.max() < 4.0  # both parts drawn, as CPU draws them
+    torch.testing.assert_close(parts.mean(0), torch.tensor([3.0, 3.0]), atol=0.05, rtol=0)

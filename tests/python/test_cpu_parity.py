@@ -121,3 +121,29 @@ def test_cpu_index_tensors_and_masks_index_tpu_tensors() -> None:
     written[mask, 0] = torch.tensor(7.0)
     want[mask, 0] = 7.0
     assert torch.equal(written.cpu(), want)
+
+
+def test_flip_of_a_zero_dim_tensor() -> None:
+    x = torch.tensor(2.5)
+    assert torch.equal(torch.flip(x.to("tpu"), (0,)).cpu(), torch.flip(x, (0,)))
+
+
+def test_nonzero_out_resizes_as_on_cpu() -> None:
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    out = torch.empty(0, dtype=torch.long, device="tpu")
+    torch.nonzero(x.to("tpu"), out=out)
+    assert torch.equal(out.cpu(), torch.nonzero(x))
+
+
+def test_randperm_is_a_seeded_permutation_on_the_device() -> None:
+    generator = torch.Generator(device="tpu")
+    draws = []
+    for _ in range(2):
+        generator.manual_seed(7)
+        draws.append(torch.randperm(50, generator=generator, device="tpu"))
+    assert draws[0].device.type == "tpu" and draws[0].dtype == torch.int64
+    assert torch.equal(draws[0].cpu(), draws[1].cpu())
+    assert sorted(draws[0].cpu().tolist()) == list(range(50))
+    out = torch.empty(0, dtype=torch.long, device="tpu")
+    torch.randperm(5, out=out)
+    assert sorted(out.cpu().tolist()) == list(range(5))
