@@ -26,8 +26,9 @@ at::Tensor nonzero_kernel(const at::Tensor& self) {
 at::Tensor& nonzero_out_kernel(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type ",
               at::kLong, " but got ", out.scalar_type());
-  TORCH_CHECK(out.device() == self.device(), "nonzero: Expected out tensor to be on device ",
-              self.device(), " but got ", out.device());
+  TORCH_CHECK(out.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              self.device(), " and ", out.device(), "!");
   at::Tensor result = nonzero_kernel(self);
   at::native::resize_output(out, result.sizes());
   return out.copy_(result);
