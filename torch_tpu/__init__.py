@@ -64,6 +64,9 @@ def _initialize() -> None:
 
     distributed.register()
     device_module.distributed = distributed  # torch.tpu.distributed
+    from . import integrations
+
+    integrations.install()
     _state.update(initialized=True, plugin=str(path), kind=kind)
     atexit.register(_finish_device_work)
 

@@ -226,20 +226,66 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
         generator.set_state(state)
 
 
-def memory_stats(device: Any = None) -> dict[str, int]:
-    return dict(_C._memory_stats(_index(device)))
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    """The allocator's statistics under CUDA's keys ("allocated_bytes.all.current", ...), and
+    the plugin's own figures as "device.*" where it reports them."""
+    index = _index(device)
+    stats = dict(torch.accelerator.memory_stats(index))
+    stats.update(_C._plugin_memory_stats(index))
+    return stats
 
 
 def memory_allocated(device: Any = None) -> int:
-    return int(memory_stats(device)["allocated_bytes.all.current"])
+    """Bytes held by live tpu tensors' storages."""
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return int(memory_stats(device)["allocated_bytes.all.peak"])
+    return torch.accelerator.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Equal to memory_allocated: buffers return to the plugin when their last tensor goes."""
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes: from the plugin's memory statistics where it reports a limit,
+    otherwise the host's available and total memory (the CPU plugin's buffers live there)."""
+    return torch.accelerator.get_memory_info(_index(device))
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    _C._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A short table of the allocator's statistics, in the spirit of torch.cuda.memory_summary."""
+    del abbreviated
+    stats = memory_stats(device)
+    free, total = mem_get_info(device)
+    rows = [
+        ("Allocated memory", "allocated_bytes.all"),
+        ("Reserved memory", "reserved_bytes.all"),
+        ("Allocations", "allocation.all"),
+    ]
+    lines = [f"tpu:{_index(device)} memory summary", f"{'':<18}{'current':>16}{'peak':>16}"]
+    for title, key in rows:
+        lines.append(f"{title:<18}{stats[key + '.current']:>16}{stats[key + '.peak']:>16}")
+    lines.append(f"{'Free / total':<18}{free:>16}{total:>16}")
+    return "\n".join(lines)
 
 
 def empty_cache() -> None:

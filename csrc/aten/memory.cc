@@ -19,6 +19,7 @@
 #include "csrc/aten/common.h"
 #include "csrc/aten/host_transfer.h"
 #include "csrc/device/runtime.h"
+#include "csrc/device/allocator.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/dispatcher.h"
@@ -110,6 +111,19 @@ void download(const at::Tensor& tensor, void* dst) {
   copy_storage_to_host(dense, dst, dense.numel() * dense.element_size());
 }
 
+// Makes `host` (dense, of dst's dtype and element count) dst's whole storage, through
+// `upload(client, data, type, dims, device)`, one of the client's upload flavours.
+template <typename Upload>
+void replace_storage_by_upload(const at::Tensor& dst, const at::Tensor& host, Upload&& upload) {
+  auto& runtime = Runtime::get();
+  hlo::ElementType type = to_element_type(dst.scalar_type());
+  std::vector<int64_t> dims{host.numel()};
+  metrics().uploads++;
+  pjrt::Buffer buffer = upload(runtime.client(), host.data_ptr(), to_pjrt_type(type), dims,
+                               runtime.device(dst.device().index()));
+  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+}
+
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {
   // The host values as they read (conjugate and negative bits applied).
   at::Tensor src =
@@ -123,16 +137,10 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
     return;
   }
   if (src.numel() == 0) return;
-  auto& runtime = Runtime::get();
-  hlo::ElementType type = to_element_type(dst.scalar_type());
-  std::vector<int64_t> dims{src.numel()};
-  PJRT_Device* device = runtime.device(dst.device().index());
-  metrics().uploads++;
-  pjrt::Buffer buffer =
-      non_blocking ? runtime.client().upload_async(src.data_ptr(), to_pjrt_type(type), dims, device,
-                                                   [keep = src.storage()]() {})
-                   : runtime.client().upload(src.data_ptr(), to_pjrt_type(type), dims, device);
-  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+  replace_storage_by_upload(dst, src, [&](pjrt::Client& client, auto... args) {
+    return non_blocking ? client.upload_async(args..., [keep = src.storage()]() {})
+                        : client.upload(args...);
+  });
 }
 
 }  // namespace
@@ -145,14 +153,9 @@ void adopt_host_values(const at::Tensor& dst, at::Tensor host) {
     const_cast<at::Tensor&>(dst).copy_(host);
     return;
   }
-  auto& runtime = Runtime::get();
-  hlo::ElementType type = to_element_type(dst.scalar_type());
-  std::vector<int64_t> dims{host.numel()};
-  metrics().uploads++;
-  pjrt::Buffer buffer = runtime.client().upload_zero_copy(host.data_ptr(), to_pjrt_type(type), dims,
-                                                          runtime.device(dst.device().index()),
-                                                          [keep = host.storage()]() {});
-  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+  replace_storage_by_upload(dst, host, [&](pjrt::Client& client, auto... args) {
+    return client.upload_zero_copy(args..., [keep = host.storage()]() {});
+  });
 }
 
 namespace {

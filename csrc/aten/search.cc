@@ -90,10 +90,12 @@ LOWER({"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketiz
 LOWER({"histc", "histc.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
-  TORCH_CHECK(hlo::is_float(x0.type), "torch.histc: input tensor must be floating point");
   int64_t bins = ctx.arg(1).toInt();
   TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for bins");
-  ElementType m = x0.type == ElementType::F64 ? ElementType::F64 : ElementType::F32;
+  // Integer inputs (which CUDA takes, and MoE layers count experts with) bin in float64, where
+  // their bin arithmetic is exact; the counts keep the input's dtype, as on CUDA.
+  ElementType m =
+      x0.type == ElementType::F64 || !hlo::is_float(x0.type) ? ElementType::F64 : ElementType::F32;
   int64_t n = hlo::num_elements(x0.shape);
   Value x = b.reshape(b.convert(x0, m), {n});
   Value lo = ctx.scalar(2, m), hi = ctx.scalar(3, m);

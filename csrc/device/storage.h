@@ -64,15 +64,4 @@ class DeviceStorage {
 DeviceStorage& device_storage(const c10::Storage& storage);
 DeviceStorage& device_storage(const at::TensorBase& tensor);
 
-// The PrivateUse1 allocator. Allocation is lazy: no device memory is used until a first write.
-c10::Allocator* device_allocator();
-
-struct AllocatorStats {
-  int64_t allocated_bytes = 0;
-  int64_t peak_allocated_bytes = 0;
-  int64_t num_allocs = 0;
-};
-AllocatorStats allocator_stats(int device);
-void reset_peak_allocator_stats(int device);
-
 }  // namespace torch_tpu

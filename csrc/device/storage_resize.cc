@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "csrc/device/allocator.h"
 #include "csrc/device/storage.h"
 
 namespace torch_tpu {

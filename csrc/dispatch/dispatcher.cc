@@ -20,6 +20,7 @@
 
 #include "csrc/device/generator.h"
 #include "csrc/device/runtime.h"
+#include "csrc/device/allocator.h"
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/cache_entry.h"

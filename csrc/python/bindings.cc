@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "csrc/device/allocator.h"
 #include "csrc/device/generator.h"
 #include "csrc/device/pinned_memory.h"
 #include "csrc/device/runtime.h"
@@ -49,13 +50,9 @@ void synchronize(const at::Tensor* only) {
   await_all_pending();
 }
 
-py::dict memory_stats(int device) {
+// The plugin's own view of the device's memory, where it reports one (keys "device.*").
+py::dict plugin_memory_stats(int device) {
   py::dict stats;
-  AllocatorStats allocator = allocator_stats(device);
-  stats["allocated_bytes.all.current"] = allocator.allocated_bytes;
-  stats["allocated_bytes.all.peak"] = allocator.peak_allocated_bytes;
-  stats["num_alloc_retries"] = 0;
-  stats["allocation.all.allocated"] = allocator.num_allocs;
   auto& runtime = Runtime::get();
   if (auto plugin_stats = runtime.client().memory_stats(runtime.device(device))) {
     stats["device.bytes_in_use"] = plugin_stats->bytes_in_use;
@@ -133,8 +130,7 @@ PYBIND11_MODULE(_C, m) {
     properties["plugin_path"] = runtime.plugin_path();
     properties["ffi_custom_calls"] =
         runtime.client().plugin().has_extension(PJRT_Extension_Type_FFI);
-    auto stats = runtime.client().memory_stats(runtime.device(device));
-    properties["total_memory"] = stats && stats->bytes_limit ? *stats->bytes_limit : 0;
+    properties["total_memory"] = device_memory_info(device).second;
     return properties;
   });
   // Where the device sits: its process and integer attributes (coords, slice_index, ...).
@@ -148,8 +144,7 @@ PYBIND11_MODULE(_C, m) {
     attributes["id"] = std::vector<int64_t>{info.id};
     return attributes;
   });
-  m.def("_memory_stats", &memory_stats);
-  m.def("_reset_peak_memory_stats", &reset_peak_allocator_stats);
+  m.def("_plugin_memory_stats", &plugin_memory_stats);
   m.def("_empty_host_cache", &empty_pinned_memory_cache);
   m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });
