@@ -64,7 +64,9 @@ def _initialize() -> None:
 
     distributed.register()
     device_module.distributed = distributed  # torch.tpu.distributed
-    from . import integrations
+    from . import _optimizer_kernels, integrations
+
+    _optimizer_kernels.register()
 
     integrations.install()
     _state.update(initialized=True, plugin=str(path), kind=kind)
