@@ -18,9 +18,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "csrc/device/allocator.h"
 #include "csrc/device/generator.h"
 #include "csrc/device/runtime.h"
-#include "csrc/device/allocator.h"
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/cache_entry.h"
@@ -703,6 +703,13 @@ void register_lowering(std::initializer_list<const char*> names, Lowering loweri
   }
 }
 
+namespace {
+// aten's ops are registered by their bare names, ours (torch_tpu::...) by qualified ones.
+std::string lowering_name(const std::string& op_name) {
+  return op_name.starts_with("aten::") ? op_name.substr(6) : op_name;
+}
+}  // namespace
+
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const BoundLowering* bound = nullptr;
@@ -712,7 +719,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     auto& table = lowerings_by_schema();
     auto found = table.find(&schema);
     if (found == table.end()) {
-      std::string name = schema.name().substr(6);  // drop "aten::"
+      std::string name = lowering_name(schema.name());
       if (!schema.overload_name().empty()) name += "." + schema.overload_name();
       for (const auto& [pending_name, pending] : pending_lowerings()) {
         if (pending_name == name) {

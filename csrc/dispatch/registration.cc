@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -56,10 +57,19 @@ void register_lowered_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
     set_materialize_hook(&materialize_pending);
-    static auto library = std::make_unique<torch::Library>(
-        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    // One library per namespace: aten's ops, and our own (torch_tpu::attention, ...), whose
+    // lowerings are registered under their qualified names.
+    static std::map<std::string, std::unique_ptr<torch::Library>> libraries;
     for (const std::string& name : lowered_op_names()) {
-      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+      size_t qualified = name.find("::");
+      std::string ns = qualified == std::string::npos ? "aten" : name.substr(0, qualified);
+      std::string op = qualified == std::string::npos ? name : name.substr(qualified + 2);
+      auto& library = libraries[ns];
+      if (!library) {
+        library = std::make_unique<torch::Library>(
+            torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+      }
+      library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
     }
   });
 }

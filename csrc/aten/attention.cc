@@ -1,0 +1,257 @@
+// scaled_dot_product_attention as one lowering each way. torch picks a backend per call
+// through `_fused_sdp_choice_stub`; we answer "overrideable", so sdpa calls
+// _scaled_dot_product_fused_attention_overrideable (and autograd its _backward), which run our
+// own ops torch_tpu::attention / attention_backward: scores, softmax and both products in one
+// executable (fused further under DeferAndFuse), with grouped-query heads, boolean or additive
+// masks and causal masking. Calls with dropout take torch's math path, which draws the mask
+// with our RNG ops.
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "csrc/aten/common.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+// The shapes of one call: query [B, Hq, Lq, D], key [B, Hkv, Lk, D], value [B, Hkv, Lk, Dv].
+// Query heads come in groups of Hq / Hkv that share a key/value head, so the products run on
+// [B, Hkv, G, L, .] views and need no copies of key and value.
+struct AttentionShape {
+  int64_t batch, kv_heads, group, q_len, k_len, head_dim, value_dim;
+
+  Shape grouped_query() const { return {batch, kv_heads, group, q_len, head_dim}; }
+  Shape scores() const { return {batch, kv_heads, group, q_len, k_len}; }
+  Shape grouped_rows() const { return {batch, kv_heads, group, q_len}; }
+  Shape query_heads(int64_t last) const { return {batch, kv_heads * group, q_len, last}; }
+};
+
+AttentionShape attention_shape(const Value& q, const Value& k, const Value& v) {
+  TORCH_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4,
+              "scaled_dot_product_attention: expected 4-D query, key and value, got ", q.rank(),
+              "-D, ", k.rank(), "-D and ", v.rank(), "-D");
+  TORCH_CHECK(q.shape[1] % k.shape[1] == 0 && k.shape[1] == v.shape[1],
+              "scaled_dot_product_attention: ", q.shape[1], " query heads cannot share ",
+              k.shape[1], " key/value heads");
+  return {q.shape[0], k.shape[1], q.shape[1] / k.shape[1], q.shape[2], k.shape[2],
+          q.shape[3], v.shape[3]};
+}
+
+ElementType accumulation_type(ElementType type) {
+  return type == ElementType::F64 ? ElementType::F64 : ElementType::F32;
+}
+
+// scale * q k^T, masked: [B, Hkv, G, Lq, Lk] in the accumulation type `acc`.
+Value masked_scores(Builder& b, const AttentionShape& s, const Value& q, const Value& k,
+                    const std::optional<Value>& mask, bool causal, double scale, ElementType acc) {
+  Value grouped_q = b.reshape(b.convert(q, acc), s.grouped_query());
+  Value scores = b.dot_general(grouped_q, b.convert(k, acc), {0, 1}, {0, 1}, {4}, {3}, acc);
+  scores = b.binary("multiply", scores, splat(b, scale, acc, s.scores()));
+  Value minus_inf = splat(b, -INFINITY, acc, s.scores());
+  if (mask) {
+    Value heads_mask = b.reshape(
+        broadcast_to(b, *mask, {s.batch, s.kv_heads * s.group, s.q_len, s.k_len}), s.scores());
+    scores = mask->type == ElementType::Pred ? b.select(heads_mask, scores, minus_inf)
+                                             : b.binary("add", scores, b.convert(heads_mask, acc));
+  }
+  if (causal) {  // query i sees keys 0..i (top-left aligned, as torch's is_causal)
+    Value row = b.iota(s.scores(), ElementType::S64, 3);
+    Value column = b.iota(s.scores(), ElementType::S64, 4);
+    scores = b.select(b.compare("GE", row, column), scores, minus_inf);
+  }
+  return scores;
+}
+
+// exp(scores - logsumexp), with rows that see no key at all (logsumexp -inf) giving zeros,
+// as torch's math path does.
+Value probabilities(Builder& b, const AttentionShape& s, const Value& scores,
+                    const Value& logsumexp) {
+  Value lse = b.broadcast_in_dim(logsumexp, s.scores(), {0, 1, 2, 3});
+  Value p = b.unary("exponential", b.binary("subtract", scores, lse));
+  Value seen = b.compare("GT", lse, splat(b, -INFINITY, scores.type, s.scores()));
+  return b.select(seen, p, splat(b, 0, scores.type, s.scores()));
+}
+
+// torch_tpu::attention(query, key, value, attn_mask, is_causal, scale)
+//   -> (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32)
+LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value q = ctx.tensor(0), k = ctx.tensor(1), v = ctx.tensor(2);
+  AttentionShape s = attention_shape(q, k, v);
+  ElementType acc = accumulation_type(q.type);
+  Value scores = masked_scores(b, s, q, k, ctx.optional_tensor(3), ctx.arg(4).toBool(),
+                               ctx.arg(5).toDouble(), acc);
+  Value peak = b.reduce(scores, b.constant(-INFINITY, acc), {4}, "maximum");
+  Value finite_peak = b.select(b.compare("GT", peak, splat(b, -INFINITY, acc, s.grouped_rows())),
+                               peak, splat(b, 0, acc, s.grouped_rows()));
+  Value shifted =
+      b.binary("subtract", scores, b.broadcast_in_dim(finite_peak, s.scores(), {0, 1, 2, 3}));
+  Value total = b.reduce(b.unary("exponential", shifted), b.constant(0, acc), {4}, "add");
+  Value logsumexp = b.binary("add", b.unary("log", total), finite_peak);
+  Value p = probabilities(b, s, scores, logsumexp);
+  Value out = b.dot_general(p, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {2}, acc);
+  return Values{
+      b.convert(b.reshape(out, s.query_heads(s.value_dim)), q.type),
+      b.convert(b.reshape(logsumexp, {s.batch, s.kv_heads * s.group, s.q_len}), ElementType::F32)};
+});
+
+// Sums `grad` ([B, Hq, Lq, Lk]) down to the mask's own (broadcast) shape.
+Value reduce_to_mask_shape(Builder& b, const Value& grad, const Shape& mask_shape) {
+  int64_t lead = grad.rank() - static_cast<int64_t>(mask_shape.size());
+  std::vector<int64_t> summed;
+  for (int64_t d = 0; d < grad.rank(); ++d) {
+    if (d < lead || (mask_shape[d - lead] == 1 && grad.shape[d] != 1)) summed.push_back(d);
+  }
+  Value reduced = summed.empty() ? grad : sum(b, grad, summed);
+  return b.reshape(reduced, mask_shape);
+}
+
+// torch_tpu::attention_backward(grad_out, query, key, value, attn_mask, output, logsumexp,
+//   is_causal, scale, mask_grad) -> (grad_query, grad_key, grad_value, grad_mask)
+// The probabilities are recomputed from the saved logsumexp rather than kept from forward.
+LOWER({"torch_tpu::attention_backward"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value grad_out = ctx.tensor(0), q = ctx.tensor(1), k = ctx.tensor(2), v = ctx.tensor(3);
+  std::optional<Value> mask = ctx.optional_tensor(4);
+  Value out = ctx.tensor(5), logsumexp = ctx.tensor(6);
+  double scale = ctx.arg(8).toDouble();
+  AttentionShape s = attention_shape(q, k, v);
+  ElementType acc = accumulation_type(q.type);
+  Value scores = masked_scores(b, s, q, k, mask, ctx.arg(7).toBool(), scale, acc);
+  Value p = probabilities(b, s, scores, b.reshape(b.convert(logsumexp, acc), s.grouped_rows()));
+  Shape grouped_out{s.batch, s.kv_heads, s.group, s.q_len, s.value_dim};
+  Value d_out = b.reshape(b.convert(grad_out, acc), grouped_out);
+  // dV = sum over the group and the queries of p^T dO; dP = dO V^T.
+  Value grad_v = b.dot_general(p, d_out, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
+  Value grad_p = b.dot_general(d_out, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {3}, acc);
+  // dS = p * (dP - rowsum(dO * O)): the softmax's backward.
+  Value row_dot =
+      sum(b, b.binary("multiply", d_out, b.reshape(b.convert(out, acc), grouped_out)), {4});
+  Value grad_scores =
+      b.binary("multiply", p,
+               b.binary("subtract", grad_p, b.broadcast_in_dim(row_dot, s.scores(), {0, 1, 2, 3})));
+  Value grad_logits = b.binary("multiply", grad_scores, splat(b, scale, acc, s.scores()));
+  Value grad_q = b.dot_general(grad_logits, b.convert(k, acc), {0, 1}, {0, 1}, {4}, {2}, acc);
+  Value grouped_q = b.reshape(b.convert(q, acc), s.grouped_query());
+  Value grad_k = b.dot_general(grad_logits, grouped_q, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
+  Value grad_mask = splat(b, 0, q.type, {0});
+  if (mask && ctx.arg(9).toBool() && mask->type != ElementType::Pred) {
+    Shape heads_scores{s.batch, s.kv_heads * s.group, s.q_len, s.k_len};
+    grad_mask = b.convert(
+        reduce_to_mask_shape(b, b.reshape(grad_scores, heads_scores), mask->shape), mask->type);
+  }
+  return Values{b.convert(b.reshape(grad_q, s.query_heads(s.head_dim)), q.type),
+                b.convert(grad_k, k.type), b.convert(grad_v, v.type), grad_mask};
+});
+
+// The scale sdpa uses when none is given: 1 / sqrt(head_dim).
+double softmax_scale(const at::Tensor& query, std::optional<double> scale) {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+}
+
+const c10::TypedOperatorHandle<
+    std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                       const std::optional<at::Tensor>&, bool, double)>&
+attention_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("torch_tpu::attention", "")
+                       .typed<std::tuple<at::Tensor, at::Tensor>(
+                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                           const std::optional<at::Tensor>&, bool, double)>();
+  return op;
+}
+
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+    const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, bool, double, bool)>&
+attention_backward_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("torch_tpu::attention_backward", "")
+                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                           const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+                           const at::Tensor&, bool, double, bool)>();
+  return op;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+           at::Tensor, at::Tensor>
+fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, "torch_tpu: fused attention takes no dropout (the math path does)");
+  TORCH_CHECK(!return_debug_mask, "torch_tpu: fused attention has no debug mask");
+  auto [out, logsumexp] =
+      attention_op().call(query, key, value, attn_bias, is_causal, softmax_scale(query, scale));
+  // The same auxiliary results as the op's Meta kernel, so compiled graphs see what eager
+  // returns: no cumulative lengths or debug mask, and 0-d seed and offset (unused: no RNG).
+  at::Tensor rng = at::empty({}, query.options().dtype(at::kLong));
+  return {out,
+          logsumexp,
+          at::Tensor(),
+          at::Tensor(),
+          c10::SymInt(query.size(2)),
+          c10::SymInt(key.size(2)),
+          rng,
+          rng,
+          at::Tensor()};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&,
+    c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
+    const at::Tensor&, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, "torch_tpu: fused attention takes no dropout (the math path does)");
+  std::optional<at::Tensor> mask =
+      attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
+  auto [grad_q, grad_k, grad_v, grad_mask] =
+      attention_backward_op().call(grad_out.contiguous(), query, key, value, mask, out, logsumexp,
+                                   is_causal, softmax_scale(query, scale), grad_input_mask[3]);
+  return {grad_q, grad_k, grad_v, grad_input_mask[3] && mask ? grad_mask : at::Tensor()};
+}
+
+// Our lowering serves every call but those with dropout (the math path draws its mask), those
+// whose heads do not group (the math path raises torch's own error) and those where the user
+// turned the overrideable backend off (torch.nn.attention.sdpa_kernel).
+int64_t choose_attention_backend(const at::Tensor& query, const at::Tensor& key,
+                                 const at::Tensor& value, const std::optional<at::Tensor>& mask,
+                                 double dropout_p, bool, std::optional<double>, bool enable_gqa) {
+  auto math = static_cast<int64_t>(at::SDPBackend::math);
+  if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p > 0.0) return math;
+  if (query.dim() != 4 || key.dim() != 4 || value.dim() != 4) return math;
+  if (key.size(1) != value.size(1) || query.size(1) % key.size(1) != 0) return math;
+  if (query.size(1) != key.size(1) && !enable_gqa) return math;
+  if (mask && mask->defined() && mask->dim() > 4) return math;
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
+}
+
+TORCH_LIBRARY_FRAGMENT(torch_tpu, m) {
+  m.def(
+      "attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, bool is_causal, "
+      "float scale) -> (Tensor output, Tensor logsumexp)");
+  m.def(
+      "attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
+      "Tensor? attn_mask, Tensor output, Tensor logsumexp, bool is_causal, float scale, "
+      "bool mask_grad) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
+      "Tensor grad_mask)");
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", &fused_attention);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", &fused_attention_backward);
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_tpu::aten::choose_attention_backend);
+}  // namespace at::native
