@@ -58,7 +58,10 @@ def current_device() -> int:
 def set_device(device: Any) -> None:
     index = _index(device)
     if not 0 <= index < device_count():
-        raise RuntimeError(f"tpu device index {index} out of range ({device_count()} devices)")
+        raise torch.AcceleratorError(
+            f"invalid device ordinal: tpu device index {index} is out of range"
+            f" ({device_count()} devices)"
+        )
     _C._set_device(index)
 
 

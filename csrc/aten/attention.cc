@@ -13,7 +13,10 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "csrc/aten/common.h"
 
@@ -180,6 +183,19 @@ attention_backward_op() {
   return op;
 }
 
+// `out` laid out in memory as `like` is (a [B, L, H, D] buffer seen as [B, H, L, D], say), as
+// the ops' Meta kernels promise: compiled graphs view the results accordingly.
+at::Tensor with_layout_of(const at::Tensor& like, const at::Tensor& out) {
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  if (std::is_sorted(order.begin(), order.end())) return out;
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
+  return out.permute(order).contiguous().permute(inverse);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -189,6 +205,7 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
   TORCH_CHECK(!return_debug_mask, "torch_tpu: fused attention has no debug mask");
   auto [out, logsumexp] =
       attention_op().call(query, key, value, attn_bias, is_causal, softmax_scale(query, scale));
+  out = with_layout_of(query, out);
   // The same auxiliary results as the op's Meta kernel, so compiled graphs see what eager
   // returns: no cumulative lengths or debug mask, and 0-d seed and offset (unused: no RNG).
   at::Tensor rng = at::empty({}, query.options().dtype(at::kLong));
@@ -215,7 +232,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   auto [grad_q, grad_k, grad_v, grad_mask] =
       attention_backward_op().call(grad_out.contiguous(), query, key, value, mask, out, logsumexp,
                                    is_causal, softmax_scale(query, scale), grad_input_mask[3]);
-  return {grad_q, grad_k, grad_v, grad_input_mask[3] && mask ? grad_mask : at::Tensor()};
+  return {with_layout_of(query, grad_q), with_layout_of(key, grad_k), with_layout_of(value, grad_v),
+          grad_input_mask[3] && mask ? grad_mask : at::Tensor()};
 }
 
 // Our lowering serves every call but those with dropout (the math path draws its mask), those

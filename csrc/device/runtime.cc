@@ -41,8 +41,13 @@ Runtime& Runtime::get() {
 }
 
 PJRT_Device* Runtime::device(int index) const {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "torch_tpu: device index ", index,
-                    " is out of range for ", device_count(), " tpu device(s)");
+  // torch.AcceleratorError, as CUDA raises for an invalid device ordinal.
+  if (index < 0 || index >= device_count()) {
+    throw c10::AcceleratorError(
+        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 0,
+        c10::str("torch_tpu: invalid device ordinal: device index ", index, " is out of range for ",
+                 device_count(), " tpu device(s)"));
+  }
   return client_->devices()[index].device;
 }
 

@@ -21,6 +21,9 @@ struct OutputPlan {
   bool new_tensor = true;  // else: replaces the storage of a mutated argument
   int arg = -1;
   hlo::Shape shape;
+  // A new tensor's strides where ATen lays it out other than contiguously (the executable
+  // writes its values in that memory order); empty for contiguous.
+  std::vector<int64_t> strides;
   c10::ScalarType dtype = c10::ScalarType::Float;
   hlo::ElementType buffer_type = hlo::ElementType::F32;
 };

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <list>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -192,11 +193,21 @@ hlo::Shape shape_of(const at::Tensor& tensor) {
 
 std::string shape_text(const hlo::Shape& shape) { return "[" + hlo::join(shape) + "]"; }
 
+// The dimensions from outermost to innermost in memory, for a dense layout's strides.
+std::vector<int64_t> memory_order(const std::vector<int64_t>& strides) {
+  std::vector<int64_t> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
+}
+
 // Builds and compiles the executable for one key.
 std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
                                         const c10::FunctionSchema& schema,
                                         const LoweringEntry& lowering,
-                                        std::vector<c10::IValue>& args, bool* resized) {
+                                        std::vector<c10::IValue>& args,
+                                        const OutputLayouts& layouts, bool* resized) {
   hlo::Builder builder;
   LoweringContext ctx(builder, args);
   std::vector<hlo::Value> results;
@@ -229,9 +240,14 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     plan.shape = result.shape;
     plan.dtype = to_scalar_type(result.type);
     plan.buffer_type = result.type;
+    hlo::Value in_memory_order = result;
+    if (r < layouts.size() && layouts[r].size() == result.shape.size()) {
+      plan.strides = layouts[r];
+      in_memory_order = builder.transpose(result, memory_order(plan.strides));
+    }
     fresh_outputs.push_back(static_cast<int>(entry->outputs.size()));
     entry->outputs.push_back(plan);
-    module_results.push_back(builder.reshape(result, {hlo::num_elements(result.shape)}));
+    module_results.push_back(builder.reshape(in_memory_order, {hlo::num_elements(result.shape)}));
   }
   const bool inplace = !schema.name().empty() && schema.name().back() == '_';
   for (size_t w = 0; w < written.size(); ++w) {
@@ -537,6 +553,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
+  OutputLayouts layouts;
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
     key += "(";
@@ -561,14 +578,14 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       // error for a bad call comes first; an op CPU computes for complex tensors but we do not
       // yet is refused after it.
       if (attempt == 0) {
-        run_meta_checks(schema, args);
+        layouts = run_meta_checks(schema, args);
         if (refuses_complex(op_name, args)) {
           raise_cpu_error(schema, args);
           check_complex_support(op_name, args);
         }
       }
       bool resized = false;
-      entry = build_entry(op_name, schema, lowering, args, &resized);
+      entry = build_entry(op_name, schema, lowering, args, layouts, &resized);
       if (resized) {
         TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
         continue;
@@ -636,9 +653,14 @@ std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const
 
 at::Tensor new_output_tensor(const OutputPlan& plan, int device) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
-  return at::detail::empty_generic(c10::IntArrayRef(plan.shape), device_allocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), plan.dtype,
-                                   std::nullopt);
+  c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  if (!plan.strides.empty()) {
+    return at::detail::empty_strided_generic(c10::IntArrayRef(plan.shape),
+                                             c10::IntArrayRef(plan.strides), device_allocator(),
+                                             keys, plan.dtype);
+  }
+  return at::detail::empty_generic(c10::IntArrayRef(plan.shape), device_allocator(), keys,
+                                   plan.dtype, std::nullopt);
 }
 
 namespace {

@@ -117,26 +117,46 @@ void check_written_overlap(const c10::FunctionSchema& schema,
 // only bfloat16 (CUDA's fast path), while CPU, CUDA's fallback and our lowering take any float.
 bool meta_is_narrower_than_op(std::string_view name) { return name == "aten::_grouped_mm"; }
 
+// The strides of each fresh return among `outputs` (the Meta kernel's results, one per schema
+// return) where they are dense but not contiguous; empty otherwise.
+OutputLayouts fresh_output_layouts(const c10::FunctionSchema& schema,
+                                   const torch::jit::Stack& outputs) {
+  OutputLayouts layouts;
+  const auto& returns = schema.returns();
+  for (size_t r = 0; r < returns.size() && r < outputs.size(); ++r) {
+    if (returns[r].alias_info() != nullptr) continue;
+    std::vector<int64_t> strides;
+    if (outputs[r].isTensor()) {
+      const at::Tensor& result = outputs[r].toTensor();
+      if (result.defined() && !result.is_contiguous() && result.is_non_overlapping_and_dense())
+        strides = result.strides().vec();
+    }
+    layouts.push_back(std::move(strides));
+  }
+  return layouts;
+}
+
 }  // namespace
 
-void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
+                              const std::vector<c10::IValue>& args) {
   check_written_overlap(schema, args);
-  if (meta_is_narrower_than_op(schema.name())) return;
+  if (meta_is_narrower_than_op(schema.name())) return {};
   auto op = c10::Dispatcher::singleton().findOp(schema.operator_name());
-  if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) return;
+  if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) return {};
   std::optional<torch::jit::Stack> meta = stand_ins(args, c10::Device(c10::kMeta));
-  if (!meta) return;
+  if (!meta) return {};
   // The real call warns (a resized out=, say); the rehearsals must not warn a second time.
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard quiet(&silent);
   std::exception_ptr meta_error;
   try {
     op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &*meta);
-    return;
+    return fresh_output_layouts(schema, *meta);
   } catch (const c10::NotImplementedError&) {
-    return;  // This Meta kernel cannot answer here (a data-dependent shape, say).
+    return {};  // This Meta kernel cannot answer here (a data-dependent shape, say).
   } catch (const python_error& error) {
-    if (is_not_implemented(error)) return;
+    if (is_not_implemented(error)) return {};
     meta_error = std::current_exception();
   } catch (...) {
     meta_error = std::current_exception();

@@ -19,7 +19,14 @@ namespace torch_tpu {
 // cache misses only: a key that compiled once has passed its checks, so the hot path pays
 // nothing. Runtime Scalars are not part of the key, so checks on their values are made only
 // for the first call of each key.
-void run_meta_checks(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+//
+// Returns, for each fresh (non-aliasing) return, the strides ATen gives it where those are a
+// dense layout other than contiguous (an elementwise op on a transposed input keeps the
+// transposition): compiled graphs, traced with ATen's strides, view results accordingly.
+// Empty where the result is contiguous or the Meta kernel did not run.
+using OutputLayouts = std::vector<std::vector<int64_t>>;
+OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
+                              const std::vector<c10::IValue>& args);
 
 // Raises the error CPU's kernel raises for `args` (run on zero-filled CPU stand-ins), if it
 // raises one; returns where CPU takes the call or has no kernel for it.

@@ -147,3 +147,27 @@ def test_randperm_is_a_seeded_permutation_on_the_device() -> None:
     out = torch.empty(0, dtype=torch.long, device="tpu")
     torch.randperm(5, out=out)
     assert sorted(out.cpu().tolist()) == list(range(5))
+
+
+LAYOUT_CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "mul_of_transposed": lambda x: x.transpose(1, 2) * 2,
+    "neg_of_permuted": lambda x: -x.permute(0, 2, 3, 1),
+    "add_transposed_and_contiguous": lambda x: x.transpose(1, 2) + x.transpose(1, 2).contiguous(),
+    "channels_last_relu": lambda x: F.relu(x.contiguous(memory_format=torch.channels_last)),
+    "clone_preserves": lambda x: x.transpose(2, 3).clone(),
+    "contiguous_input": lambda x: x * 3,
+}
+
+
+@pytest.mark.parametrize("case", list(LAYOUT_CASES))
+def test_results_are_laid_out_as_aten_lays_them_out(case: str) -> None:
+    # Compiled graphs are traced with ATen's strides and view results accordingly, and eager
+    # code may .view() a result where ATen's layout allows it: both need the same strides.
+    x = torch.randn(2, 3, 4, 5)
+    expected = LAYOUT_CASES[case](x)
+    actual = LAYOUT_CASES[case](x.to("tpu"))
+    assert actual.stride() == expected.stride()
+    assert torch.equal(actual.cpu(), expected)
+    assert torch.equal(
+        actual.transpose(1, 2).reshape(-1).cpu(), expected.transpose(1, 2).reshape(-1)
+    )

@@ -93,8 +93,11 @@ def test_availability_and_devices() -> None:
     assert torch.tpu.current_device() == 0
     with torch.tpu.device(0):
         assert torch.tpu.current_device() == 0
-    with pytest.raises(RuntimeError, match="out of range"):
+    # As CUDA: torch.AcceleratorError (a RuntimeError) for a device that does not exist.
+    with pytest.raises(torch.AcceleratorError, match="out of range"):
         torch.tpu.set_device(torch.tpu.device_count())
+    with pytest.raises(torch.AcceleratorError, match="invalid device ordinal"):
+        torch.ones(2, device=torch.device("tpu", torch.tpu.device_count()))
     with pytest.raises(ValueError):
         torch.tpu.set_device(torch.device("cpu"))
 
