@@ -64,8 +64,9 @@ def _initialize() -> None:
 
     distributed.register()
     device_module.distributed = distributed  # torch.tpu.distributed
-    from . import _optimizer_kernels, integrations
+    from . import _fake_impls, _optimizer_kernels, integrations
 
+    _fake_impls.register()
     _optimizer_kernels.register()
 
     integrations.install()

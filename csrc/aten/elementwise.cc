@@ -1,5 +1,6 @@
 // Elementwise lowerings: arithmetic, comparisons, math functions, activations and their
 // gradients. Each registers its functional, in-place and out= forms together.
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -250,10 +251,17 @@ Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
   if (min_index >= 0 && !ctx.arg(min_index).isNone()) indices.push_back(min_index);
   if (max_index >= 0 && !ctx.arg(max_index).isNone()) indices.push_back(max_index);
   TORCH_CHECK(indices.size() > 1, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  c10::ScalarType type = ctx.arg(indices[1]).isTensor() ? promoted_type(ctx, {0, indices[1]})
-                                                        : ctx.tensor_meta(0).scalar_type();
-  if (indices.size() > 2 && ctx.arg(indices[2]).isTensor()) {
-    type = c10::promoteTypes(type, promoted_type(ctx, {0, indices[2]}));
+  // As ATen: tensor bounds promote with self; Scalar bounds promote only an integral or bool
+  // self (clamp(int_tensor, min=0.5) is float), never a floating one.
+  c10::ScalarType type = ctx.tensor_meta(0).scalar_type();
+  if (ctx.arg(indices[1]).isTensor() || !c10::isFloatingType(type)) {
+    at::native::ResultTypeState state;
+    for (int index : indices) {
+      const c10::IValue& value = ctx.arg(index);
+      state = value.isTensor() ? at::native::update_result_type_state(value.toTensor(), state)
+                               : at::native::update_result_type_state(value.toScalar(), state);
+    }
+    type = at::native::result_type(state);
   }
   Shape shape = operand_shape(ctx, {0});
   for (size_t i = 1; i < indices.size(); ++i)

@@ -1,5 +1,7 @@
 // Neural-network layers: convolution, pooling, normalisation and losses, forward and backward.
+#include <ATen/ops/native_group_norm_ops.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include "csrc/aten/common.h"
 
@@ -415,6 +417,21 @@ LOWER({"unfold_backward", "unfold_backward.out"}, [](LoweringContext& ctx) {
   }
   return Values{total};
 });
+
+// native_group_norm runs ATen's composite kernel, which views its input as [N, G, -1]: that
+// needs a contiguous input, so a channels-last one (a convolution's output, say) is made
+// contiguous first, and the result goes back to the input's layout, as CPU's kernel returns it.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, c10::SymInt n, c10::SymInt c, c10::SymInt hw,
+    int64_t group, double eps) {
+  auto [out, mean, rstd] = at::_ops::native_group_norm::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), input.contiguous(), weight,
+      bias, std::move(n), std::move(c), std::move(hw), group, eps);
+  return {out.contiguous(input.suggest_memory_format()), mean, rstd};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("native_group_norm", &native_group_norm); }
 
 }  // namespace
 }  // namespace torch_tpu::aten

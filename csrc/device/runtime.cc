@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "csrc/device/stderr_capture.h"
+
 namespace torch_tpu {
 namespace {
 std::mutex init_mutex;
@@ -23,8 +25,17 @@ void Runtime::initialize(const std::string& plugin_path,
                 existing->plugin_path_, "'; cannot switch to '", plugin_path, "'");
     return;
   }
-  auto plugin = pjrt::Plugin::load(plugin_path);
-  auto client = pjrt::Client::create(std::move(plugin), options);
+  std::shared_ptr<pjrt::Client> client;
+  {
+    StderrCapture start_up_log;
+    try {
+      client = pjrt::Client::create(pjrt::Plugin::load(plugin_path), options);
+    } catch (...) {
+      start_up_log.replay();  // what the plugin said before failing
+      throw;
+    }
+    if (plugin_logs_requested()) start_up_log.replay();
+  }
   TORCH_CHECK(!client->devices().empty(), "torch_tpu: the PJRT plugin '", plugin_path,
               "' reports no addressable devices");
   instance.store(new Runtime(plugin_path, std::move(client)));

@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/isfinite.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/TypeCast.h>
@@ -272,6 +273,9 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     c10::ScalarType result_dtype = to_scalar_type(result.type);
     TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
                 " can't be cast to the desired output type ", target.scalar_type());
+    // Some CPU kernels refuse an out= of another dtype where the Meta kernel allows it
+    // (neg, floor): CPU's refusal, if it has one, is ours too. Checked once per key.
+    if (result_dtype != target.scalar_type()) raise_cpu_error(schema, args);
     hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
     hlo::Value flat =
         covers_whole_storage(target)
@@ -556,6 +560,10 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
   OutputLayouts layouts;
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
+    // Integer division, mean of integers' float results, ...: the default dtype is part of
+    // what a call computes.
+    key += static_cast<char>('A' +
+                             static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype())));
     key += "(";
     for (size_t i = 0; i < args.size(); ++i) {
       // Only `Scalar` arguments are runtime inputs; int/float/bool arguments shape the

@@ -355,3 +355,25 @@ def test_copy_from_tpu_into_a_cpu_tensor(make_dst: Any) -> None:
     dst = make_dst((5, 6))
     dst.copy_(on_tpu)
     torch.testing.assert_close(dst, (src * 2).t().to(dst.dtype))
+
+
+def test_import_is_quiet_unless_plugin_logs_are_asked_for() -> None:
+    import os
+    import subprocess
+    import sys
+
+    def stderr_of(level: str | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_LOG_LEVEL"}
+        if level is not None:
+            env["TORCH_TPU_LOG_LEVEL"] = level
+        code = "import torch; torch.ones(2, device='tpu').sum().item()"
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stderr
+
+    assert stderr_of(None) == ""
+    assert stderr_of("off") == ""
+    # The CPU plugin's start-up INFO line names its device count.
+    assert "cpu_device_count" in stderr_of("info")

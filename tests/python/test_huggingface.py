@@ -245,18 +245,25 @@ def test_moe_forward_backward_generate(name: str) -> None:
     )
 
 
-def test_moe_compiled_bfloat16() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_moe_compiled(dtype: torch.dtype) -> None:
     torch.manual_seed(0)
     cpu_model = transformers.AutoModelForCausalLM.from_config(MOE_CONFIGS["mixtral"]())
-    cpu_model = cpu_model.to(torch.bfloat16)
+    cpu_model = cpu_model.to(dtype)
     model = on_tpu(cpu_model)
     compiled = torch.compile(model, backend="tpu")
     ids = torch.randint(0, 128, (2, 8))
     expected = cpu_model(ids, labels=ids)
     actual = compiled(ids.to(TPU), labels=ids.to(TPU))
-    torch.testing.assert_close(actual.logits.cpu(), expected.logits, atol=2e-2, rtol=2e-2)
+    tolerance = (
+        dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
+    )
+    torch.testing.assert_close(actual.logits.cpu(), expected.logits, **tolerance)
+    expected.loss.backward()
     actual.loss.backward()
-    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    for p, q in zip(cpu_model.parameters(), model.parameters(), strict=True):
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad.cpu(), p.grad, **tolerance)
 
 
 # --- attention ------------------------------------------------------------------------------
