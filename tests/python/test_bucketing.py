@@ -52,22 +52,22 @@ def models() -> tuple[nn.Module, nn.Module]:
     return cpu, tpu
 
 
-def test_forward_sweep_1_to_512_compiles_about_log2_times() -> None:
+def test_forward_sweep_1_to_256_compiles_about_log2_times() -> None:
     cpu, tpu = models()
     compiled = torch.compile(tpu, backend="tpu", dynamic=True)
     torch_tpu.reset_metrics()
-    checked = {1, 2, 3, 7, 8, 9, 100, 255, 256, 257, 511, 512}
+    checked = {1, 2, 3, 7, 8, 9, 100, 127, 128, 129, 255, 256}
     with torch.no_grad():
-        for length in range(1, 513):
+        for length in range(1, 257):
             ids = torch.randint(0, 50, (2, length))
             got = compiled(ids.to(DEVICE))
             assert got.shape == (2, length, 50)
             if length in checked:
                 torch.testing.assert_close(got.cpu(), cpu(ids), atol=2e-5, rtol=1e-4)
     compiles = torch_tpu.metrics()["compiles"]
-    # Buckets 8, 16, ..., 512 for the dynamic graph, plus the graph Dynamo specializes for
+    # Buckets 8, 16, ..., 256 for the dynamic graph, plus the graph Dynamo specializes for
     # length 1 (and a few single-op executables for the checks' host reads).
-    assert compiles <= 12, compiles
+    assert compiles <= 11, compiles
 
 
 def test_training_step_buckets_and_gradients_match_cpu() -> None:
