@@ -3,8 +3,9 @@
 // _scaled_dot_product_fused_attention_overrideable (and autograd its _backward), which run our
 // own ops torch_tpu::attention / attention_backward: scores, softmax and both products in one
 // executable (fused further under DeferAndFuse), with grouped-query heads, boolean or additive
-// masks and causal masking. Calls with dropout take torch's math path, which draws the mask
-// with our RNG ops.
+// masks, causal masking and dropout. Dropout draws its keep-mask from the device generator;
+// the generator state it drew from comes back as the op's philox seed and offset, and the
+// backward draws the same mask again from them rather than storing it.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -81,8 +82,33 @@ Value probabilities(Builder& b, const AttentionShape& s, const Value& scores,
   return b.select(seen, p, splat(b, 0, scores.type, s.scores()));
 }
 
-// torch_tpu::attention(query, key, value, attn_mask, is_causal, scale)
-//   -> (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32)
+// Dropout's scaled keep-mask over the scores, drawn from generator state `state` ([2] u64):
+// each element is kept with probability 1 - p and scaled by 1 / (1 - p).
+Value dropout_scale(Builder& b, const AttentionShape& s, const Value& state, double p,
+                    ElementType acc) {
+  Value bits = b.rng_bit_generator(state, s.scores(), ElementType::U32).second;
+  // Kept when the 32 random bits, read as a fraction of 2^32, are at least p.
+  double threshold = std::min(std::floor(p * 4294967296.0), 4294967295.0);
+  Value keep = b.compare("GE", bits, b.constant(threshold, ElementType::U32, s.scores()));
+  return b.select(keep, splat(b, 1.0 / (1.0 - p), acc, s.scores()), splat(b, 0, acc, s.scores()));
+}
+
+// The generator state as two 0-d int64 tensors (the op's philox seed and offset), and back.
+std::pair<Value, Value> state_as_seed_and_offset(Builder& b, const Value& state) {
+  auto half = [&](int64_t i) {
+    return b.reshape(b.bitcast_convert(b.slice(state, {i}, {i + 1}, {1}), ElementType::S64), {});
+  };
+  return {half(0), half(1)};
+}
+Value state_of(Builder& b, const Value& seed, const Value& offset) {
+  auto half = [&](const Value& x) {
+    return b.bitcast_convert(b.reshape(x, {1}), ElementType::U64);
+  };
+  return b.concatenate({half(seed), half(offset)}, 0);
+}
+
+// torch_tpu::attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
+//   -> (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32, seed, offset)
 LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value q = ctx.tensor(0), k = ctx.tensor(1), v = ctx.tensor(2);
@@ -98,10 +124,19 @@ LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
   Value total = b.reduce(b.unary("exponential", shifted), b.constant(0, acc), {4}, "add");
   Value logsumexp = b.binary("add", b.unary("log", total), finite_peak);
   Value p = probabilities(b, s, scores, logsumexp);
+  double dropout = ctx.arg(6).toDouble();
+  Value seed = b.constant_int(0, ElementType::S64), offset = seed;
+  if (dropout > 0) {
+    Value state = ctx.rng_state();
+    std::tie(seed, offset) = state_as_seed_and_offset(b, state);
+    p = b.binary("multiply", p, dropout_scale(b, s, state, dropout, acc));
+    ctx.random_bits(s.scores(), ElementType::U32);  // advances the generator past these bits
+  }
   Value out = b.dot_general(p, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {2}, acc);
   return Values{
       b.convert(b.reshape(out, s.query_heads(s.value_dim)), q.type),
-      b.convert(b.reshape(logsumexp, {s.batch, s.kv_heads * s.group, s.q_len}), ElementType::F32)};
+      b.convert(b.reshape(logsumexp, {s.batch, s.kv_heads * s.group, s.q_len}), ElementType::F32),
+      seed, offset};
 });
 
 // Sums `grad` ([B, Hq, Lq, Lk]) down to the mask's own (broadcast) shape.
@@ -116,8 +151,10 @@ Value reduce_to_mask_shape(Builder& b, const Value& grad, const Shape& mask_shap
 }
 
 // torch_tpu::attention_backward(grad_out, query, key, value, attn_mask, output, logsumexp,
-//   is_causal, scale, mask_grad) -> (grad_query, grad_key, grad_value, grad_mask)
-// The probabilities are recomputed from the saved logsumexp rather than kept from forward.
+//   is_causal, scale, mask_grad, dropout_p, seed, offset)
+//   -> (grad_query, grad_key, grad_value, grad_mask)
+// The probabilities are recomputed from the saved logsumexp, and dropout's mask from the
+// generator state forward drew it from, rather than kept from forward.
 LOWER({"torch_tpu::attention_backward"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad_out = ctx.tensor(0), q = ctx.tensor(1), k = ctx.tensor(2), v = ctx.tensor(3);
@@ -131,8 +168,17 @@ LOWER({"torch_tpu::attention_backward"}, [](LoweringContext& ctx) {
   Shape grouped_out{s.batch, s.kv_heads, s.group, s.q_len, s.value_dim};
   Value d_out = b.reshape(b.convert(grad_out, acc), grouped_out);
   // dV = sum over the group and the queries of p^T dO; dP = dO V^T.
-  Value grad_v = b.dot_general(p, d_out, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
+  // With dropout the output is (p * z) V, z the scaled keep-mask: dV sees p * z, and the
+  // probabilities' gradient is z * dO V^T. rowsum(dO * O) below is still rowsum(p * that).
+  double dropout = ctx.arg(10).toDouble();
+  std::optional<Value> z;
+  if (dropout > 0) {
+    z = dropout_scale(b, s, state_of(b, ctx.tensor(11), ctx.tensor(12)), dropout, acc);
+  }
+  Value kept = z ? b.binary("multiply", p, *z) : p;
+  Value grad_v = b.dot_general(kept, d_out, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
   Value grad_p = b.dot_general(d_out, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {3}, acc);
+  if (z) grad_p = b.binary("multiply", grad_p, *z);
   // dS = p * (dP - rowsum(dO * O)): the softmax's backward.
   Value row_dot =
       sum(b, b.binary("multiply", d_out, b.reshape(b.convert(out, acc), grouped_out)), {4});
@@ -158,28 +204,24 @@ double softmax_scale(const at::Tensor& query, std::optional<double> scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
 }
 
-const c10::TypedOperatorHandle<
-    std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                       const std::optional<at::Tensor>&, bool, double)>&
-attention_op() {
+using AttentionSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, bool,
+    double, double);
+const c10::TypedOperatorHandle<AttentionSignature>& attention_op() {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("torch_tpu::attention", "")
-                       .typed<std::tuple<at::Tensor, at::Tensor>(
-                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                           const std::optional<at::Tensor>&, bool, double)>();
+                       .typed<AttentionSignature>();
   return op;
 }
 
-const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+using AttentionBackwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-    const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, bool, double, bool)>&
-attention_backward_op() {
+    const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, bool, double, bool,
+    double, const at::Tensor&, const at::Tensor&);
+const c10::TypedOperatorHandle<AttentionBackwardSignature>& attention_backward_op() {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("torch_tpu::attention_backward", "")
-                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                           const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
-                           const at::Tensor&, bool, double, bool)>();
+                       .typed<AttentionBackwardSignature>();
   return op;
 }
 
@@ -201,22 +243,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                 bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(dropout_p == 0.0, "torch_tpu: fused attention takes no dropout (the math path does)");
   TORCH_CHECK(!return_debug_mask, "torch_tpu: fused attention has no debug mask");
-  auto [out, logsumexp] =
-      attention_op().call(query, key, value, attn_bias, is_causal, softmax_scale(query, scale));
+  auto [out, logsumexp, seed, offset] = attention_op().call(query, key, value, attn_bias, is_causal,
+                                                            softmax_scale(query, scale), dropout_p);
   out = with_layout_of(query, out);
-  // The same auxiliary results as the op's Meta kernel, so compiled graphs see what eager
-  // returns: no cumulative lengths or debug mask, and 0-d seed and offset (unused: no RNG).
-  at::Tensor rng = at::empty({}, query.options().dtype(at::kLong));
+  // The auxiliary results the op's Meta kernel describes, so compiled graphs see what eager
+  // returns: no cumulative lengths or debug mask; 0-d seed and offset (dropout's generator
+  // state, zeros without dropout).
   return {out,
           logsumexp,
           at::Tensor(),
           at::Tensor(),
           c10::SymInt(query.size(2)),
           c10::SymInt(key.size(2)),
-          rng,
-          rng,
+          seed,
+          offset,
           at::Tensor()};
 }
 
@@ -224,26 +265,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
     const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
     const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor&, const at::Tensor&,
-    c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor&,
-    const at::Tensor&, std::optional<double> scale) {
-  TORCH_CHECK(dropout_p == 0.0, "torch_tpu: fused attention takes no dropout (the math path does)");
+    c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, const at::Tensor& seed,
+    const at::Tensor& offset, std::optional<double> scale) {
+  if (!grad_out.defined()) return {};  // no gradient reached the output: none flows back
   std::optional<at::Tensor> mask =
       attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
-  auto [grad_q, grad_k, grad_v, grad_mask] =
-      attention_backward_op().call(grad_out.contiguous(), query, key, value, mask, out, logsumexp,
-                                   is_causal, softmax_scale(query, scale), grad_input_mask[3]);
+  auto [grad_q, grad_k, grad_v, grad_mask] = attention_backward_op().call(
+      grad_out.contiguous(), query, key, value, mask, out, logsumexp, is_causal,
+      softmax_scale(query, scale), grad_input_mask[3], dropout_p, seed, offset);
   return {with_layout_of(query, grad_q), with_layout_of(key, grad_k), with_layout_of(value, grad_v),
           grad_input_mask[3] && mask ? grad_mask : at::Tensor()};
 }
 
-// Our lowering serves every call but those with dropout (the math path draws its mask), those
-// whose heads do not group (the math path raises torch's own error) and those where the user
-// turned the overrideable backend off (torch.nn.attention.sdpa_kernel).
+// Our lowering serves every call but those whose heads do not group (the math path raises
+// torch's own error), dropout_p >= 1 (all dropped; the math path answers) and those where the
+// user turned the overrideable backend off (torch.nn.attention.sdpa_kernel).
 int64_t choose_attention_backend(const at::Tensor& query, const at::Tensor& key,
                                  const at::Tensor& value, const std::optional<at::Tensor>& mask,
                                  double dropout_p, bool, std::optional<double>, bool enable_gqa) {
   auto math = static_cast<int64_t>(at::SDPBackend::math);
-  if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p > 0.0) return math;
+  if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p >= 1.0) return math;
   if (query.dim() != 4 || key.dim() != 4 || value.dim() != 4) return math;
   if (key.size(1) != value.size(1) || query.size(1) % key.size(1) != 0) return math;
   if (query.size(1) != key.size(1) && !enable_gqa) return math;
@@ -254,12 +295,13 @@ int64_t choose_attention_backend(const at::Tensor& query, const at::Tensor& key,
 TORCH_LIBRARY_FRAGMENT(torch_tpu, m) {
   m.def(
       "attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, bool is_causal, "
-      "float scale) -> (Tensor output, Tensor logsumexp)");
+      "float scale, float dropout_p) -> (Tensor output, Tensor logsumexp, Tensor seed, "
+      "Tensor offset)");
   m.def(
       "attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
       "Tensor? attn_mask, Tensor output, Tensor logsumexp, bool is_causal, float scale, "
-      "bool mask_grad) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
-      "Tensor grad_mask)");
+      "bool mask_grad, float dropout_p, Tensor seed, Tensor offset) -> (Tensor grad_query, "
+      "Tensor grad_key, Tensor grad_value, Tensor grad_mask)");
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -73,12 +73,16 @@ hlo::Value LoweringContext::scalar(int index, hlo::ElementType type) {
   return b.parameter({}, type);
 }
 
-hlo::Value LoweringContext::random_bits(const hlo::Shape& shape, hlo::ElementType type) {
+hlo::Value LoweringContext::rng_state() {
   if (!rng_state_) {
     params.push_back({ParamSource::Kind::RngState, -1, -1, hlo::ElementType::U64});
     rng_state_ = b.parameter({2}, hlo::ElementType::U64);
   }
-  auto [next_state, bits] = b.rng_bit_generator(*rng_state_, shape, type);
+  return *rng_state_;
+}
+
+hlo::Value LoweringContext::random_bits(const hlo::Shape& shape, hlo::ElementType type) {
+  auto [next_state, bits] = b.rng_bit_generator(rng_state(), shape, type);
   rng_state_ = next_state;
   rng_blocks += static_cast<uint64_t>(hlo::num_elements(shape) * hlo::byte_size(type) / 16 + 1);
   return bits;

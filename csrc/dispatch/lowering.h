@@ -45,6 +45,9 @@ class LoweringContext {
   hlo::Value scalar(int index, hlo::ElementType type);
   // `count` random bits of `type` (u32 or u64) from the device generator.
   hlo::Value random_bits(const hlo::Shape& shape, hlo::ElementType type);
+  // The generator state ([2] u64) the next random_bits call draws from: an op that must draw
+  // the same bits again later (attention's dropout, in its backward) returns it.
+  hlo::Value rng_state();
   hlo::Value storage_param(const at::Tensor& tensor, int index, int list_index);
 
   std::vector<ParamSource> params;

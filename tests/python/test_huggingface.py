@@ -339,10 +339,34 @@ def test_sdpa_mask_gradient_compiled_and_dropout() -> None:
     expected.sum().backward()
     actual.sum().backward()
     torch.testing.assert_close(on_device[0].grad.cpu(), inputs[0].grad, atol=1e-5, rtol=1e-5)
-    # Dropout takes torch's math path and really drops.
-    tq, tk, tv = q.to(TPU), k.to(TPU), v.to(TPU)
-    dropped = F.scaled_dot_product_attention(tq, tk, tv, dropout_p=0.5)
-    assert not torch.allclose(dropped.cpu(), F.scaled_dot_product_attention(q, k, v))
+
+
+def test_sdpa_dropout_is_fused_seeded_and_differentiable() -> None:
+    # Uniform attention over an identity value matrix shows the kept, scaled weights.
+    length, p = 64, 0.3
+    q = torch.zeros(2, 2, length, 8, device=TPU)
+    v = torch.eye(length, device=TPU).expand(2, 2, length, length).contiguous()
+    torch.manual_seed(5)
+    torch_tpu.reset_metrics()
+    dropped = F.scaled_dot_product_attention(q, q, v, dropout_p=p).cpu()
+    assert torch_tpu.metrics()["executions"] == 1
+    assert abs((dropped == 0).float().mean().item() - p) < 0.03
+    kept = dropped[dropped != 0]
+    torch.testing.assert_close(kept, torch.full_like(kept, 1 / length / (1 - p)))
+    torch.manual_seed(5)
+    assert torch.equal(F.scaled_dot_product_attention(q, q, v, dropout_p=p).cpu(), dropped)
+    assert not torch.equal(F.scaled_dot_product_attention(q, q, v, dropout_p=p).cpu(), dropped)
+
+    # The backward redraws forward's mask from the seed and offset the forward returned.
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(11)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.4, is_causal=True)
+
+    inputs = [
+        torch.randn(1, 2, 4, 3, dtype=torch.float64, device=TPU, requires_grad=True)
+        for _ in range(3)
+    ]
+    assert torch.autograd.gradcheck(attend, inputs, eps=1e-6, atol=1e-5)
 
 
 def test_attention_implementations_agree() -> None:
