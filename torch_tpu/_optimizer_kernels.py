@@ -11,6 +11,8 @@ a select on device, so the step never waits for the host).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -32,8 +34,8 @@ def _adam_step(
     eps: float,
     amsgrad: bool,
     maximize: bool,
-    grad_scale: Tensor | None,
-    found_inf: Tensor | None,
+    grad_scale: Tensor | None = None,
+    found_inf: Tensor | None = None,
     decoupled: bool,
 ) -> None:
     keep = None if found_inf is None else found_inf.reshape(()) == 0
@@ -69,43 +71,7 @@ def _adam_step(
 
 
 def _register(name: str, decoupled: bool) -> None:
-    def kernel(
-        params: list[Tensor],
-        grads: list[Tensor],
-        exp_avgs: list[Tensor],
-        exp_avg_sqs: list[Tensor],
-        max_exp_avg_sqs: list[Tensor],
-        state_steps: list[Tensor],
-        *,
-        lr: float | Tensor,
-        beta1: float,
-        beta2: float,
-        weight_decay: float,
-        eps: float,
-        amsgrad: bool,
-        maximize: bool,
-        grad_scale: Tensor | None = None,
-        found_inf: Tensor | None = None,
-    ) -> None:
-        _adam_step(
-            params,
-            grads,
-            exp_avgs,
-            exp_avg_sqs,
-            max_exp_avg_sqs,
-            state_steps,
-            lr=lr,
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=weight_decay,
-            eps=eps,
-            amsgrad=amsgrad,
-            maximize=maximize,
-            grad_scale=grad_scale,
-            found_inf=found_inf,
-            decoupled=decoupled,
-        )
-
+    kernel = functools.partial(_adam_step, decoupled=decoupled)
     _library.impl(name, kernel, "PrivateUse1")
     _library.impl(name + ".tensor_lr", kernel, "PrivateUse1")
 
