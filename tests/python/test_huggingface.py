@@ -533,37 +533,50 @@ def dit() -> torch.nn.Module:
     )
 
 
-def denoise(model: torch.nn.Module, sample: torch.Tensor, class_conditional: bool) -> torch.Tensor:
-    """Three DDIM steps; DiT takes its timestep per sample and a class label."""
+def denoise(model: torch.nn.Module, sample: torch.Tensor) -> torch.Tensor:
+    """Three DDIM steps of a class-conditional DiT (label 0)."""
     diffusers = pytest.importorskip("diffusers")
     scheduler = diffusers.DDIMScheduler(num_train_timesteps=50)
     scheduler.set_timesteps(3)
     batch = sample.shape[0]
+    labels = torch.zeros(batch, dtype=torch.long, device=sample.device)
     with torch.no_grad():
         for t in scheduler.timesteps:
-            if class_conditional:
-                timestep = torch.full((batch,), int(t), device=sample.device)
-                labels = torch.zeros(batch, dtype=torch.long, device=sample.device)
-                out = model(sample, timestep=timestep, class_labels=labels).sample
-            else:
-                out = model(sample, t.to(sample.device)).sample
+            timestep = torch.full((batch,), int(t), device=sample.device)
+            out = model(sample, timestep=timestep, class_labels=labels).sample
             sample = scheduler.step(out, t, sample).prev_sample
     return sample
 
 
-@pytest.mark.parametrize(
-    ("name", "compiled"), list(itertools.product(["unet", "dit"], [False, True]))
-)
-def test_diffusers_denoising_matches_cpu(name: str, compiled: bool) -> None:
-    make, channels = {"unet": (unet, 3), "dit": (dit, 4)}[name]
+@pytest.mark.parametrize("compiled", [False, True])
+def test_diffusers_unet_pipeline_matches_cpu(compiled: bool) -> None:
+    diffusers = pytest.importorskip("diffusers")
     torch.manual_seed(0)
-    cpu_model = make().eval()
-    model = make().eval()
-    model.load_state_dict(cpu_model.state_dict())
-    model.to(TPU)
+    pipe = diffusers.DDIMPipeline(
+        unet=unet().eval(), scheduler=diffusers.DDIMScheduler(num_train_timesteps=50)
+    )
+    pipe.set_progress_bar_config(disable=True)
+
+    def images() -> torch.Tensor:
+        generator = torch.Generator().manual_seed(1)  # noise drawn on the CPU, then moved
+        out = pipe(batch_size=2, generator=generator, num_inference_steps=3, output_type="np")
+        return torch.from_numpy(out.images)
+
+    expected = images()
+    pipe.to(TPU)
+    if compiled:
+        pipe.unet = torch.compile(pipe.unet, backend="tpu")
+    torch.testing.assert_close(images(), expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_diffusers_dit_denoising_matches_cpu(compiled: bool) -> None:
+    torch.manual_seed(0)
+    cpu_model = dit().eval()
+    model = copy.deepcopy(cpu_model).to(TPU)
     if compiled:
         model = torch.compile(model, backend="tpu")
-    sample = torch.randn(2, channels, 8, 8, generator=torch.Generator().manual_seed(1))
-    expected = denoise(cpu_model, sample.clone(), name == "dit")
-    actual = denoise(model, sample.to(TPU), name == "dit")
+    sample = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+    expected = denoise(cpu_model, sample.clone())
+    actual = denoise(model, sample.to(TPU))
     torch.testing.assert_close(actual.cpu(), expected, atol=1e-4, rtol=1e-4)
