@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <limits>
+#include <numeric>
 
 namespace torch_tpu::aten {
 
@@ -242,6 +243,19 @@ Value erf(Builder& b, const Value& x) {
 }
 
 Value is_nan(Builder& b, const Value& x) { return b.compare("NE", x, x); }
+
+void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
+                       std::optional<int64_t> exempt) {
+  Value i = b.convert(index, ElementType::S64);
+  auto bound = [&](int64_t value) {
+    return splat(b, static_cast<double>(value), ElementType::S64, i.shape);
+  };
+  Value in_range = b.binary("and", b.compare("GE", i, bound(low)), b.compare("LT", i, bound(high)));
+  if (exempt) in_range = b.binary("or", in_range, b.compare("EQ", i, bound(*exempt)));
+  std::vector<int64_t> all(i.shape.size());
+  std::iota(all.begin(), all.end(), 0);
+  b.check_at_runtime(b.reduce(in_range, b.constant(1, ElementType::Pred), all, "and"));
+}
 
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {
   Value positions =

@@ -49,6 +49,12 @@ std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t 
 Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims);
 Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
 // The slices of `x` at positions `index` (a vector of valid positions) along `dim`.
+// Asserts at run time that every element of the integer tensor `index` lies in [low, high),
+// except those equal to `exempt` (an ignore_index): out of range, the op's result is undefined
+// and the dispatcher raises IndexError at the next sync point.
+void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
+                       std::optional<int64_t> exempt = std::nullopt);
+
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index);
 // `x` with `updates` (shaped like x but index.numel() long along dim) combined by `op` into
 // the slices at `index` (valid positions); "" replaces.

@@ -42,8 +42,10 @@ LOWER({"cat", "cat.out"}, [](LoweringContext& ctx) {
   return Values{ctx.b.concatenate(values, dim)};
 });
 
-// Indices as s64 with negatives wrapped, checked in Debug mode later; here clamped by XLA.
+// Indices as s64 with negatives wrapped. One out of range is reported at the next sync point
+// (a runtime check); XLA clamps it meanwhile.
 Value wrap_index(Builder& b, const Value& index, int64_t size) {
+  check_index_range(b, index, -size, size);
   Value i = b.convert(index, ElementType::S64);
   Value zero = splat(b, 0, ElementType::S64, i.shape);
   return b.select(
@@ -421,6 +423,7 @@ LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringC
   int64_t num_weights = ctx.arg(2).toInt();
   int64_t padding_idx = ctx.arg(3).toInt();
   TORCH_CHECK_NOT_IMPLEMENTED(!ctx.arg(4).toBool(), "torch_tpu: embedding scale_grad_by_freq");
+  check_index_range(b, indices, 0, num_weights);
   int64_t dim = grad.shape.back();
   int64_t n = hlo::num_elements(indices.shape);
   Value flat_index = b.reshape(indices, {n, 1});

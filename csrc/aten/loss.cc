@@ -22,6 +22,7 @@ NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, const Value& targe
   int64_t n = self2d.shape[0], c = self2d.shape[1];
   Value target = b.reshape(b.convert(target_values, ElementType::S64), {n});
   int64_t ignore = ctx.arg(ignore_index_arg).toInt();
+  check_index_range(b, target, 0, c, ignore);
   Value classes = b.iota({n, c}, ElementType::S64, 1);
   Value hit = b.compare("EQ", classes, b.broadcast_in_dim(target, {n, c}, {0}));
   Value class_weight = splat(b, 1, self2d.type, {n, c});

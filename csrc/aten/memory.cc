@@ -18,12 +18,13 @@
 
 #include "csrc/aten/common.h"
 #include "csrc/aten/host_transfer.h"
-#include "csrc/device/runtime.h"
 #include "csrc/device/allocator.h"
+#include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/runtime_checks.h"
 #include "csrc/dispatch/view_io.h"
 
 namespace torch_tpu::aten {
@@ -79,7 +80,9 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
     raise_async_error();  // names the op that failed, if it was asynchronous work
     throw;
   }
-  raise_async_error();  // a sync point: report earlier asynchronous failures here
+  // A sync point: report earlier asynchronous failures and failed index checks here.
+  raise_async_error();
+  raise_failed_runtime_checks();
 }
 
 // A view of a small storage, or one covering most of its storage, is read by downloading the

@@ -41,6 +41,9 @@ struct CacheEntry {
   // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
   std::vector<int> returns;
   uint64_t rng_blocks = 0;
+  // The executable has one more result after `outputs`: a scalar i1, true when every runtime
+  // check of the op held (see runtime_checks.h).
+  bool runtime_check = false;
 };
 
 // The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.

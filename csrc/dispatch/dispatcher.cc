@@ -36,6 +36,7 @@
 #include "csrc/dispatch/registration.h"
 #include "csrc/dispatch/reinterpret.h"
 #include "csrc/dispatch/retire.h"
+#include "csrc/dispatch/runtime_checks.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
 
@@ -291,6 +292,10 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     module_results.push_back(flat);
   }
   if (*resized) return nullptr;
+  if (std::optional<hlo::Value> held = builder.runtime_checks(); held && runtime_checks_enabled()) {
+    module_results.push_back(*held);
+    entry->runtime_check = true;
+  }
   size_t next_fresh = 0, next_written = 0;
   for (bool alias : return_is_alias) {
     if (alias) {
@@ -509,6 +514,12 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
       device_storage(args[plan.arg].toTensor()).assign(std::move(buffer), plan.buffer_type);
       outputs.emplace_back(args[plan.arg]);
     }
+  }
+  if (entry.runtime_check) {
+    watch_runtime_check(
+        std::make_shared<pjrt::Buffer>(std::move(result.outputs[entry.outputs.size()])),
+        hlo::ElementType::Pred, {entry.op_name});
+    if (wait) raise_failed_runtime_checks();  // Debug: at the op itself
   }
   return outputs;
 }
@@ -786,6 +797,7 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
 void await_all_pending() {
   await_pending();  // runs the pending fused graph first (the materialize hook)
   raise_async_error();
+  raise_failed_runtime_checks();
 }
 
 const Lowering& find_lowering(const std::string& name) {

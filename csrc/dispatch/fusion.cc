@@ -14,6 +14,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/retire.h"
+#include "csrc/dispatch/runtime_checks.h"
 #include "csrc/pjrt/compile_options.h"
 
 namespace torch_tpu {
@@ -44,6 +45,9 @@ struct Graph {
   std::vector<std::string> external_types;
   std::vector<std::string> value_types;
   std::vector<std::weak_ptr<PendingSlot>> slots;
+  // Runtime check results (scalar i1 values) and the ops that made them.
+  std::vector<int> checks;
+  std::vector<std::string> check_ops;
 };
 
 Graph& graph() {
@@ -105,12 +109,28 @@ std::string value_name(const Graph& g, int value) {
   TORCH_INTERNAL_ASSERT(false, "torch_tpu: fused value ", value, " has no producer");
 }
 
-std::string join_types(const std::vector<std::string>& types) {
+std::string comma_separated(const std::vector<std::string>& types) {
   std::string text;
   for (size_t i = 0; i < types.size(); ++i) text += (i ? ", " : "") + types[i];
   return text;
 }
 
+// The fused graph's check result: which of its runtime checks failed first (an index into
+// g.checks), or -1 when all held. A chain of selects from the last check back to the first.
+std::string first_failed_check(const Graph& g) {
+  std::ostringstream text;
+  text << "    %failed = stablehlo.constant dense<-1> : tensor<i32>\n";
+  std::string current = "%failed";
+  for (size_t k = g.checks.size(); k-- > 0;) {
+    text << "    %check" << k << " = stablehlo.constant dense<" << k << "> : tensor<i32>\n";
+    text << "    %failed" << k << " = stablehlo.select " << value_name(g, g.checks[k]) << ", "
+         << current << ", %check" << k << " : tensor<i1>, tensor<i32>\n";
+    current = "%failed" + std::to_string(k);
+  }
+  return text.str();
+}
+
+// Returns the `returned` values, then the first failed check (s32) if the graph has checks.
 std::string fused_module(const Graph& g, const std::vector<int>& returned) {
   std::ostringstream text;
   std::unordered_map<uint64_t, bool> defined;
@@ -128,8 +148,16 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
     text << (i ? ", " : "") << "%e" << i << ": " << g.external_types[i];
   }
   std::vector<std::string> result_types;
-  for (int value : returned) result_types.push_back(g.value_types[value]);
-  text << ") -> (" << join_types(result_types) << ") {\n";
+  std::vector<std::string> result_names;
+  for (int value : returned) {
+    result_types.push_back(g.value_types[value]);
+    result_names.push_back(value_name(g, value));
+  }
+  if (!g.checks.empty()) {
+    result_types.push_back("tensor<i32>");
+    result_names.push_back("%failed0");
+  }
+  text << ") -> (" << comma_separated(result_types) << ") {\n";
   for (size_t k = 0; k < g.ops.size(); ++k) {
     const RecordedOp& op = g.ops[k];
     const auto& results = op.entry->result_types;
@@ -141,14 +169,12 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
       text << (i ? ", " : "")
            << (input.external ? "%e" + std::to_string(input.index) : value_name(g, input.index));
     }
-    text << ") : (" << join_types(op.entry->param_types) << ") -> (" << join_types(results)
-         << ")\n";
+    text << ") : (" << comma_separated(op.entry->param_types) << ") -> ("
+         << comma_separated(results) << ")\n";
   }
-  text << "    return ";
-  for (size_t i = 0; i < returned.size(); ++i) {
-    text << (i ? ", " : "") << value_name(g, returned[i]);
-  }
-  if (!returned.empty()) text << " : " << join_types(result_types);
+  if (!g.checks.empty()) text << first_failed_check(g);
+  text << "    return " << comma_separated(result_names);
+  if (!result_names.empty()) text << " : " << comma_separated(result_types);
   text << "\n  }\n";
   return hlo::wrap_module(text.str());
 }
@@ -160,6 +186,8 @@ void reset(Graph& g) {
   g.external_types.clear();
   g.value_types.clear();
   g.slots.clear();
+  g.checks.clear();
+  g.check_ops.clear();
 }
 
 void flush_locked(Graph& g) {
@@ -205,6 +233,7 @@ void flush_locked(Graph& g) {
   auto externals = std::move(g.externals);
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
+  std::vector<std::string> check_ops = std::move(g.check_ops);
   reset(g);  // whatever happens next, the graph is spent
 
   if (executable) {
@@ -239,6 +268,10 @@ void flush_locked(Graph& g) {
     if (error) record_async_error(label, error->what());
     pending_finished();
   });
+  if (!check_ops.empty()) {
+    watch_runtime_check(std::make_shared<pjrt::Buffer>(std::move(result.outputs[live.size()])),
+                        hlo::ElementType::S32, std::move(check_ops));
+  }
   std::lock_guard<std::mutex> lock(pending_slots_mutex());
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& slot = live[i];
@@ -290,6 +323,10 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
     }
   }
   for (const std::string& type : entry->result_types) g.value_types.push_back(type);
+  if (entry->runtime_check) {
+    g.checks.push_back(op.first_value + static_cast<int>(entry->outputs.size()));
+    g.check_ops.push_back(entry->op_name);
+  }
   g.ops.push_back(op);
 
   std::vector<c10::IValue> outputs;

@@ -795,6 +795,19 @@ std::string Builder::function(const std::string& name, bool is_public,
   return text.str();
 }
 
+void Builder::check_at_runtime(const Value& holds) {
+  require(holds.type == ElementType::Pred && holds.rank() == 0,
+          "check_at_runtime: needs a scalar i1, got " + holds.tensor_type());
+  if (out_ == &body_) runtime_checks_.push_back(holds);
+}
+
+std::optional<Value> Builder::runtime_checks() {
+  if (runtime_checks_.empty()) return std::nullopt;
+  Value all = runtime_checks_[0];
+  for (size_t i = 1; i < runtime_checks_.size(); ++i) all = binary("and", all, runtime_checks_[i]);
+  return all;
+}
+
 std::string Builder::module(const std::vector<Value>& results) const {
   return wrap_module(function("main", true, results));
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -160,6 +161,14 @@ class Builder {
   Value collective_permute(const Value& x,
                            const std::vector<std::pair<int64_t, int64_t>>& source_target_pairs);
 
+  // Runtime checks: scalar i1 values the computation asserts to be true (every index in
+  // range). XLA has no assert, so the dispatcher returns their conjunction as an extra result
+  // and raises at the next sync point when it is false. Values inside a region cannot leave
+  // it, so a check made there is dropped.
+  void check_at_runtime(const Value& holds);
+  // The conjunction of every check (a scalar i1), or nullopt when there is none.
+  std::optional<Value> runtime_checks();
+
   // The whole module, with `results` returned from @main in order.
   std::string module(const std::vector<Value>& results) const;
   // Just the function (for modules that call several): `@name(params) -> results`.
@@ -183,6 +192,7 @@ class Builder {
 
   int next_id_ = 0;
   std::vector<Value> parameters_;
+  std::vector<Value> runtime_checks_;
   std::string body_;
   std::string* out_ = &body_;
 };

@@ -1,0 +1,93 @@
+#include "csrc/dispatch/runtime_checks.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "csrc/pjrt/error.h"
+
+namespace torch_tpu {
+namespace {
+
+struct Watched {
+  std::shared_ptr<pjrt::Buffer> flag;
+  hlo::ElementType type;
+  std::vector<std::string> op_names;
+};
+
+// Past this many unread flags they are read at the next watch, so a loop that never syncs
+// keeps a bounded list; a failure found then waits for the next sync point.
+constexpr size_t kMaxWatched = 256;
+
+std::mutex watched_mutex;
+auto& watched = *new std::vector<Watched>();  // leaked, like the caches
+std::optional<std::string> failed_op;         // under watched_mutex
+
+// Reads every watched flag, keeping the first failure; under watched_mutex. The reads start
+// together and each waits for its producer. A producer that failed outright is reported as an
+// asynchronous error instead.
+void read_watched() {
+  std::vector<int32_t> values(watched.size(), 0);  // an i1 flag fills the low byte
+  std::vector<std::optional<pjrt::Event>> reads;
+  for (size_t i = 0; i < watched.size(); ++i) {
+    const size_t bytes = watched[i].type == hlo::ElementType::Pred ? 1 : sizeof(int32_t);
+    try {
+      reads.emplace_back(watched[i].flag->copy_to_host(&values[i], bytes));
+    } catch (const pjrt::Error&) {
+      reads.emplace_back(std::nullopt);
+    }
+  }
+  for (size_t i = 0; i < watched.size(); ++i) {
+    if (!reads[i]) continue;
+    try {
+      reads[i]->await("reading an index check");
+    } catch (const pjrt::Error&) {
+      continue;
+    }
+    const Watched& w = watched[i];
+    if (failed_op) continue;
+    if (w.type == hlo::ElementType::Pred && values[i] == 0) failed_op = w.op_names.front();
+    if (w.type != hlo::ElementType::Pred && values[i] >= 0) {
+      failed_op = w.op_names.at(static_cast<size_t>(values[i]));
+    }
+  }
+  watched.clear();
+}
+
+}  // namespace
+
+bool runtime_checks_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCH_TPU_INDEX_CHECKS");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  return enabled;
+}
+
+void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
+                         std::vector<std::string> op_names) {
+  std::lock_guard<std::mutex> lock(watched_mutex);
+  watched.push_back({std::move(flag), type, std::move(op_names)});
+  if (watched.size() >= kMaxWatched) read_watched();
+}
+
+void raise_failed_runtime_checks() {
+  std::optional<std::string> op;
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex);
+    if (watched.empty() && !failed_op) return;
+    read_watched();
+    op.swap(failed_op);
+  }
+  if (!op) return;
+  if (op->ends_with('.')) op->pop_back();  // "aten::gather." names the default overload
+  TORCH_CHECK_INDEX(false, "torch_tpu: ", *op,
+                    " was given an index out of range (an index tensor held a value outside the "
+                    "dimension it indexes, or a class target outside [0, classes)); found on the "
+                    "device at this sync point, so that op's result is undefined");
+}
+
+}  // namespace torch_tpu

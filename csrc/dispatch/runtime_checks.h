@@ -1,0 +1,29 @@
+// Runtime checks that ops make on the device (every index in range, see
+// hlo::Builder::check_at_runtime), reported at the next sync point as CUDA reports its
+// device-side asserts, but as an IndexError that leaves the process usable.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "csrc/hlo/types.h"
+#include "csrc/pjrt/buffer.h"
+
+namespace torch_tpu {
+
+// False when TORCH_TPU_INDEX_CHECKS=0: ops then carry no runtime checks, and an index out of
+// range reads a clamped position unreported (read once, at the first compile).
+bool runtime_checks_enabled();
+
+// Watches `flag` until the next sync point. It is a scalar i1 (true: the checks of
+// `op_names[0]` held), or a fused graph's scalar s32 (-1: every check held; k: the first that
+// failed belongs to `op_names[k]`).
+void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
+                         std::vector<std::string> op_names);
+
+// A sync point: reads every watched flag and raises IndexError naming the first op whose
+// check failed.
+void raise_failed_runtime_checks();
+
+}  // namespace torch_tpu

@@ -1,0 +1,164 @@
+"""Out-of-range indices on tpu: in every eager mode and under torch.compile, an index outside
+its dimension (or a class target outside [0, classes)) raises IndexError naming the op at the
+next sync point, never hands back clamped data; CPU refuses each of these calls too. In-range
+indices (negative ones, ignore_index) raise nothing and match CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU
+
+import torch_tpu
+
+Case = Callable[[torch.device], torch.Tensor]
+
+
+def arange(device: torch.device) -> torch.Tensor:
+    return torch.arange(10.0, device=device)
+
+
+def zeros(device: torch.device) -> torch.Tensor:
+    return torch.zeros(5, device=device)
+
+
+def ints(values: list, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, device=device)
+
+
+def ones(device: torch.device) -> torch.Tensor:
+    return torch.ones(1, device=device)
+
+
+# name -> (the op's name in the message, a call with an index out of range)
+OUT_OF_RANGE: dict[str, tuple[str, Case]] = {
+    "index": ("aten::index", lambda d: arange(d)[ints([0, 15, -20, 3], d)]),
+    "index_2d": (
+        "aten::index",
+        lambda d: arange(d).reshape(2, 5)[ints([0, 1], d), ints([1, 5], d)],
+    ),
+    "gather": ("aten::gather", lambda d: torch.gather(arange(d), 0, ints([11], d))),
+    "take": ("aten::take", lambda d: torch.take(arange(d), ints([11], d))),
+    "index_select": ("aten::index_select", lambda d: arange(d).index_select(0, ints([-11], d))),
+    "embedding": (
+        "aten::index_select",
+        lambda d: F.embedding(ints([3], d), torch.ones(3, 2, device=d)),
+    ),
+    "cross_entropy": (
+        "aten::nll_loss",
+        lambda d: F.cross_entropy(torch.ones(2, 3, device=d), ints([0, 3], d)),
+    ),
+    "nll_loss2d": (
+        "aten::nll_loss2d",
+        lambda d: F.nll_loss(torch.ones(1, 3, 2, 2, device=d), ints([[[0, 3], [1, 1]]], d)),
+    ),
+    "index_put": (
+        "aten::_index_put_impl_",
+        lambda d: zeros(d).index_put_((ints([7], d),), ones(d)),
+    ),
+    "scatter_add": ("aten::scatter_add", lambda d: zeros(d).scatter_add_(0, ints([5], d), ones(d))),
+    "scatter": ("aten::scatter", lambda d: zeros(d).scatter_(0, ints([-6], d), ones(d))),
+    "index_add": ("aten::index_add", lambda d: zeros(d).index_add_(0, ints([5], d), ones(d))),
+    "index_copy": ("aten::index_copy", lambda d: zeros(d).index_copy_(0, ints([5], d), ones(d))),
+    "index_fill": ("aten::index_fill", lambda d: zeros(d).index_fill_(0, ints([5], d), 1.0)),
+    "put": ("aten::put", lambda d: zeros(d).put_(ints([5], d), ones(d))),
+    "embedding_bag": (
+        "aten::_embedding_bag",
+        lambda d: F.embedding_bag(ints([1, 4], d), torch.ones(3, 2, device=d), ints([0], d)),
+    ),
+    "multi_margin_loss": (
+        "aten::multi_margin_loss",
+        lambda d: F.multi_margin_loss(torch.ones(2, 3, device=d), ints([0, 3], d)),
+    ),
+    "multilabel_margin_loss": (
+        "aten::multilabel_margin_loss",
+        lambda d: F.multilabel_margin_loss(
+            torch.ones(2, 3, device=d), ints([[0, 3, -1], [1, -1, 0]], d)
+        ),
+    ),
+}
+
+IN_RANGE: dict[str, Case] = {
+    "index_negative": lambda d: arange(d)[ints([-10, 9, 0], d)],
+    "gather_edges": lambda d: torch.gather(arange(d), 0, ints([0, 9], d)),
+    "cross_entropy_ignore_index": lambda d: F.cross_entropy(
+        torch.arange(6.0, device=d).reshape(2, 3), ints([2, -100], d)
+    ),
+    "embedding_bag": lambda d: F.embedding_bag(
+        ints([0, 2], d), torch.arange(6.0, device=d).reshape(3, 2), ints([0], d)
+    ),
+}
+
+MODES = ("strict", "defer_and_fuse", "debug")
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode(request.param)
+    yield request.param
+    torch_tpu.set_eager_mode(previous)
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_RANGE))
+def test_out_of_range_raises_index_error(case: str, mode: str) -> None:
+    op, call = OUT_OF_RANGE[case]
+    with pytest.raises((IndexError, RuntimeError)):
+        call(torch.device("cpu"))  # CPU refuses the same call
+    # At the call (Debug: CPU's own message where it checks on the host) or at this read.
+    with pytest.raises(IndexError, match=op.removeprefix("aten::")):
+        call(TPU).cpu()
+    # Reported once; the device goes on working.
+    torch.testing.assert_close(arange(TPU)[ints([1, -1], TPU)].cpu(), torch.tensor([1.0, 9.0]))
+
+
+@pytest.mark.parametrize("case", sorted(IN_RANGE))
+def test_in_range_matches_cpu(case: str, mode: str) -> None:
+    call = IN_RANGE[case]
+    torch.testing.assert_close(call(TPU).cpu(), call(torch.device("cpu")))
+
+
+def test_reported_at_synchronize_and_at_any_later_read() -> None:
+    bad = torch.gather(arange(TPU), 0, ints([12], TPU))
+    with pytest.raises(IndexError, match="aten::gather"):
+        torch.tpu.synchronize()
+    del bad
+    torch.take(arange(TPU), ints([-11], TPU))
+    unrelated = arange(TPU) * 2  # the read of another tensor is the sync point
+    with pytest.raises(IndexError, match="aten::take"):
+        unrelated.cpu()
+    torch.testing.assert_close(unrelated.cpu(), torch.arange(10.0) * 2)
+
+
+def test_fused_graph_names_the_failing_op() -> None:
+    torch_tpu.set_eager_mode("defer_and_fuse")
+    try:
+        x = arange(TPU)
+        good = x.index_select(0, ints([1, 2], TPU)) * 3
+        bad = torch.take(x, ints([10], TPU)) + 1
+        also_good = torch.gather(x, 0, ints([4], TPU))
+        with pytest.raises(IndexError, match="aten::take"):
+            (good.sum() + bad.sum() + also_good.sum()).item()
+    finally:
+        torch_tpu.set_eager_mode("strict")
+
+
+def test_compiled_graph_raises() -> None:
+    def lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, table).sum(1)
+
+    compiled = torch.compile(lookup, backend="tpu")
+    table = torch.arange(12.0).reshape(6, 2)
+    ids = torch.tensor([[0, 5], [2, 3]])
+    torch.testing.assert_close(compiled(table.to(TPU), ids.to(TPU)).cpu(), lookup(table, ids))
+    with pytest.raises(IndexError):
+        compiled(table.to(TPU), torch.tensor([[0, 6], [2, 3]]).to(TPU)).cpu()
+
+
+def test_embedding_backward_checks_its_indices() -> None:
+    grad = torch.ones(2, 3, device=TPU)
+    with pytest.raises(IndexError, match="aten::embedding_dense_backward"):
+        torch.ops.aten.embedding_dense_backward(grad, ints([0, 4], TPU), 4, -1, False).cpu()
