@@ -244,6 +244,12 @@ Value erf(Builder& b, const Value& x) {
 
 Value is_nan(Builder& b, const Value& x) { return b.compare("NE", x, x); }
 
+Value all_of(Builder& b, const Value& pred) {
+  std::vector<int64_t> dims(pred.shape.size());
+  std::iota(dims.begin(), dims.end(), 0);
+  return b.reduce(pred, b.constant(1, ElementType::Pred), dims, "and");
+}
+
 void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
                        std::optional<int64_t> exempt) {
   Value i = b.convert(index, ElementType::S64);
@@ -252,9 +258,9 @@ void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high
   };
   Value in_range = b.binary("and", b.compare("GE", i, bound(low)), b.compare("LT", i, bound(high)));
   if (exempt) in_range = b.binary("or", in_range, b.compare("EQ", i, bound(*exempt)));
-  std::vector<int64_t> all(i.shape.size());
-  std::iota(all.begin(), all.end(), 0);
-  b.check_at_runtime(b.reduce(in_range, b.constant(1, ElementType::Pred), all, "and"));
+  b.check_at_runtime(all_of(b, in_range), Builder::CheckKind::IndexInRange,
+                     "an index out of range (a value outside the dimension it indexes, or a "
+                     "class target outside [0, classes))");
 }
 
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {

@@ -49,6 +49,9 @@ std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t 
 Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims);
 Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims);
 // The slices of `x` at positions `index` (a vector of valid positions) along `dim`.
+// True (a scalar i1) when every element of the i1 tensor `pred` is.
+Value all_of(Builder& b, const Value& pred);
+
 // Asserts at run time that every element of the integer tensor `index` lies in [low, high),
 // except those equal to `exempt` (an ignore_index): out of range, the op's result is undefined
 // and the dispatcher raises IndexError at the next sync point.

@@ -388,7 +388,16 @@ LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
   Value p = empty, l = empty, u = empty;
   if (unpack_data) std::tie(l, u) = unpack_factors(b, lu);
   if (unpack_pivots) {
-    p = permutation_matrix(b, permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), lu.type);
+    const int64_t rows = lu.shape[lu.rank() - 2];
+    Value pivots = b.convert(ctx.tensor(1), ElementType::S64);
+    b.check_at_runtime(
+        all_of(b,
+               b.binary(
+                   "and", b.compare("GE", pivots, splat(b, 1, ElementType::S64, pivots.shape)),
+                   b.compare("LE", pivots,
+                             splat(b, static_cast<double>(rows), ElementType::S64, pivots.shape)))),
+        Builder::CheckKind::ValueInDomain, "pivots outside [1, LU.size(-2)]");
+    p = permutation_matrix(b, permutation_of(b, ctx.tensor(1), rows), lu.type);
   }
   return Values{p, l, u};
 });

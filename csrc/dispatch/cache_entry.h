@@ -7,10 +7,12 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "csrc/dispatch/lowering.h"
+#include "csrc/dispatch/runtime_checks.h"
 #include "csrc/pjrt/buffer.h"
 #include "csrc/pjrt/executable.h"
 
@@ -41,9 +43,9 @@ struct CacheEntry {
   // For each schema return: index into outputs (new tensor) or -(arg + 1) (a mutated argument).
   std::vector<int> returns;
   uint64_t rng_blocks = 0;
-  // The executable has one more result after `outputs`: a scalar i1, true when every runtime
-  // check of the op held (see runtime_checks.h).
-  bool runtime_check = false;
+  // Set when the executable has one more result after `outputs`: a scalar i1, true when every
+  // runtime check of the op held (see runtime_checks.h).
+  std::optional<CheckedOp> runtime_check;
 };
 
 // The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.

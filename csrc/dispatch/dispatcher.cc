@@ -294,7 +294,9 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   if (*resized) return nullptr;
   if (std::optional<hlo::Value> held = builder.runtime_checks(); held && runtime_checks_enabled()) {
     module_results.push_back(*held);
-    entry->runtime_check = true;
+    hlo::Builder::RuntimeCheck failure = builder.runtime_check_failure();
+    entry->runtime_check =
+        CheckedOp{op_name, failure.failure, failure.kind == hlo::Builder::CheckKind::IndexInRange};
   }
   size_t next_fresh = 0, next_written = 0;
   for (bool alias : return_is_alias) {
@@ -518,7 +520,7 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   if (entry.runtime_check) {
     watch_runtime_check(
         std::make_shared<pjrt::Buffer>(std::move(result.outputs[entry.outputs.size()])),
-        hlo::ElementType::Pred, {entry.op_name});
+        hlo::ElementType::Pred, {*entry.runtime_check});
     if (wait) raise_failed_runtime_checks();  // Debug: at the op itself
   }
   return outputs;

@@ -47,7 +47,7 @@ struct Graph {
   std::vector<std::weak_ptr<PendingSlot>> slots;
   // Runtime check results (scalar i1 values) and the ops that made them.
   std::vector<int> checks;
-  std::vector<std::string> check_ops;
+  std::vector<CheckedOp> check_ops;
 };
 
 Graph& graph() {
@@ -233,7 +233,7 @@ void flush_locked(Graph& g) {
   auto externals = std::move(g.externals);
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
-  std::vector<std::string> check_ops = std::move(g.check_ops);
+  std::vector<CheckedOp> check_ops = std::move(g.check_ops);
   reset(g);  // whatever happens next, the graph is spent
 
   if (executable) {
@@ -325,7 +325,7 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   for (const std::string& type : entry->result_types) g.value_types.push_back(type);
   if (entry->runtime_check) {
     g.checks.push_back(op.first_value + static_cast<int>(entry->outputs.size()));
-    g.check_ops.push_back(entry->op_name);
+    g.check_ops.push_back(*entry->runtime_check);
   }
   g.ops.push_back(op);
 

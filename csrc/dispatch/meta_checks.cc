@@ -136,6 +136,24 @@ OutputLayouts fresh_output_layouts(const c10::FunctionSchema& schema,
   return layouts;
 }
 
+// Products whose CPU kernels take neither bool nor mixed dtypes, which their Meta kernels do not
+// check: such a call is rehearsed on the CPU for its error.
+bool cpu_refuses_dtypes(std::string_view name, const std::vector<c10::IValue>& args) {
+  static const std::unordered_set<std::string_view> products = {
+      "aten::mm",     "aten::bmm",    "aten::addmm",   "aten::addmv",   "aten::addbmm",
+      "aten::addmm_", "aten::addmv_", "aten::addbmm_", "aten::baddbmm", "aten::baddbmm_",
+      "aten::dot",    "aten::vdot",   "aten::mv",      "aten::addr",    "aten::addr_"};
+  if (!products.contains(name)) return false;
+  std::optional<c10::ScalarType> first;
+  for (const c10::IValue& arg : args) {
+    if (!arg.isTensor() || !arg.toTensor().defined()) continue;
+    const c10::ScalarType type = arg.toTensor().scalar_type();
+    if (type == c10::kBool || (first && *first != type)) return true;
+    first = type;
+  }
+  return false;
+}
+
 }  // namespace
 
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
@@ -152,7 +170,6 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
   std::exception_ptr meta_error;
   try {
     op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &*meta);
-    return fresh_output_layouts(schema, *meta);
   } catch (const c10::NotImplementedError&) {
     return {};  // This Meta kernel cannot answer here (a data-dependent shape, say).
   } catch (const python_error& error) {
@@ -160,6 +177,10 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
     meta_error = std::current_exception();
   } catch (...) {
     meta_error = std::current_exception();
+  }
+  if (!meta_error) {
+    if (cpu_refuses_dtypes(schema.name(), args)) raise_cpu_error(schema, args);
+    return fresh_output_layouts(schema, *meta);
   }
   // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now
   // and then classes) differ from CPU's: CPU's own error is raised where CPU has one.

@@ -15,7 +15,7 @@ namespace {
 struct Watched {
   std::shared_ptr<pjrt::Buffer> flag;
   hlo::ElementType type;
-  std::vector<std::string> op_names;
+  std::vector<CheckedOp> ops;
 };
 
 // Past this many unread flags they are read at the next watch, so a loop that never syncs
@@ -24,7 +24,7 @@ constexpr size_t kMaxWatched = 256;
 
 std::mutex watched_mutex;
 auto& watched = *new std::vector<Watched>();  // leaked, like the caches
-std::optional<std::string> failed_op;         // under watched_mutex
+std::optional<CheckedOp> failed_op;           // under watched_mutex
 
 // Reads every watched flag, keeping the first failure; under watched_mutex. The reads start
 // together and each waits for its producer. A producer that failed outright is reported as an
@@ -49,9 +49,9 @@ void read_watched() {
     }
     const Watched& w = watched[i];
     if (failed_op) continue;
-    if (w.type == hlo::ElementType::Pred && values[i] == 0) failed_op = w.op_names.front();
+    if (w.type == hlo::ElementType::Pred && values[i] == 0) failed_op = w.ops.front();
     if (w.type != hlo::ElementType::Pred && values[i] >= 0) {
-      failed_op = w.op_names.at(static_cast<size_t>(values[i]));
+      failed_op = w.ops.at(static_cast<size_t>(values[i]));
     }
   }
   watched.clear();
@@ -68,14 +68,14 @@ bool runtime_checks_enabled() {
 }
 
 void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
-                         std::vector<std::string> op_names) {
+                         std::vector<CheckedOp> ops) {
   std::lock_guard<std::mutex> lock(watched_mutex);
-  watched.push_back({std::move(flag), type, std::move(op_names)});
+  watched.push_back({std::move(flag), type, std::move(ops)});
   if (watched.size() >= kMaxWatched) read_watched();
 }
 
 void raise_failed_runtime_checks() {
-  std::optional<std::string> op;
+  std::optional<CheckedOp> op;
   {
     std::lock_guard<std::mutex> lock(watched_mutex);
     if (watched.empty() && !failed_op) return;
@@ -83,11 +83,13 @@ void raise_failed_runtime_checks() {
     op.swap(failed_op);
   }
   if (!op) return;
-  if (op->ends_with('.')) op->pop_back();  // "aten::gather." names the default overload
-  TORCH_CHECK_INDEX(false, "torch_tpu: ", *op,
-                    " was given an index out of range (an index tensor held a value outside the "
-                    "dimension it indexes, or a class target outside [0, classes)); found on the "
-                    "device at this sync point, so that op's result is undefined");
+  std::string name = op->op_name;
+  if (name.ends_with('.')) name.pop_back();  // "aten::gather." names the default overload
+  const std::string message = "torch_tpu: " + name + " was given " + op->failure +
+                              "; found on the device at this sync point, so that op's result "
+                              "is undefined";
+  TORCH_CHECK_INDEX(!op->index_error, message);
+  TORCH_CHECK(false, message);
 }
 
 }  // namespace torch_tpu

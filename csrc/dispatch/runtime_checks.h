@@ -16,14 +16,22 @@ namespace torch_tpu {
 // range reads a clamped position unreported (read once, at the first compile).
 bool runtime_checks_enabled();
 
-// Watches `flag` until the next sync point. It is a scalar i1 (true: the checks of
-// `op_names[0]` held), or a fused graph's scalar s32 (-1: every check held; k: the first that
-// failed belongs to `op_names[k]`).
-void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
-                         std::vector<std::string> op_names);
+// An op's runtime checks: what their failure means, and whether it is an IndexError (else a
+// RuntimeError, as CPU raises for bad values).
+struct CheckedOp {
+  std::string op_name;
+  std::string failure;
+  bool index_error = true;
+};
 
-// A sync point: reads every watched flag and raises IndexError naming the first op whose
-// check failed.
+// Watches `flag` until the next sync point. It is a scalar i1 (true: the checks of `ops[0]`
+// held), or a fused graph's scalar s32 (-1: every check held; k: the first that failed
+// belongs to `ops[k]`).
+void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
+                         std::vector<CheckedOp> ops);
+
+// A sync point: reads every watched flag and raises IndexError (or RuntimeError) naming the
+// first op whose check failed and what was wrong.
 void raise_failed_runtime_checks();
 
 }  // namespace torch_tpu

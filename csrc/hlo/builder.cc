@@ -795,10 +795,22 @@ std::string Builder::function(const std::string& name, bool is_public,
   return text.str();
 }
 
-void Builder::check_at_runtime(const Value& holds) {
+void Builder::check_at_runtime(const Value& holds, CheckKind kind, const std::string& failure) {
   require(holds.type == ElementType::Pred && holds.rank() == 0,
           "check_at_runtime: needs a scalar i1, got " + holds.tensor_type());
-  if (out_ == &body_) runtime_checks_.push_back(holds);
+  if (out_ != &body_) return;
+  runtime_checks_.push_back(holds);
+  runtime_check_failures_.push_back({kind, failure});
+}
+
+Builder::RuntimeCheck Builder::runtime_check_failure() const {
+  RuntimeCheck all{CheckKind::IndexInRange, ""};
+  for (const RuntimeCheck& check : runtime_check_failures_) {
+    if (check.kind != CheckKind::IndexInRange) all.kind = CheckKind::ValueInDomain;
+    if (all.failure.find(check.failure) != std::string::npos) continue;
+    all.failure += (all.failure.empty() ? "" : "; or ") + check.failure;
+  }
+  return all;
 }
 
 std::optional<Value> Builder::runtime_checks() {

@@ -165,9 +165,17 @@ class Builder {
   // range). XLA has no assert, so the dispatcher returns their conjunction as an extra result
   // and raises at the next sync point when it is false. Values inside a region cannot leave
   // it, so a check made there is dropped.
-  void check_at_runtime(const Value& holds);
+  enum class CheckKind { IndexInRange, ValueInDomain };
+  struct RuntimeCheck {
+    CheckKind kind;
+    std::string failure;  // what was wrong when it does not hold, for the error message
+  };
+  void check_at_runtime(const Value& holds, CheckKind kind, const std::string& failure);
   // The conjunction of every check (a scalar i1), or nullopt when there is none.
   std::optional<Value> runtime_checks();
+  // What a failure of that conjunction means: the checks' failures (distinct, joined by "; or
+  // "), of kind IndexInRange only if every check is.
+  RuntimeCheck runtime_check_failure() const;
 
   // The whole module, with `results` returned from @main in order.
   std::string module(const std::vector<Value>& results) const;
@@ -193,6 +201,7 @@ class Builder {
   int next_id_ = 0;
   std::vector<Value> parameters_;
   std::vector<Value> runtime_checks_;
+  std::vector<RuntimeCheck> runtime_check_failures_;
   std::string body_;
   std::string* out_ = &body_;
 };

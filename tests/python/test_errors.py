@@ -257,3 +257,21 @@ def test_fill_into_overlapping_view_works_as_on_cpu(tpu: torch.device) -> None:
     x = torch.zeros(1, device=tpu)
     x.expand(3).fill_(2.0)  # CPU allows fills (and masked/indexed writes) here
     torch.testing.assert_close(x.cpu(), torch.full((1,), 2.0))
+
+
+# Dtypes CPU's product kernels refuse while their Meta kernels accept them.
+PRODUCT_DTYPES = {
+    "mm_bool": (torch.mm, [torch.ones(2, 2, dtype=torch.bool)] * 2),
+    "dot_bool": (torch.dot, [torch.ones(2, dtype=torch.bool)] * 2),
+    "addmm_self_double": (
+        torch.addmm,
+        [torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2), torch.ones(2, 2)],
+    ),
+    "mv_mixed": (torch.mv, [torch.ones(2, 2, dtype=torch.float64), torch.ones(2)]),
+}
+
+
+@pytest.mark.parametrize("case", PRODUCT_DTYPES)
+def test_product_dtypes_refused_as_on_cpu(case: str) -> None:
+    call, tensors = PRODUCT_DTYPES[case]
+    same_error_as_cpu(call, *tensors)

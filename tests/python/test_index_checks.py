@@ -158,6 +158,37 @@ def test_compiled_graph_raises() -> None:
         compiled(table.to(TPU), torch.tensor([[0, 6], [2, 3]]).to(TPU)).cpu()
 
 
+# Values CPU checks before computing, checked on the device: RuntimeError, as on CPU.
+BAD_VALUES: dict[str, tuple[str, Case]] = {
+    "multinomial_negative": (
+        "aten::multinomial",
+        lambda d: torch.multinomial(torch.tensor([0.5, -0.1, 0.6], device=d), 1),
+    ),
+    "multinomial_nan": (
+        "aten::multinomial",
+        lambda d: torch.multinomial(torch.tensor([0.5, float("nan")], device=d), 1),
+    ),
+    "multinomial_zero_sum": (
+        "aten::multinomial",
+        lambda d: torch.multinomial(torch.zeros(2, 3, device=d), 1),
+    ),
+    "lu_unpack_pivots": (
+        "aten::lu_unpack",
+        lambda d: torch.lu_unpack(torch.eye(2, device=d), ints([3, 2], d).int())[0],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_bad_values_raise_runtime_error(case: str, mode: str) -> None:
+    op, call = BAD_VALUES[case]
+    with pytest.raises(RuntimeError):
+        call(torch.device("cpu"))
+    with pytest.raises(RuntimeError, match=op):
+        call(TPU).cpu()
+    assert torch.multinomial(torch.tensor([0.0, 1.0], device=TPU), 1).item() == 1
+
+
 def test_embedding_backward_checks_its_indices() -> None:
     grad = torch.ones(2, 3, device=TPU)
     with pytest.raises(IndexError, match="aten::embedding_dense_backward"):
