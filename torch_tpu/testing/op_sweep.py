@@ -248,6 +248,7 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
         stride = -(-len(samples) // max_samples)
         samples = samples[::stride]
     outvoted: list[int] = []
+    exact: list[int] = []
     tied: list[int] = []
     for index, sample in enumerate(samples):
         # Results that are unique only up to signs or phases (singular and eigenvectors) are
@@ -267,7 +268,14 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
                 got = grads_of(
                     lambda m=moved, u=unique_part: u(op(m[0], *m[1], **m[2])), grad_inputs(moved)
                 )
-                compare(got, want, atol, rtol, random_sample)
+                try:
+                    compare(got, want, atol, rtol, random_sample)
+                except AssertionError:
+                    if random_sample or not matches_float64_gradients(
+                        op, call, unique_part, dtype, got, atol, rtol
+                    ):
+                        raise
+                    exact.append(index)
             else:
                 want = unique_part(op(sample.input, *sample.args, **sample.kwargs))
                 moved = to_tpu((sample.input, sample.args, sample.kwargs), host_args)
@@ -290,12 +298,14 @@ def run_phase(op: Any, dtype: torch.dtype, backward: bool, max_samples: int = 0)
             first = (str(error).splitlines() or [""])[0][:200]
             return "error", f"sample {index}: {type(error).__name__}: {first}"
     notes = [f"{OUTVOTED} on samples {outvoted}"] if outvoted else []
+    notes += [f"{EXACT_GRADIENTS} on samples {exact}"] if exact else []
     notes += [f"{TIED} on samples {tied}"] if tied else []
     return "pass", "; ".join(notes)
 
 
 OUTVOTED = "tpu matches float64 and CPU does not"
 TIED = "positions differ from CPU's only among tied values"
+EXACT_GRADIENTS = "tpu's gradients match float64 ones within tolerance where CPU's float32 differ"
 
 # Ops returning the positions of selected elements, where any of several tied positions is right
 # (they are not stable unless asked): (values, positions), or positions alone for argsort.
@@ -363,6 +373,41 @@ def cpu_is_the_outlier(
     except AssertionError:
         return True
     return False
+
+
+def matches_float64_gradients(
+    op: Any,
+    call: tuple[Any, Any, Any],
+    unique_part: Callable[[Any], Any],
+    dtype: torch.dtype,
+    got: list[Any],
+    atol: float,
+    rtol: float,
+) -> bool:
+    """Whether tpu's float32 gradients are within the entry's tolerances of the same gradients
+    computed in float64 on CPU: a disagreement with CPU's float32 gradients is then rounding
+    in both, which varies with the host's vector units (the XLA CPU plugin compiles for the
+    machine it runs on)."""
+    if dtype != torch.float32 or torch.float64 not in op.supported_dtypes("cpu"):
+        return False
+
+    def widen(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype == dtype:
+            return x.detach().double().requires_grad_(x.requires_grad)
+        return x
+
+    def to_double(x: Any) -> Any:
+        return x.double() if isinstance(x, torch.Tensor) else x
+
+    wide = tree_map(widen, call)
+    try:
+        reference = grads_of(
+            lambda: unique_part(op(wide[0], *wide[1], **wide[2])), grad_inputs(wide)
+        )
+        compare(tree_map(to_double, got), reference, atol, rtol, False)
+    except (AssertionError, RuntimeError):
+        return False
+    return True
 
 
 def sweep(indices: list[int]) -> list[dict[str, Any]]:
