@@ -5,7 +5,7 @@
 #
 # The operator-coverage gate checks every op_db entry the report lists as passing, at most 2
 # samples of each, evenly spread, in the Strict pass; and every 16th entry in the DeferAndFuse
-# pass. `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes,
+# pass; the bad-input gate checks every 4th entry. `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes,
 # every sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an
 # hour on two cores); run it before calling coverage or fusion work done. Extra arguments go to pytest in both passes.
 #
@@ -33,7 +33,7 @@ if [ "$FULL" = 1 ]; then
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --op-gate-samples 32 "$@"
 else
   echo "[test] Python suite (pytest), Strict mode"
-  "${PYTEST[@]}" --op-gate-samples 2 "$@"
+  "${PYTEST[@]}" --op-gate-samples 2 --bad-input-every 4 "$@"
   echo "[test] What fusion can change, under TPU_DEFER_AND_FUSE=1"
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --fusion-subset --op-gate-every 16 --op-gate-samples 8 "$@"
 fi

@@ -251,14 +251,14 @@ Value all_of(Builder& b, const Value& pred) {
 }
 
 void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
-                       std::optional<int64_t> exempt) {
+                       std::optional<int64_t> exempt, Builder::CheckKind kind) {
   Value i = b.convert(index, ElementType::S64);
   auto bound = [&](int64_t value) {
     return splat(b, static_cast<double>(value), ElementType::S64, i.shape);
   };
   Value in_range = b.binary("and", b.compare("GE", i, bound(low)), b.compare("LT", i, bound(high)));
   if (exempt) in_range = b.binary("or", in_range, b.compare("EQ", i, bound(*exempt)));
-  b.check_at_runtime(all_of(b, in_range), Builder::CheckKind::IndexInRange,
+  b.check_at_runtime(all_of(b, in_range), kind,
                      "an index out of range (a value outside the dimension it indexes, or a "
                      "class target outside [0, classes))");
 }

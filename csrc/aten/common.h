@@ -56,7 +56,8 @@ Value all_of(Builder& b, const Value& pred);
 // except those equal to `exempt` (an ignore_index): out of range, the op's result is undefined
 // and the dispatcher raises IndexError at the next sync point.
 void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
-                       std::optional<int64_t> exempt = std::nullopt);
+                       std::optional<int64_t> exempt = std::nullopt,
+                       Builder::CheckKind kind = Builder::CheckKind::RaisesIndexError);
 
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index);
 // `x` with `updates` (shaped like x but index.numel() long along dim) combined by `op` into

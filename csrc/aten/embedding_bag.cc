@@ -85,7 +85,8 @@ Values embedding_bag(LoweringContext& ctx) {
               "embedding_bag: mode has to be 0 (sum), 1 (mean) "
               "or 2 (max)");
   int64_t padding_idx = ctx.arg(8).toInt();
-  check_index_range(b, indices_in, 0, weight.shape[0]);
+  check_index_range(b, indices_in, 0, weight.shape[0], std::nullopt,
+                    Builder::CheckKind::RaisesRuntimeError);  // as CPU raises
   Bags g = bags_of(b, indices_in, ctx.tensor(2), ctx.arg(7).toBool(), padding_idx);
   const int64_t dim = weight.shape[1];
   ElementType t = opmath(weight.type);

@@ -340,10 +340,10 @@ LOWER({"multinomial", "multinomial.out"}, [](LoweringContext& ctx) {
   Value finite_nonnegative =
       b.binary("and", b.compare("GE", p, splat(b, 0, ElementType::F32, p.shape)),
                b.compare("LE", p, splat(b, highest(ElementType::F32), ElementType::F32, p.shape)));
-  b.check_at_runtime(all_of(b, finite_nonnegative), Builder::CheckKind::ValueInDomain,
+  b.check_at_runtime(all_of(b, finite_nonnegative), Builder::CheckKind::RaisesRuntimeError,
                      "a probability tensor holding `inf`, `nan` or an element < 0");
   b.check_at_runtime(all_of(b, b.compare("GT", sum(b, p, {1}), splat(b, 0, ElementType::F32, {d}))),
-                     Builder::CheckKind::ValueInDomain, "probabilities whose sum is <= 0");
+                     Builder::CheckKind::RaisesRuntimeError, "probabilities whose sum is <= 0");
   TORCH_CHECK(replacement || samples <= c,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Value out;

@@ -44,8 +44,9 @@ LOWER({"cat", "cat.out"}, [](LoweringContext& ctx) {
 
 // Indices as s64 with negatives wrapped. One out of range is reported at the next sync point
 // (a runtime check); XLA clamps it meanwhile.
-Value wrap_index(Builder& b, const Value& index, int64_t size) {
-  check_index_range(b, index, -size, size);
+Value wrap_index(Builder& b, const Value& index, int64_t size,
+                 Builder::CheckKind kind = Builder::CheckKind::RaisesIndexError) {
+  check_index_range(b, index, -size, size, std::nullopt, kind);
   Value i = b.convert(index, ElementType::S64);
   Value zero = splat(b, 0, ElementType::S64, i.shape);
   return b.select(
@@ -71,7 +72,9 @@ Value coordinates(Builder& b, const Value& index, int64_t dim, int64_t size) {
   with_vector.push_back(1);
   std::vector<Value> parts;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    Value part = d == dim ? wrap_index(b, index, size) : b.iota(shape, ElementType::S64, d);
+    // CPU's gather and scatter raise RuntimeError for an index out of range.
+    Value part = d == dim ? wrap_index(b, index, size, Builder::CheckKind::RaisesRuntimeError)
+                          : b.iota(shape, ElementType::S64, d);
     parts.push_back(b.reshape(part, with_vector));
   }
   return b.concatenate(parts, static_cast<int64_t>(shape.size()));

@@ -396,7 +396,7 @@ LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
                    "and", b.compare("GE", pivots, splat(b, 1, ElementType::S64, pivots.shape)),
                    b.compare("LE", pivots,
                              splat(b, static_cast<double>(rows), ElementType::S64, pivots.shape)))),
-        Builder::CheckKind::ValueInDomain, "pivots outside [1, LU.size(-2)]");
+        Builder::CheckKind::RaisesRuntimeError, "pivots outside [1, LU.size(-2)]");
     p = permutation_matrix(b, permutation_of(b, ctx.tensor(1), rows), lu.type);
   }
   return Values{p, l, u};

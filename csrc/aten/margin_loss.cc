@@ -56,7 +56,8 @@ MultiMargin multi_margin(LoweringContext& ctx, const Scores& s, int target_index
                          int weight_index) {
   Builder& b = ctx.b;
   Value target = b.reshape(b.convert(ctx.tensor(target_index), ElementType::S64), {s.n, 1});
-  check_index_range(b, target, 0, s.classes);
+  check_index_range(b, target, 0, s.classes, std::nullopt,
+                    Builder::CheckKind::RaisesRuntimeError);  // as CPU raises
   Value hit = b.compare("EQ", b.iota({s.n, s.classes}, ElementType::S64, 1),
                         broadcast_to(b, target, {s.n, s.classes}));
   Value zero = c(b, 0, s.x);
@@ -121,7 +122,8 @@ LOWER({"multi_margin_loss_backward", "multi_margin_loss_backward.grad_input"},
 // [N, C].
 Value target_counts(Builder& b, const Value& target_values, const Scores& s) {
   Value target = b.reshape(b.convert(target_values, ElementType::S64), {s.n, s.classes});
-  check_index_range(b, target, -1, s.classes);
+  check_index_range(b, target, -1, s.classes, std::nullopt,
+                    Builder::CheckKind::RaisesRuntimeError);  // as CPU raises
   Value listed = b.compare("GE", target, splat(b, 0, ElementType::S64, target.shape));
   // Entries from the first -1 on do not count: a running "all listed so far".
   Value ended = b.convert(b.unary("not", listed), ElementType::S32);

@@ -12,15 +12,21 @@
 namespace torch_tpu {
 namespace {
 
-// Raises IndexError naming the op, the first offending index and the bound.
+// Raises IndexError (RuntimeError where CPU does: gather and scatter) naming the op, the first
+// offending index and the bound.
 void check_range(const std::string& op, const at::Tensor& index, int64_t dim, int64_t size) {
+  const bool runtime_error = op.starts_with("gather") || op.starts_with("scatter");
   if (!index.defined() || index.numel() == 0) return;
   if (index.scalar_type() == at::kBool || index.scalar_type() == at::kByte) return;  // masks
   at::Tensor host = index.cpu().to(at::kLong).reshape({-1});
   const int64_t* values = host.data_ptr<int64_t>();
   for (int64_t i = 0; i < host.numel(); ++i) {
-    TORCH_CHECK_INDEX(values[i] >= -size && values[i] < size, op, "(): index ", values[i],
-                      " is out of bounds for dimension ", dim, " with size ", size);
+    if (values[i] >= -size && values[i] < size) continue;
+    const std::string message = op + "(): index " + std::to_string(values[i]) +
+                                " is out of bounds for dimension " + std::to_string(dim) +
+                                " with size " + std::to_string(size);
+    TORCH_CHECK(!runtime_error, message);
+    TORCH_CHECK_INDEX(false, message);
   }
 }
 

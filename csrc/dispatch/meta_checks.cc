@@ -136,22 +136,46 @@ OutputLayouts fresh_output_layouts(const c10::FunctionSchema& schema,
   return layouts;
 }
 
-// Products whose CPU kernels take neither bool nor mixed dtypes, which their Meta kernels do not
-// check: such a call is rehearsed on the CPU for its error.
-bool cpu_refuses_dtypes(std::string_view name, const std::vector<c10::IValue>& args) {
-  static const std::unordered_set<std::string_view> products = {
-      "aten::mm",     "aten::bmm",    "aten::addmm",   "aten::addmv",   "aten::addbmm",
-      "aten::addmm_", "aten::addmv_", "aten::addbmm_", "aten::baddbmm", "aten::baddbmm_",
-      "aten::dot",    "aten::vdot",   "aten::mv",      "aten::addr",    "aten::addr_"};
-  if (!products.contains(name)) return false;
-  std::optional<c10::ScalarType> first;
+// Calls whose dtypes CPU's kernels may refuse where the Meta kernel does not check (most CPU
+// kernels dispatch on a dtype list, and many compare their operands' dtypes inside): a bool
+// `self`, an integer `self` beside a floating operand, or floating operands of different
+// dtypes. Only such calls are rehearsed on the CPU, so the common ones pay nothing.
+bool unusual_dtypes(const std::vector<c10::IValue>& args) {
+  std::optional<c10::ScalarType> self, floating;
+  bool has_floating = false;
   for (const c10::IValue& arg : args) {
     if (!arg.isTensor() || !arg.toTensor().defined()) continue;
     const c10::ScalarType type = arg.toTensor().scalar_type();
-    if (type == c10::kBool || (first && *first != type)) return true;
-    first = type;
+    if (!self) self = type;
+    if (!c10::isFloatingType(type) && !c10::isComplexType(type)) continue;
+    if (floating && *floating != type) return true;
+    floating = type;
+    has_floating = true;
+  }
+  if (!self) return false;
+  return *self == c10::kBool || (c10::isIntegralType(*self, false) && has_floating);
+}
+
+// Whether CPU's error is about dtypes (and so holds whatever the values): a dtype its kernel
+// does not dispatch on, or operands whose dtypes it will not mix. Other errors from zero-filled
+// stand-ins could be about the values.
+bool is_dtype_error(const c10::Error& error) {
+  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) return true;
+  const std::string_view message = error.what_without_backtrace();
+  for (std::string_view word : {"type", "Bool", "bool"}) {
+    if (message.find(word) != std::string_view::npos) return true;
   }
   return false;
+}
+
+// CPU's refusal of the call's dtypes, if it refuses them.
+void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
+                           const std::vector<c10::IValue>& args) {
+  try {
+    raise_cpu_error(schema, args);
+  } catch (const c10::Error& error) {
+    if (is_dtype_error(error)) throw;
+  }
 }
 
 }  // namespace
@@ -179,7 +203,7 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
     meta_error = std::current_exception();
   }
   if (!meta_error) {
-    if (cpu_refuses_dtypes(schema.name(), args)) raise_cpu_error(schema, args);
+    if (unusual_dtypes(args)) raise_cpu_dtype_error(schema, args);
     return fresh_output_layouts(schema, *meta);
   }
   // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now

@@ -804,9 +804,9 @@ void Builder::check_at_runtime(const Value& holds, CheckKind kind, const std::st
 }
 
 Builder::RuntimeCheck Builder::runtime_check_failure() const {
-  RuntimeCheck all{CheckKind::IndexInRange, ""};
+  RuntimeCheck all{CheckKind::RaisesIndexError, ""};
   for (const RuntimeCheck& check : runtime_check_failures_) {
-    if (check.kind != CheckKind::IndexInRange) all.kind = CheckKind::ValueInDomain;
+    if (check.kind != CheckKind::RaisesIndexError) all.kind = CheckKind::RaisesRuntimeError;
     if (all.failure.find(check.failure) != std::string::npos) continue;
     all.failure += (all.failure.empty() ? "" : "; or ") + check.failure;
   }

@@ -203,6 +203,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(a fast, evenly spread subset; 1 runs them all)",
     )
     parser.addoption(
+        "--bad-input-every",
+        type=int,
+        default=1,
+        help="run only the bad-input gate entries whose op_db index is a multiple of N",
+    )
+    parser.addoption(
         "--fusion-subset",
         action="store_true",
         help="run only the tests whose results fusion can change (DeferAndFuse's pass in "
@@ -260,19 +266,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         dropped = [item for item in items if not _fusion_relevant(item)]
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if _fusion_relevant(item)]
-    every: int = config.getoption("--op-gate-every")
-    if every > 1:
-        dropped = [item for item in items if _skipped_by_gate_sampling(item, every)]
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not _skipped_by_gate_sampling(item, every)]
+    for gate_file, option in (
+        ("test_op_coverage.py", "--op-gate-every"),
+        ("test_bad_input.py", "--bad-input-every"),
+    ):
+        every: int = config.getoption(option)
+        if every > 1:
+            dropped = [item for item in items if _skipped_by_gate_sampling(item, gate_file, every)]
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item not in dropped]
     for item in items:
         node = item.nodeid.split("tests/python/")[-1]
         if node in KNOWN_GAPS:
             item.add_marker(pytest.mark.xfail(strict=True, reason="known gap: not implemented yet"))
 
 
-def _skipped_by_gate_sampling(item: pytest.Item, every: int) -> bool:
+def _skipped_by_gate_sampling(item: pytest.Item, gate_file: str, every: int) -> bool:
     callspec = getattr(item, "callspec", None)
-    if callspec is None or "test_op_coverage.py" not in item.nodeid:
+    if callspec is None or gate_file not in item.nodeid:
         return False
     return int(callspec.params["index"]) % every != 0
