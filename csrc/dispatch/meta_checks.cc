@@ -137,12 +137,11 @@ OutputLayouts fresh_output_layouts(const c10::FunctionSchema& schema,
 }
 
 // Calls whose dtypes CPU's kernels may refuse where the Meta kernel does not check (most CPU
-// kernels dispatch on a dtype list, and many compare their operands' dtypes inside): a bool
-// `self`, an integer `self` beside a floating operand, or floating operands of different
-// dtypes. Only such calls are rehearsed on the CPU, so the common ones pay nothing.
+// kernels dispatch on a dtype list, and many compare their operands' dtypes inside): a bool or
+// integer `self`, or floating operands of different dtypes. Only such calls are rehearsed on
+// the CPU, so floating-point calls of one dtype, the common ones, pay nothing.
 bool unusual_dtypes(const std::vector<c10::IValue>& args) {
   std::optional<c10::ScalarType> self, floating;
-  bool has_floating = false;
   for (const c10::IValue& arg : args) {
     if (!arg.isTensor() || !arg.toTensor().defined()) continue;
     const c10::ScalarType type = arg.toTensor().scalar_type();
@@ -150,10 +149,8 @@ bool unusual_dtypes(const std::vector<c10::IValue>& args) {
     if (!c10::isFloatingType(type) && !c10::isComplexType(type)) continue;
     if (floating && *floating != type) return true;
     floating = type;
-    has_floating = true;
   }
-  if (!self) return false;
-  return *self == c10::kBool || (c10::isIntegralType(*self, false) && has_floating);
+  return self && c10::isIntegralType(*self, /*includeBool=*/true);
 }
 
 // Whether CPU's error is about dtypes (and so holds whatever the values): a dtype its kernel

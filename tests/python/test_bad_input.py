@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,16 +27,6 @@ def agreeing() -> list[tuple[int, str, tuple[str, ...]]]:
         if r["outcome"] == "agree":
             by_entry[(r["index"], r["entry"])].append(r["perturbation"])
     return [(i, name, tuple(p)) for (i, name), p in sorted(by_entry.items())]
-
-
-def test_report_has_no_crash_and_few_silent_answers() -> None:
-    records: list[dict[str, Any]] = json.loads(REPORT.read_text())["records"]
-    assert not [r for r in records if r["outcome"] == "crash"]
-    refused_by_cpu = [
-        r for r in records if r["outcome"] != "refused" and r["detail"] != "both answer"
-    ]
-    same_class = sum(r["outcome"] == "agree" for r in refused_by_cpu)
-    assert same_class >= 0.9 * len(refused_by_cpu)
 
 
 @pytest.mark.parametrize(
