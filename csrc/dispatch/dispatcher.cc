@@ -39,6 +39,7 @@
 #include "csrc/dispatch/runtime_checks.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/profiler/device_trace.h"
 
 namespace torch_tpu {
 namespace {
@@ -447,6 +448,12 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   return buffer;
 }
 
+// An op's executable as the profiler names it: the overload torch.ops spells, so that it never
+// merges with the op's own row in key_averages() ("aten::mm.default", "aten::add.Tensor").
+std::string executable_name(const std::string& op_name) {
+  return op_name.ends_with('.') ? op_name + "default" : op_name;
+}
+
 // The op compiled on its own, on first use: DeferAndFuse only ever runs fused graphs, so an
 // op seen only there never compiles standalone.
 const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
@@ -461,6 +468,7 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
       return value != nullptr && std::string(value) == "1";
     }();
     try {
+      profiler::HostSpan span("compile " + executable_name(entry.op_name));
       entry.executable = compile_with_cache(module, persist);
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling ", entry.op_name, " failed: ", error.what());
@@ -484,24 +492,31 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   for (const auto& input : inputs) raw.push_back(input->raw());
 
   metrics().executions++;
-  pjrt::ExecuteResult result =
-      standalone_executable(entry).execute(raw, Runtime::get().device(device));
+  const pjrt::Executable& executable = standalone_executable(entry);
+  std::shared_ptr<profiler::RunTimer> timer =
+      profiler::RunTimer::launch(executable_name(entry.op_name), device);
+  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device));
+  if (timer) timer->launched();
   if (wait) {
     try {
       result.done.await();
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: ", entry.op_name, " failed on the device: ", error.what());
     }
+    if (timer) timer->finished();
   } else {
     // Inputs stay alive until the device is done with them; outputs are usable at once (reads
     // wait for their producer). A failure is reported at the next sync point.
     pending_started();
-    result.done.on_ready([inputs = std::move(inputs), op = entry.op_name](auto error) mutable {
-      inputs.clear();
-      if (consume_injected_fault()) error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
-      if (error) record_async_error(op, error->what());
-      pending_finished();
-    });
+    result.done.on_ready(
+        [inputs = std::move(inputs), op = entry.op_name, timer](auto error) mutable {
+          if (timer) timer->finished();
+          inputs.clear();
+          if (consume_injected_fault())
+            error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
+          if (error) record_async_error(op, error->what());
+          pending_finished();
+        });
   }
 
   std::vector<c10::IValue> outputs;

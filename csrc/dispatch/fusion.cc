@@ -16,6 +16,7 @@
 #include "csrc/dispatch/retire.h"
 #include "csrc/dispatch/runtime_checks.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/profiler/device_trace.h"
 
 namespace torch_tpu {
 namespace {
@@ -179,6 +180,15 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
   return hlo::wrap_module(text.str());
 }
 
+// A fused graph as the profiler names it: its size and its ops in order (the first 16).
+std::string graph_label(const std::vector<std::string>& op_names) {
+  constexpr size_t kListed = 16;
+  std::string label = "fused graph of " + std::to_string(op_names.size()) + " ops:";
+  for (size_t i = 0; i < op_names.size() && i < kListed; ++i) label += " " + op_names[i];
+  if (op_names.size() > kListed) label += " ...";
+  return label;
+}
+
 void reset(Graph& g) {
   ++g.epoch;
   g.ops.clear();
@@ -244,6 +254,7 @@ void flush_locked(Graph& g) {
       std::fprintf(stderr, "torch_tpu: fused module of %zu ops\n%s\n", op_count, module.c_str());
     }
     try {
+      profiler::HostSpan span("compile " + graph_label(op_names));
       executable = std::shared_ptr<pjrt::Executable>(compile_with_cache(module, true));
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
@@ -260,10 +271,13 @@ void flush_locked(Graph& g) {
   metrics().executions++;
   std::vector<PJRT_Buffer*> raw;
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
+  auto timer = profiler::RunTimer::launch(graph_label(op_names), device);
   pjrt::ExecuteResult result = executable->execute(raw, Runtime::get().device(device));
+  if (timer) timer->launched();
   pending_started();
   std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";
-  result.done.on_ready([externals = std::move(externals), label](auto error) mutable {
+  result.done.on_ready([externals = std::move(externals), label, timer](auto error) mutable {
+    if (timer) timer->finished();
     externals.clear();
     if (error) record_async_error(label, error->what());
     pending_finished();

@@ -1,0 +1,66 @@
+// Device timings for the profilers: every executable run, from launch to completion, tagged
+// with the profiled op that launched it. The CPU plugin has no device profiler, so a run's
+// device span is estimated on the host: it starts when the device is free (the later of its
+// launch and the end of the previous run on that device) and ends when its completion event
+// fires. Compiles are recorded as host spans.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::profiler {
+
+struct Span {
+  std::string name;  // "aten::add.Tensor", "fused graph of 12 ops: ...", "compile aten::mm"
+  int device = 0;
+  int64_t start_ns = 0, end_ns = 0;  // system clock, since the epoch (as kineto's)
+  uint64_t correlation = 0;          // the profiled op that launched it; 0 for none
+  bool on_device = true;             // false: host work (a compile)
+  // A device run's launch on the host: from the call into the plugin to its return.
+  int64_t launch_start_ns = 0, launch_end_ns = 0;
+  int32_t host_thread = 0;  // the thread that launched it (or compiled)
+};
+
+// Whether a profiler collects: one relaxed atomic load, so launches pay nearly nothing
+// otherwise.
+bool collecting();
+void start_collecting();
+// Waits for work in flight (so every launched run has its span), stops, and returns the spans.
+std::vector<Span> stop_collecting();
+
+// The profiled op running on this thread, as the profiler announces it.
+void push_correlation(uint64_t id);
+void pop_correlation();
+
+// One timed run. `launch` returns nullptr unless a profiler collects; `finished` records the
+// span and may be called on any thread.
+class RunTimer {
+ public:
+  static std::shared_ptr<RunTimer> launch(std::string name, int device);
+  // The plugin took the launch (its execute call returned).
+  void launched();
+  void finished();
+
+ private:
+  RunTimer(std::string name, int device);
+  Span span_;
+};
+
+// Records a host span from construction to destruction while a profiler collects.
+class HostSpan {
+ public:
+  explicit HostSpan(const std::string& name);
+  ~HostSpan();
+  HostSpan(const HostSpan&) = delete;
+  HostSpan& operator=(const HostSpan&) = delete;
+
+ private:
+  std::optional<Span> span_;
+};
+
+int64_t now_ns();
+
+}  // namespace torch_tpu::profiler

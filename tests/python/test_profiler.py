@@ -1,0 +1,124 @@
+"""torch.profiler on tpu: device runs appear as kernels linked to the op that launched them
+(device time per op in key_averages, flow arrows in the Chrome trace), fused graphs list their
+ops, compiles appear on the host, TensorBoard traces are written under a schedule, and the
+legacy profiler reports device time."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import TPU
+from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+import torch_tpu
+
+BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+@pytest.fixture
+def strict() -> Iterator[None]:
+    previous = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode("strict")
+    yield
+    torch_tpu.set_eager_mode(previous)
+
+
+def trace_of(prof: Any, tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def by_category(events: list[dict[str, Any]], category: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("cat") == category]
+
+
+def test_device_time_per_op_and_linked_kernels(strict: None, tmp_path: Path) -> None:
+    x = torch.randn(96, 96, device=TPU)
+    torch.tanh(x @ x).cpu()  # compiled before profiling
+    started = time.perf_counter()
+    with profile(activities=BOTH) as prof:
+        for _ in range(3):
+            y = torch.tanh(x @ x)
+        y.cpu()
+    wall_us = (time.perf_counter() - started) * 1e6
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["aten::mm"].count == 3
+    device_us = averages["aten::mm"].self_device_time_total
+    assert 0 < device_us <= wall_us
+    assert averages["aten::tanh"].self_device_time_total > 0
+
+    events = trace_of(prof, tmp_path)
+    kernels = by_category(events, "kernel")
+    ops = {e["args"]["External id"]: e for e in by_category(events, "cpu_op")}
+    mm_kernels = [k for k in kernels if k["name"] == "aten::mm.default"]
+    assert len(mm_kernels) == 3
+    for kernel in mm_kernels:
+        op = ops[kernel["args"]["External id"]]  # the launching op
+        assert op["name"] == "aten::mm"
+        assert kernel["ts"] >= op["ts"]  # launched inside the op, runs after it starts
+        assert kernel["dur"] > 0
+    # One flow arrow (start and end) from each launch to its run.
+    assert len(by_category(events, "ac2g")) == 2 * len(kernels)
+
+
+def test_fused_graph_lists_its_ops(tmp_path: Path) -> None:
+    x = torch.randn(32, 32, device=TPU)
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        with profile(activities=BOTH) as prof:
+            ((x * 2).sin() + 1).sum().item()
+    events = trace_of(prof, tmp_path)
+    fused = [k for k in by_category(events, "kernel") if k["name"].startswith("fused graph")]
+    assert fused, [k["name"] for k in by_category(events, "kernel")]
+    name = fused[-1]["name"]
+    assert "of 4 ops" in name
+    for op in ("aten::mul", "aten::sin", "aten::add", "aten::sum"):
+        assert op in name
+
+
+def test_compiles_appear_as_host_events(strict: None, tmp_path: Path) -> None:
+    x = torch.randn(7, 13, device=TPU)
+    with profile(activities=BOTH) as prof:
+        torch.special.erfcx(x).cpu()  # a shape never compiled before in this process
+    names = [e["name"] for e in by_category(trace_of(prof, tmp_path), "privateuse1_runtime")]
+    assert any(n.startswith("compile aten::special_erfcx") for n in names), names
+
+
+def test_cpu_only_profile_has_no_device_events(strict: None, tmp_path: Path) -> None:
+    x = torch.randn(16, 16, device=TPU)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        (x @ x).cpu()
+    assert not by_category(trace_of(prof, tmp_path), "kernel")
+
+
+def test_tensorboard_trace_handler_with_schedule(strict: None, tmp_path: Path) -> None:
+    x = torch.randn(32, 32, device=TPU)
+    with profile(
+        activities=BOTH,
+        schedule=schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=tensorboard_trace_handler(str(tmp_path / "tb")),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(4):
+            (x @ x).relu().cpu()
+            prof.step()
+    files = list((tmp_path / "tb").glob("*.pt.trace.json"))
+    assert len(files) == 1
+    events = json.loads(files[0].read_text())["traceEvents"]
+    # Only the two active steps were recorded: two matmuls, each with its kernel.
+    assert len([e for e in by_category(events, "kernel") if e["name"] == "aten::mm.default"]) == 2
+
+
+def test_legacy_profiler_reports_device_time(strict: None) -> None:
+    x = torch.randn(64, 64, device=TPU)
+    (x @ x).cpu()
+    with torch.autograd.profiler.profile(use_device="tpu") as prof:
+        (x @ x).cpu()
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["aten::mm"].device_time_total > 0
