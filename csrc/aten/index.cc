@@ -147,8 +147,9 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
 // Scatters `updates` (shaped like self with `dim` of length index.numel()) into self along
 // `dim` at the positions `index` (rank <= 1), combining by `op` ("" replaces).
 Value scatter_slices(Builder& b, const Value& self, int64_t dim, const Value& index,
-                     const Value& updates, const std::string& op) {
-  return combine_slices(b, self, dim, wrap_index(b, index, self.shape[dim]), updates, op);
+                     const Value& updates, const std::string& op,
+                     Builder::CheckKind kind = Builder::CheckKind::RaisesIndexError) {
+  return combine_slices(b, self, dim, wrap_index(b, index, self.shape[dim], kind), updates, op);
 }
 
 Shape with_dim(const Shape& shape, int64_t dim, int64_t size) {
@@ -168,7 +169,11 @@ Values index_along(LoweringContext& ctx, const std::string& op,
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = ctx.tensor(2);
   Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
-  Value out = scatter_slices(b, self, dim, index, updates(self, update_shape), op);
+  // CPU's index_add raises RuntimeError for an index out of range when self has several
+  // dimensions, IndexError otherwise.
+  const auto kind = op == "add" && self.rank() > 1 ? Builder::CheckKind::RaisesRuntimeError
+                                                   : Builder::CheckKind::RaisesIndexError;
+  Value out = scatter_slices(b, self, dim, index, updates(self, update_shape), op, kind);
   return {b.reshape(out, original)};
 }
 

@@ -12,10 +12,12 @@
 namespace torch_tpu {
 namespace {
 
-// Raises IndexError (RuntimeError where CPU does: gather and scatter) naming the op, the first
-// offending index and the bound.
-void check_range(const std::string& op, const at::Tensor& index, int64_t dim, int64_t size) {
-  const bool runtime_error = op.starts_with("gather") || op.starts_with("scatter");
+// Raises IndexError (RuntimeError where CPU does: gather, scatter, and index_add of a tensor
+// with several dimensions) naming the op, the first offending index and the bound.
+void check_range(const std::string& op, const at::Tensor& index, int64_t dim, int64_t size,
+                 int64_t self_rank = 1) {
+  const bool runtime_error = op.starts_with("gather") || op.starts_with("scatter") ||
+                             (op.starts_with("index_add") && self_rank > 1);
   if (!index.defined() || index.numel() == 0) return;
   if (index.scalar_type() == at::kBool || index.scalar_type() == at::kByte) return;  // masks
   at::Tensor host = index.cpu().to(at::kLong).reshape({-1});
@@ -39,7 +41,7 @@ int64_t size_at(const at::Tensor& self, int64_t dim) {
 void along_dim(const std::string& op, const std::vector<c10::IValue>& args) {
   const at::Tensor& self = args[0].toTensor();
   int64_t dim = args[1].toInt();
-  check_range(op, args[2].toTensor(), dim, size_at(self, dim));
+  check_range(op, args[2].toTensor(), dim, size_at(self, dim), self.dim());
 }
 
 // index / index_put: one optional index tensor per leading dimension of `self`.

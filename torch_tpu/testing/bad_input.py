@@ -150,7 +150,8 @@ def outcome(op: Any, call: Call) -> tuple[str, str]:
         return "refused", f"{type(tpu_error).__name__}: {str(tpu_error)[:120]}"
     try:
         atol, rtol = op_sweep.tolerance(op, torch.float32)
-        op_sweep.compare(got, want, atol, rtol, shape_only=False)
+        # A grown resize_ leaves memory uninitialized on both devices: only shapes compare.
+        op_sweep.compare(got, want, atol, rtol, shape_only=op.name.startswith("resize"))
     except AssertionError as error:
         return "mismatch", str(error)[:160]
     return "agree", "both answer"
