@@ -57,6 +57,10 @@ def _initialize() -> None:
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0
     _C._initialize(str(path), count)
     torch._register_device_module("tpu", device_module)
+    from . import memory
+
+    device_module.memory = memory  # type: ignore[attr-defined]
+    sys.modules["torch.tpu.memory"] = memory
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "csrc/device/memory_history.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 
@@ -49,6 +50,7 @@ DeviceCounters& counters_of(int device) {
 
 void delete_storage(void* context) {
   auto* storage = static_cast<DeviceStorage*>(context);
+  memory_history::on_free(storage, static_cast<int64_t>(storage->nbytes()), storage->device());
   auto& c = counters_of(storage->device());
   c.bytes.remove(static_cast<int64_t>(storage->nbytes()));
   c.blocks.remove(1);
@@ -77,6 +79,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     auto& c = counters_of(device);
     c.bytes.add(static_cast<int64_t>(nbytes));
     c.blocks.add(1);
+    memory_history::on_alloc(storage, static_cast<int64_t>(nbytes), device);
     // The pointer value is the storage object itself: unique and stable, so data_ptr()
     // identity and arithmetic (storage offsets) behave as on other devices. It is never
     // dereferenced as tensor data.
