@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_tpu.testing import bad_input
+from torch_tpu.testing.workers import run_isolating_crashes
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 25
@@ -42,20 +43,13 @@ def run_worker(start: int, stop: int) -> list[dict[str, Any]] | str:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
+def crash(index: int, how: str) -> dict[str, Any]:
+    entry = {"index": index, "entry": f"op_db[{index}]", "perturbation": "?", "outcome": "crash"}
+    return {**entry, "detail": how}
+
+
 def run_chunk(start: int, stop: int) -> list[dict[str, Any]]:
-    records = run_worker(start, stop)
-    if not isinstance(records, str):
-        return records
-    out: list[dict[str, Any]] = []
-    for i in range(start, stop):
-        single = run_worker(i, i + 1)
-        if isinstance(single, str):
-            out.append(
-                {"entry": f"op_db[{i}]", "perturbation": "?", "outcome": "crash", "detail": single}
-            )
-        else:
-            out.extend(single)
-    return out
+    return run_isolating_crashes(run_worker, start, stop, crash)
 
 
 def main() -> None:

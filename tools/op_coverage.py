@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_tpu.testing import op_sweep
+from torch_tpu.testing.workers import run_isolating_crashes
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 20
@@ -55,14 +56,7 @@ def run_worker(
 
 
 def run_chunk(start: int, stop: int) -> list[dict[str, Any]]:
-    results = run_worker(start, stop)
-    if not isinstance(results, str):
-        return results
-    out: list[dict[str, Any]] = []
-    for i in range(start, stop):
-        single = run_worker(i, i + 1)
-        out.extend(single if not isinstance(single, str) else [{"index": i, "crash": single}])
-    return out
+    return run_isolating_crashes(run_worker, start, stop, lambda i, how: {"index": i, "crash": how})
 
 
 def natively_missing(r: dict[str, Any]) -> bool:
