@@ -139,4 +139,15 @@ def reset_metrics() -> None:
     _C._reset_metrics()
 
 
-_initialize()
+def _running_doctor() -> bool:
+    """Whether this process is ``python -m torch_tpu doctor``, which reports a failed start
+    (no plugin, a plugin that does not load) instead of dying of it."""
+    return sys.orig_argv[1:4] == ["-m", "torch_tpu", "doctor"]
+
+
+try:
+    _initialize()
+except Exception as error:
+    if not _running_doctor():
+        raise
+    _state["start_error"] = error

@@ -61,9 +61,17 @@ def self_test() -> str | None:
 
 def doctor() -> int:
     problems: list[str] = []
-    props = torch.tpu.get_device_properties(0)
     print(f"torch          {torch.__version__}")
     print(f"torch_tpu      {importlib.metadata.version('torch_tpu')}")
+    start_error = torch_tpu._state.get("start_error")
+    if start_error is not None:
+        print(f"start          failed: {type(start_error).__name__}: {start_error}")
+        print(
+            "fix: install a PJRT plugin for this machine (see the message above), or point "
+            "TORCH_TPU_PJRT_PLUGIN at one; `bash scripts/setup.sh` installs the CPU plugin"
+        )
+        return 1
+    props = torch.tpu.get_device_properties(0)
     print(f"plugin         {props.plugin_path}")
     print(f"platform       {props.platform_name} {props.platform_version}")
     print(f"PJRT C API     {props.pjrt_api_version}")

@@ -26,6 +26,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/runtime_checks.h"
 #include "csrc/dispatch/view_io.h"
+#include "csrc/profiler/device_trace.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -72,6 +73,7 @@ at::Tensor compact(const at::Tensor& tensor) {
 }
 
 void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbytes) {
+  profiler::HostSpan span("sync: reading a tpu tensor");  // shown where a host sync happens
   metrics().host_syncs++;
   metrics().downloads++;
   try {

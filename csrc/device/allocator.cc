@@ -48,12 +48,26 @@ DeviceCounters& counters_of(int device) {
   return counters[device];
 }
 
+// Tells memory history and torch.profiler(profile_memory=True) about an allocation (size > 0)
+// or a free (size < 0) of `storage`, after the counters count it.
+void report(DeviceStorage* storage, int64_t size, const DeviceCounters& c) {
+  if (size > 0) {
+    memory_history::on_alloc(storage, size, storage->device());
+  } else {
+    memory_history::on_free(storage, -size, storage->device());
+  }
+  const auto in_use = static_cast<size_t>(c.bytes.current.load());
+  c10::reportMemoryUsageToProfiler(storage, size, in_use, in_use,
+                                   c10::Device(c10::DeviceType::PrivateUse1, storage->device()));
+}
+
 void delete_storage(void* context) {
   auto* storage = static_cast<DeviceStorage*>(context);
-  memory_history::on_free(storage, static_cast<int64_t>(storage->nbytes()), storage->device());
   auto& c = counters_of(storage->device());
-  c.bytes.remove(static_cast<int64_t>(storage->nbytes()));
+  const auto nbytes = static_cast<int64_t>(storage->nbytes());
+  c.bytes.remove(nbytes);
   c.blocks.remove(1);
+  report(storage, -nbytes, c);
   delete storage;
 }
 
@@ -79,7 +93,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     auto& c = counters_of(device);
     c.bytes.add(static_cast<int64_t>(nbytes));
     c.blocks.add(1);
-    memory_history::on_alloc(storage, static_cast<int64_t>(nbytes), device);
+    report(storage, static_cast<int64_t>(nbytes), c);
     // The pointer value is the storage object itself: unique and stable, so data_ptr()
     // identity and arithmetic (storage offsets) behave as on other devices. It is never
     // dereferenced as tensor data.

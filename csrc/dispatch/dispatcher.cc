@@ -494,7 +494,7 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
   metrics().executions++;
   const pjrt::Executable& executable = standalone_executable(entry);
   std::shared_ptr<profiler::RunTimer> timer =
-      profiler::RunTimer::launch(executable_name(entry.op_name), device);
+      profiler::RunTimer::launch([&entry] { return executable_name(entry.op_name); }, device);
   pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device));
   if (timer) timer->launched();
   if (wait) {

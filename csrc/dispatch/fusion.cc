@@ -271,7 +271,7 @@ void flush_locked(Graph& g) {
   metrics().executions++;
   std::vector<PJRT_Buffer*> raw;
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
-  auto timer = profiler::RunTimer::launch(graph_label(op_names), device);
+  auto timer = profiler::RunTimer::launch([&op_names] { return graph_label(op_names); }, device);
   pjrt::ExecuteResult result = executable->execute(raw, Runtime::get().device(device));
   if (timer) timer->launched();
   pending_started();

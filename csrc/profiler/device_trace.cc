@@ -68,11 +68,6 @@ RunTimer::RunTimer(std::string name, int device) {
 
 void RunTimer::launched() { span_.launch_end_ns = now_ns(); }
 
-std::shared_ptr<RunTimer> RunTimer::launch(std::string name, int device) {
-  if (!collecting()) return nullptr;
-  return std::shared_ptr<RunTimer>(new RunTimer(std::move(name), device));
-}
-
 void RunTimer::finished() {
   Span span = span_;
   span.end_ns = now_ns();
@@ -85,9 +80,9 @@ void RunTimer::finished() {
   spans.push_back(std::move(span));
 }
 
-HostSpan::HostSpan(const std::string& name) {
+HostSpan::HostSpan(std::string_view name) {
   if (!collecting()) return;
-  span_ = Span{.name = name,
+  span_ = Span{.name = std::string(name),
                .device = current_device(),
                .start_ns = now_ns(),
                .correlation = correlations.empty() ? 0 : correlations.back(),

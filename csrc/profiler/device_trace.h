@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace torch_tpu::profiler {
@@ -35,11 +36,16 @@ std::vector<Span> stop_collecting();
 void push_correlation(uint64_t id);
 void pop_correlation();
 
-// One timed run. `launch` returns nullptr unless a profiler collects; `finished` records the
-// span and may be called on any thread.
+// One timed run. `launch` returns nullptr unless a profiler collects, and only then calls
+// `name()` (so launches build no names otherwise); `finished` records the span and may be
+// called on any thread.
 class RunTimer {
  public:
-  static std::shared_ptr<RunTimer> launch(std::string name, int device);
+  template <typename Name>
+  static std::shared_ptr<RunTimer> launch(const Name& name, int device) {
+    if (!collecting()) return nullptr;
+    return std::shared_ptr<RunTimer>(new RunTimer(name(), device));
+  }
   // The plugin took the launch (its execute call returned).
   void launched();
   void finished();
@@ -52,7 +58,7 @@ class RunTimer {
 // Records a host span from construction to destruction while a profiler collects.
 class HostSpan {
  public:
-  explicit HostSpan(const std::string& name);
+  explicit HostSpan(std::string_view name);
   ~HostSpan();
   HostSpan(const HostSpan&) = delete;
   HostSpan& operator=(const HostSpan&) = delete;

@@ -106,3 +106,10 @@ def test_compare_command_runs_a_script(tmp_path: Path) -> None:
     proc = run_module("compare", str(script))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every module's output is within tolerance" in proc.stdout
+
+
+def test_doctor_reports_a_missing_plugin_with_a_fix() -> None:
+    proc = run_module("doctor", TORCH_TPU_PJRT_PLUGIN="/nonexistent/plugin.so")
+    assert proc.returncode == 1
+    assert "start          failed: PluginNotFoundError" in proc.stdout
+    assert "fix: install a PJRT plugin" in proc.stdout

@@ -122,3 +122,19 @@ def test_legacy_profiler_reports_device_time(strict: None) -> None:
         (x @ x).cpu()
     averages = {e.key: e for e in prof.key_averages()}
     assert averages["aten::mm"].device_time_total > 0
+
+
+def test_profile_memory_counts_device_allocations(strict: None) -> None:
+    with profile(activities=BOTH, profile_memory=True) as prof:
+        kept = torch.ones(1000, device=TPU)
+    usage = {e.key: e.self_device_memory_usage for e in prof.key_averages()}
+    assert usage["aten::empty"] == 4000 or usage.get("aten::ones") == 4000, usage
+    assert kept.numel() == 1000
+
+
+def test_host_syncs_appear_where_they_happen(strict: None, tmp_path: Path) -> None:
+    x = torch.randn(8, 8, device=TPU)
+    with profile(activities=BOTH) as prof:
+        x.sum().item()
+    names = [e["name"] for e in by_category(trace_of(prof, tmp_path), "privateuse1_runtime")]
+    assert "sync: reading a tpu tensor" in names
