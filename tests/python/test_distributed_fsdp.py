@@ -19,6 +19,7 @@ CASES = [
     "fsdp2-bf16_params_fp32_reduce",
     "fsdp2-clip_grad_norm",
     "fsdp2-compiled",
+    "fsdp2-compiled_model",
     "dtensor-redistribution",
     "dtensor-ops",
     "tensor_parallel-colwise_rowwise",

@@ -18,6 +18,7 @@ DDP_CASES = [
     "ddp-bf16_compress_hook",
     "ddp-find_unused_parameters",
     "ddp-compiled",
+    "ddp-compiled_model",
 ]
 
 

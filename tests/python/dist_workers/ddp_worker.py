@@ -37,9 +37,12 @@ def train_ddp(
     hook: Any = None,
     no_sync_halves: bool = False,
     compiled: bool = False,
+    compiled_model: bool = False,
 ):
     torch.manual_seed(0)
     model = DDP(build().to(TPU), **ddp_kwargs)
+    # The whole model compiled: forward and backward graphs, split at DDP's buckets.
+    forward = torch.compile(model, backend="tpu") if compiled_model else model
     if hook is not None:
         model.register_comm_hook(None, hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -59,7 +62,7 @@ def train_ddp(
             second.backward()
             loss = (first + second).detach()
         else:
-            loss = loss_fn(model, local)
+            loss = loss_fn(forward, local)
             loss.backward()
         opt.step()
         mean = loss.detach().clone()
@@ -123,6 +126,13 @@ def main() -> None:
         "ddp-compiled",
         lambda: compare(
             train_ddp(gpt, data, rank, world, ddp_kwargs={}, compiled=True), want, 1e-4
+        ),
+    )
+
+    case(
+        "ddp-compiled_model",
+        lambda: compare(
+            train_ddp(gpt, data, rank, world, ddp_kwargs={}, compiled_model=True), want, 1e-4
         ),
     )
 

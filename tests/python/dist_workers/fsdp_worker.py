@@ -35,6 +35,7 @@ def train_fsdp(
     mp_policy: MixedPrecisionPolicy | None = None,
     clip: float | None = None,
     compiled: bool = False,
+    compiled_model: bool = False,
 ) -> tuple[list[float], dict[str, torch.Tensor]]:
     mesh = init_device_mesh("tpu", (world,))
     torch.manual_seed(0)
@@ -47,12 +48,14 @@ def train_fsdp(
     fully_shard(model, **kwargs)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.compile(lm_loss, backend="tpu") if compiled else lm_loss
+    # The whole model compiled (forward and backward graphs); FSDP2's hooks run eagerly.
+    forward = torch.compile(model, backend="tpu") if compiled_model else model
     per_rank = BATCH // world
     losses = []
     for batch in data:
         local = batch[rank * per_rank : (rank + 1) * per_rank].to(TPU)
         opt.zero_grad()
-        loss = loss_fn(model, local)
+        loss = loss_fn(forward, local)
         loss.backward()
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -220,6 +223,7 @@ def main() -> None:
         ),
     )
     case("fsdp2-compiled", fsdp(compiled=True))
+    case("fsdp2-compiled_model", fsdp(compiled_model=True))
     case("dtensor-redistribution", lambda: dtensor_redistribution(world))
     case("dtensor-ops", lambda: dtensor_ops(world))
     case("tensor_parallel-colwise_rowwise", lambda: tensor_parallel(world))
