@@ -274,6 +274,13 @@ Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {
   dims.start_index_map = {dim};
   dims.index_vector_dim = 1;
   Shape sizes = x.shape;
+  if (sizes[dim] == 0) {
+    // Nothing to take from: any index is out of range (its runtime check says so at the next
+    // sync point), and a gather of one-wide slices from an empty dimension would not compile.
+    Shape result = x.shape;
+    result[dim] = hlo::num_elements(index.shape);
+    return splat(b, 0, x.type, result);
+  }
   sizes[dim] = 1;
   return b.gather(x, positions, dims, sizes);
 }

@@ -62,6 +62,11 @@ LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
               "index_select(): Expected dtype int32/int64 for index");
   if (self.rank() == 0) return Values{self};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  // An empty dimension has no valid index: CPU says so before looking at the values.
+  if (self.shape[dim] == 0 && hlo::num_elements(index.shape) > 0) {
+    TORCH_CHECK_INDEX(self.rank() > 1, "index out of range in self");
+    TORCH_CHECK(false, "index_select(): self indexing axis dim should be positive");
+  }
   return Values{take_slices(ctx.b, self, dim, wrap_index(ctx.b, index, self.shape[dim]))};
 });
 

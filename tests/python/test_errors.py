@@ -275,3 +275,20 @@ PRODUCT_DTYPES = {
 def test_product_dtypes_refused_as_on_cpu(case: str) -> None:
     call, tensors = PRODUCT_DTYPES[case]
     same_error_as_cpu(call, *tensors)
+
+
+# Indexing an empty dimension: CPU refuses before reading the index (its class depends on the
+# rank); this used to fail to compile on tpu.
+EMPTY_DIMENSION = {
+    "index_select_1d": (lambda t, i: t.index_select(0, i), [torch.zeros(0), torch.tensor([0])]),
+    "index_select_2d": (
+        lambda t, i: t.index_select(0, i),
+        [torch.zeros(0, 3), torch.tensor([0])],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_DIMENSION)
+def test_indexing_an_empty_dimension_raises_as_on_cpu(case: str) -> None:
+    call, tensors = EMPTY_DIMENSION[case]
+    same_error_as_cpu(call, *tensors)
