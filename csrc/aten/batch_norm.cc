@@ -29,10 +29,21 @@ at::Tensor per_channel(const at::Tensor& t, const at::Tensor& input) {
   return t.reshape(shape);
 }
 
+// CPU's checks of the input, made before it computes (the statistics below would otherwise
+// raise var's error, or divide by an empty count).
+void check_input(const at::Tensor& input) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
+                              "\"batch_norm\" not implemented for '",
+                              c10::toString(input.scalar_type()), "'");
+  TORCH_CHECK(input.numel() > 0,
+              "input tensor must have at least one element, but got input_sizes = ", input.sizes());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  check_input(input);
   auto axes = reduce_axes(input);
   at::Tensor compute = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16
                            ? input.to(at::kFloat)

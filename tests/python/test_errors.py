@@ -292,3 +292,27 @@ EMPTY_DIMENSION = {
 def test_indexing_an_empty_dimension_raises_as_on_cpu(case: str) -> None:
     call, tensors = EMPTY_DIMENSION[case]
     same_error_as_cpu(call, *tensors)
+
+
+def legit_batch_norm(x: torch.Tensor) -> Any:
+    channels = x.shape[1]
+    mean, var = torch.zeros(channels, device=x.device), torch.ones(channels, device=x.device)
+    return torch.ops.aten._native_batch_norm_legit(x, None, None, mean, var, True, 0.1, 1e-5)
+
+
+@pytest.mark.parametrize(
+    "x",
+    [torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool), torch.ones(0, 5, 5)],
+    ids=["int64", "bool", "empty"],
+)
+def test_batch_norm_input_checks_as_on_cpu(x: torch.Tensor) -> None:
+    same_error_as_cpu(legit_batch_norm, x)
+
+
+def test_functional_batch_norm_of_an_empty_batch_works_as_on_cpu(tpu: torch.device) -> None:
+    x = torch.ones(0, 5, 5)
+    want = F.batch_norm(x, torch.zeros(5), torch.ones(5), training=True)
+    got = F.batch_norm(
+        x.to(tpu), torch.zeros(5, device=tpu), torch.ones(5, device=tpu), training=True
+    )
+    assert got.shape == want.shape
