@@ -77,7 +77,9 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
 
 
-def _record(model: torch.nn.Module, log: _OpLog | None) -> tuple[dict[str, Any], list[str], list]:
+def _record(
+    model: torch.nn.Module, log: _OpLog | None
+) -> tuple[dict[str, Any], list[str], dict[str, list[str]], list]:
     """Hooks that keep each module's output (detached, on CPU) and, with `log`, its ops."""
     outputs: dict[str, Any] = {}
     order: list[str] = []
@@ -101,16 +103,15 @@ def _record(model: torch.nn.Module, log: _OpLog | None) -> tuple[dict[str, Any],
 
         handles.append(module.register_forward_pre_hook(before))
         handles.append(module.register_forward_hook(after))
-    outputs["__ops__"] = ops
-    return outputs, order, handles
+    return outputs, order, ops, handles
 
 
 def _worst(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple | None:
     """(|diff|, index, got, want) of the element furthest out of tolerance, or None."""
     if got.shape != want.shape:
         return (float("inf"), (), float("nan"), float("nan"))
-    if not (got.is_floating_point() or got.is_complex()):
-        got, want = got.double(), want.double()
+    if got.is_complex():  # compared part by part
+        got, want = torch.view_as_real(got.resolve_conj()), torch.view_as_real(want.resolve_conj())
     g, w = got.double(), want.double()
     excess = (g - w).abs() - (atol + rtol * w.abs())
     excess = torch.where(torch.isnan(g) != torch.isnan(w), torch.inf, excess.nan_to_num(0.0))
@@ -135,8 +136,8 @@ def _fallback_ops(run: Any) -> list[str]:
     found = []
     for w in caught:
         text = str(w.message)
-        if "CPU fallback" in text or "fallback" in text.lower() and "tpu" in text.lower():
-            found.append(text.split("'")[1] if "'" in text else text[:80])
+        if "has no tpu kernel" in text:  # the fallback's warning names the op in quotes
+            found.append(text.split("'")[1])
     return sorted(set(found))
 
 
@@ -152,14 +153,14 @@ def compare_with_cpu(
         lambda t: t.detach().to(device) if isinstance(t, torch.Tensor) else t, inputs
     )
 
-    want, _, handles = _record(cpu_model, None)
+    want, _, _, handles = _record(cpu_model, None)
     try:
         cpu_out = cpu_model(*cpu_inputs)
     finally:
         for h in handles:
             h.remove()
     log = _OpLog()
-    got, order, handles = _record(model, log)
+    got, order, ops_of, handles = _record(model, log)
     tpu_out: Any = None
 
     def run_tpu() -> None:
@@ -186,7 +187,7 @@ def compare_with_cpu(
                     worst_index=worst[1],
                     tpu_value=worst[2],
                     cpu_value=worst[3],
-                    ops=got["__ops__"].get(name, []),
+                    ops=ops_of.get(name, []),
                 )
                 break
         if first is not None:

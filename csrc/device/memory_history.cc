@@ -15,6 +15,8 @@ size_t max_events = 0;
 bool python_frames = true, cpp_frames = false;
 auto& events = *new std::deque<Event>();                    // leaked, like the caches
 auto& alive = *new std::unordered_map<uintptr_t, Event>();  // under mutex
+// Whether `alive` holds anything: frees after recording stopped check it without the lock.
+std::atomic<bool> any_alive{false};
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -29,6 +31,7 @@ void add(Event event) {
   } else {
     alive.erase(event.address);
   }
+  any_alive = !alive.empty();
   events.push_back(std::move(event));
   while (events.size() > max_events) events.pop_front();
 }
@@ -60,8 +63,10 @@ void on_alloc(const void* address, int64_t size, int device) {
 void on_free(const void* address, int64_t size, int device) {
   if (!recording.load(std::memory_order_relaxed)) {
     // A storage recorded as allocated and freed after recording stopped is no longer alive.
+    if (!any_alive.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> lock(mutex);
-    if (!alive.empty()) alive.erase(reinterpret_cast<uintptr_t>(address));
+    alive.erase(reinterpret_cast<uintptr_t>(address));
+    any_alive = !alive.empty();
     return;
   }
   add(make(false, address, size, device));

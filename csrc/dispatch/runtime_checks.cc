@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -25,6 +26,8 @@ constexpr size_t kMaxWatched = 256;
 std::mutex watched_mutex;
 auto& watched = *new std::vector<Watched>();  // leaked, like the caches
 std::optional<CheckedOp> failed_op;           // under watched_mutex
+// Whether `watched` or `failed_op` may hold anything: host reads check it without the lock.
+std::atomic<bool> anything_watched{false};
 
 // Reads every watched flag, keeping the first failure; under watched_mutex. The reads start
 // together and each waits for its producer. A producer that failed outright is reported as an
@@ -71,6 +74,7 @@ void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType ty
                          std::vector<CheckedOp> ops) {
   std::lock_guard<std::mutex> lock(watched_mutex);
   watched.push_back({std::move(flag), type, std::move(ops)});
+  anything_watched = true;
   if (watched.size() >= kMaxWatched) read_watched();
 }
 
@@ -78,9 +82,10 @@ void raise_failed_runtime_checks() {
   std::optional<CheckedOp> op;
   {
     std::lock_guard<std::mutex> lock(watched_mutex);
-    if (watched.empty() && !failed_op) return;
+    if (!anything_watched.load(std::memory_order_relaxed)) return;
     read_watched();
     op.swap(failed_op);
+    anything_watched = false;
   }
   if (!op) return;
   std::string name = op->op_name;
