@@ -31,11 +31,11 @@ fi
 # pip's own failures stop the script (pipefail); only its noise about local indexes is dropped.
 quiet() { grep -v "^WARNING: Location" || true; }
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | quiet; }
-if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, transformers, accelerate, diffusers, expecttest" 2>/dev/null \
+if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, transformers, accelerate, diffusers, expecttest, jax" 2>/dev/null \
    || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
-  say "installing torch==2.13.0, test tools and the Hugging Face stack (models are built from configs)"
+  say "installing torch==2.13.0, test tools, the Hugging Face stack (models are built from configs) and jax (the kernels extra)"
   pip_install torch==2.13.0 numpy pytest pytest-xdist pytest-timeout ruff setuptools wheel expecttest \
-    transformers==5.24.0 accelerate==1.15.0 diffusers==0.42.1
+    transformers==5.24.0 accelerate==1.15.0 diffusers==0.42.1 "jax[cpu]==0.10.2"
 fi
 
 # 3. The XLA CPU PJRT plugin (PJRT API 0.115, built from the XLA of jaxlib 0.11.2).

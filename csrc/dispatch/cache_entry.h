@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,8 @@ struct CacheEntry {
   mutable std::once_flag compiled;
   mutable std::shared_ptr<pjrt::Executable> executable;
   std::string function;  // the op as `func.func public @main(...)`, for fusion
+  // Functions that @main calls (a jax kernel's), by name; a fused module defines each once.
+  std::map<std::string, std::string> helpers;
   std::vector<std::string> param_types, result_types;
   std::vector<ParamSource> params;
   std::vector<OutputPlan> outputs;

@@ -55,7 +55,9 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "eq", "ne", "isnan", "isinf", "isfinite", "mean", "var", "std", "var_mean", "std_mean",
       "prod",
       // samplers, and a select
-      "normal", "uniform", "masked_fill"};
+      "normal", "uniform", "masked_fill",
+      // jax kernels: jax lowered them for their complex operands
+      "torch_tpu::jax_call"};
   return ops;
 }
 

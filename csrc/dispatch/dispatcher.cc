@@ -311,6 +311,7 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   entry->id = next_id++;
   entry->op_name = op_name;
   entry->function = builder.function("main", true, module_results);
+  entry->helpers = builder.helpers();
   for (const hlo::Value& parameter : builder.parameters()) {
     entry->param_types.push_back(parameter.tensor_type());
   }
@@ -458,7 +459,9 @@ std::string executable_name(const std::string& op_name) {
 // op seen only there never compiles standalone.
 const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
   std::call_once(entry.compiled, [&entry] {
-    std::string module = hlo::wrap_module(entry.function);
+    std::string functions = entry.function;
+    for (const auto& [name, text] : entry.helpers) functions += text;
+    std::string module = hlo::wrap_module(functions);
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }

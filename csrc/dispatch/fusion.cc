@@ -135,6 +135,7 @@ std::string first_failed_check(const Graph& g) {
 std::string fused_module(const Graph& g, const std::vector<int>& returned) {
   std::ostringstream text;
   std::unordered_map<uint64_t, bool> defined;
+  std::unordered_map<std::string, bool> defined_helpers;
   for (const RecordedOp& op : g.ops) {
     if (defined.emplace(op.entry->id, true).second) {
       std::string function = op.entry->function;
@@ -142,6 +143,9 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
       function.replace(function.find(from), from.size(),
                        "func.func private @op" + std::to_string(op.entry->id) + "(");
       text << function;
+      for (const auto& [name, helper] : op.entry->helpers) {
+        if (defined_helpers.emplace(name, true).second) text << helper;
+      }
     }
   }
   text << "  func.func public @main(";

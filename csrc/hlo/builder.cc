@@ -122,11 +122,20 @@ std::vector<Value> Builder::emit(const std::string& op, const std::vector<Value>
                                  const std::string& attributes, const std::vector<Shape>& shapes,
                                  const std::vector<ElementType>& types,
                                  const std::string& regions) {
+  return emit_qualified("stablehlo." + op, operands, attributes, shapes, types, regions);
+}
+
+std::vector<Value> Builder::emit_qualified(const std::string& op,
+                                           const std::vector<Value>& operands,
+                                           const std::string& attributes,
+                                           const std::vector<Shape>& shapes,
+                                           const std::vector<ElementType>& types,
+                                           const std::string& regions) {
   std::string name = fresh_name();
   std::ostringstream line;
   line << "    " << name;
   if (shapes.size() > 1) line << ":" << shapes.size();
-  line << " = \"stablehlo." << op << "\"(";
+  line << " = \"" << op << "\"(";
   for (size_t i = 0; i < operands.size(); ++i) line << (i ? ", " : "") << operands[i].name;
   line << ")";
   if (!regions.empty()) line << " (" << regions << ")";
@@ -820,8 +829,22 @@ std::optional<Value> Builder::runtime_checks() {
   return all;
 }
 
+std::vector<Value> Builder::call(const std::string& name, const std::string& functions,
+                                 const std::vector<Value>& operands,
+                                 const std::vector<Shape>& shapes,
+                                 const std::vector<ElementType>& types) {
+  require(shapes.size() == types.size(), "call: as many result shapes as types");
+  require(functions.find("@" + name + "(") != std::string::npos,
+          "call: the functions define no @" + name);
+  auto [existing, added] = helpers_.emplace(name, functions);
+  require(added || existing->second == functions, "call: @" + name + " defined twice, unequally");
+  return emit_qualified("func.call", operands, "callee = @" + name, shapes, types);
+}
+
 std::string Builder::module(const std::vector<Value>& results) const {
-  return wrap_module(function("main", true, results));
+  std::string functions = function("main", true, results);
+  for (const auto& [name, text] : helpers_) functions += text;
+  return wrap_module(functions);
 }
 
 std::string wrap_module(const std::string& functions) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -161,6 +162,15 @@ class Builder {
   Value collective_permute(const Value& x,
                            const std::vector<std::pair<int64_t, int64_t>>& source_target_pairs);
 
+  // Calls a function defined outside this builder (a jax kernel's StableHLO): `functions` is
+  // the text of the func.func definitions it needs, `name` the one called. The definitions
+  // travel with the module as helpers, each name defined once however often it is called.
+  std::vector<Value> call(const std::string& name, const std::string& functions,
+                          const std::vector<Value>& operands, const std::vector<Shape>& shapes,
+                          const std::vector<ElementType>& types);
+  // The helper function texts by name (see call()); module() includes them.
+  const std::map<std::string, std::string>& helpers() const { return helpers_; }
+
   // Runtime checks: scalar i1 values the computation asserts to be true (every index in
   // range). XLA has no assert, so the dispatcher returns their conjunction as an extra result
   // and raises at the next sync point when it is false. Values inside a region cannot leave
@@ -189,6 +199,11 @@ class Builder {
   std::vector<Value> emit(const std::string& op, const std::vector<Value>& operands,
                           const std::string& attributes, const std::vector<Shape>& shapes,
                           const std::vector<ElementType>& types, const std::string& regions = "");
+  // emit() for an op of any dialect: `op` is its full name ("func.call").
+  std::vector<Value> emit_qualified(const std::string& op, const std::vector<Value>& operands,
+                                    const std::string& attributes, const std::vector<Shape>& shapes,
+                                    const std::vector<ElementType>& types,
+                                    const std::string& regions = "");
   Value emit1(const std::string& op, const std::vector<Value>& operands,
               const std::string& attributes, const Shape& shape, ElementType type,
               const std::string& regions = "");
@@ -205,6 +220,7 @@ class Builder {
   std::vector<RuntimeCheck> runtime_check_failures_;
   std::string body_;
   std::string* out_ = &body_;
+  std::map<std::string, std::string> helpers_;
 };
 
 // A module holding the given function texts (one of them public @main).

@@ -20,6 +20,7 @@
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/python/distributed.h"
+#include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
 
 namespace py = pybind11;
@@ -102,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native runtime";
   bind_distributed(m);
+  bind_kernels(m);
   bind_memory_history(m);
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1);
   m.def("_is_initialized", &Runtime::initialized);

@@ -1,0 +1,239 @@
+"""A jax function lowered to StableHLO that our plugin runs: jax's own lowering for the
+plugin's platform, int64 kept (x64), Pallas interpreted on the CPU plugin, every function
+renamed so that kernels never collide inside one module, and custom calls the plugin cannot
+run refused before anything is compiled."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# What each plugin can execute of the custom calls jax emits. Others (jaxlib's LAPACK and
+# cuSolver kernels, Python callbacks, Mosaic GPU) live in jaxlib's own runtime, not in the
+# plugin, and would fail at compile or run time.
+_SHARDING_MARKERS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"}
+RUNNABLE_CUSTOM_CALLS: dict[str, frozenset[str]] = {
+    "cpu": frozenset(_SHARDING_MARKERS),
+    # Pallas's Triton lowering: XLA's GPU compiler runs it itself. (Mosaic GPU is refused.)
+    "cuda": frozenset(_SHARDING_MARKERS | {"__gpu$xla.gpu.triton"}),
+    # Pallas's Mosaic lowering: libtpu compiles it.
+    "tpu": frozenset(_SHARDING_MARKERS | {"tpu_custom_call"}),
+}
+
+_MLIR_TYPES = {
+    "bool": "i1",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "ui8",
+    "uint16": "ui16",
+    "uint32": "ui32",
+    "uint64": "ui64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "complex64": "complex<f32>",
+    "complex128": "complex<f64>",
+}
+
+_TORCH_DTYPES = {
+    "bool": torch.bool,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "uint16": torch.uint16,
+    "uint32": torch.uint32,
+    "uint64": torch.uint64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+}
+
+
+class KernelError(RuntimeError):
+    """A jax function that cannot run on this plugin (a custom call it lacks, a StableHLO
+    version it cannot read, a dtype the device has no type for)."""
+
+
+def import_jax() -> Any:
+    try:
+        import jax
+    except ImportError as error:
+        raise ImportError(
+            "torch_tpu.kernels needs jax: install the project's `kernels` extra "
+            "(pip install 'torch_tpu[kernels]')"
+        ) from error
+    # torch_tpu owns the accelerator: jax in this process only lowers, and runs kernels on CPU
+    # tensors, so it must not open the chips itself (on a TPU host it would take them).
+    if jax.config.jax_platforms is None and "JAX_PLATFORMS" not in os.environ:
+        jax.config.update("jax_platforms", "cpu")
+    return jax
+
+
+def torch_dtype(jax_dtype: Any) -> torch.dtype:
+    name = str(jax_dtype)
+    if name not in _TORCH_DTYPES:
+        raise KernelError(f"torch_tpu.kernels: jax dtype {name} has no torch dtype")
+    return _TORCH_DTYPES[name]
+
+
+def jax_dtype_name(dtype: torch.dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in _MLIR_TYPES:
+        raise KernelError(f"torch_tpu.kernels: a tensor of {dtype} cannot be passed to jax")
+    return name
+
+
+def platform() -> str:
+    """The plugin's platform as jax names lowering targets (cpu, cuda, tpu)."""
+    name = torch.tpu.get_device_properties().platform_name.lower()
+    return "cuda" if name in ("cuda", "gpu") else name
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.split(r"[.,]", text.strip()) if part.isdigit())
+
+
+@functools.cache
+def check_versions() -> None:
+    """jax writes StableHLO of its own version; the plugin must be able to read it."""
+    from jaxlib.mlir.dialects import stablehlo
+
+    from .. import _C
+
+    attributes = dict(
+        line.split("=", 1) for line in _C._plugin_attributes().splitlines() if "=" in line
+    )
+    emitted = stablehlo.get_current_version()
+    readable = attributes.get("stablehlo_current_version")
+    if readable is not None and _version(emitted) > _version(readable):
+        jax = import_jax()
+        raise KernelError(
+            f"torch_tpu.kernels: jax {jax.__version__} writes StableHLO {emitted}, newer than "
+            f"the {platform()} plugin ({torch_tpu_plugin()}) reads "
+            f"({readable.replace(',', '.')}): install an older jax, one whose StableHLO is at "
+            f"most {readable.replace(',', '.')}, or a newer plugin"
+        )
+
+
+def torch_tpu_plugin() -> str:
+    return torch.tpu.get_device_properties().plugin_path
+
+
+@contextlib.contextmanager
+def _pallas_interpreted_on_cpu() -> Iterator[None]:
+    """Pallas kernels on the CPU plugin run in jax's HLO interpret mode (plain StableHLO):
+    while this is active, pallas_call lowers for cpu as if called with interpret=True."""
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.pallas import hlo_interpreter
+        from jax._src.pallas import pallas_call as pallas_module
+    except ImportError:  # no Pallas in this jax: nothing to interpret
+        yield
+        return
+    _InterpretSwitch.install(mlir, pallas_module.pallas_call_p, hlo_interpreter)
+    _InterpretSwitch.active += 1
+    try:
+        yield
+    finally:
+        _InterpretSwitch.active -= 1
+
+
+class _InterpretSwitch:
+    """A cpu lowering rule for pallas_call: interpret when we lower, else jax's own refusal."""
+
+    active = 0
+    installed = False
+
+    @classmethod
+    def install(cls, mlir: Any, primitive: Any, hlo_interpreter: Any) -> None:
+        if cls.installed:
+            return
+
+        def rule(ctx: Any, *in_nodes: Any, interpret: Any, **params: Any) -> Any:
+            if not (cls.active or interpret):
+                raise ValueError("Only interpret mode is supported on CPU backend.")
+            impl = functools.partial(hlo_interpreter.pallas_call_hlo_interpret, **params)
+            return mlir.lower_fun(impl, multiple_results=True)(ctx, *in_nodes)
+
+        mlir.register_lowering(primitive, rule, platform="cpu")
+        cls.installed = True
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    key: str  # what torch_tpu::jax_call is called with
+    functions: str  # the func.func definitions, renamed
+    entry: str
+    params: list[tuple[list[int], str]]
+    results: list[tuple[list[int], str]]
+
+
+_FUNCTION = re.compile(r"func\.func (?:public |private )?@([\w$.]+)\(")
+_CUSTOM_CALL = re.compile(r"custom_call @([\w$.]+)|call_target_name = \"([^\"]+)\"")
+
+
+def custom_call_targets(text: str) -> set[str]:
+    return {a or b for a, b in _CUSTOM_CALL.findall(text)}
+
+
+def lower(
+    fn: Callable[..., Any],
+    name: str,
+    avals: Sequence[tuple[tuple[int, ...], str]],
+) -> LoweredKernel:
+    """Lowers fn (positional arrays in, an array or a tuple/list of arrays out) for the
+    plugin's platform, at the given shapes and dtypes."""
+    jax = import_jax()
+    check_versions()
+    target = platform()
+    specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    interpreting = _pallas_interpreted_on_cpu() if target == "cpu" else contextlib.nullcontext()
+    with jax.enable_x64(True), interpreting:
+        lowered = jax.jit(fn, keep_unused=True).trace(*specs).lower(lowering_platforms=(target,))
+        text = lowered.as_text()
+        outs = jax.tree_util.tree_leaves(lowered.out_info)
+    refused = custom_call_targets(text) - RUNNABLE_CUSTOM_CALLS.get(target, frozenset())
+    if refused:
+        raise KernelError(
+            f"torch_tpu.kernels: {name} calls the custom call target(s) "
+            f"{', '.join(sorted(refused))}, which the {target} plugin ({torch_tpu_plugin()}) "
+            f"cannot run; it runs: {', '.join(sorted(RUNNABLE_CUSTOM_CALLS.get(target, ())))}"
+        )
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    prefix = f"jax_{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{digest}_"
+    return LoweredKernel(
+        key=f"{name}@{digest}",
+        functions=_renamed_functions(text, prefix),
+        entry=prefix + "main",
+        params=[(list(shape), _MLIR_TYPES[dtype]) for shape, dtype in avals],
+        results=[(list(out.shape), _MLIR_TYPES[str(out.dtype)]) for out in outs],
+    )
+
+
+def _renamed_functions(module_text: str, prefix: str) -> str:
+    """The module's functions, each renamed prefix + name and private (our module's @main
+    calls the entry)."""
+    lines = module_text.strip().splitlines()
+    if not (lines[0].startswith("module") and lines[0].endswith("{") and lines[-1] == "}"):
+        raise KernelError("torch_tpu.kernels: jax's lowering is not one module")
+    body = "\n".join(lines[1:-1]) + "\n"
+    names = sorted(set(_FUNCTION.findall(body)), key=len, reverse=True)
+    symbol = re.compile(r"@(" + "|".join(re.escape(n) for n in names) + r")(?![\w$.])")
+    body = symbol.sub(lambda match: "@" + prefix + match.group(1), body)
+    return body.replace("func.func public @", "func.func private @")
