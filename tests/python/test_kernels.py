@@ -4,7 +4,10 @@ fusion with neighbouring ops, recompiles, and the refusals."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -236,3 +239,12 @@ def test_bad_calls_raise_clear_errors() -> None:
         kernels.jax_op(lambda x: x, name="no_namespace")
     with pytest.raises(RuntimeError, match="no jax kernel is registered"):
         torch.ops.torch_tpu.jax_call([torch.ones(1, device=TPU)], "nothing@0")
+
+
+def test_pallas_attention_example_generates_the_same_tokens_as_sdpa() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "pallas_attention.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "same tokens as sdpa: True" in done.stdout
