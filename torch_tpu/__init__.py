@@ -139,6 +139,15 @@ def reset_metrics() -> None:
     _C._reset_metrics()
 
 
+def __getattr__(name: str) -> object:
+    # torch_tpu.kernels without importing it first (it loads jax only when a kernel lowers).
+    if name == "kernels":
+        import importlib
+
+        return importlib.import_module(".kernels", __name__)
+    raise AttributeError(f"module 'torch_tpu' has no attribute {name!r}")
+
+
 def _running_doctor() -> bool:
     """Whether this process is ``python -m torch_tpu doctor``, which reports a failed start
     (no plugin, a plugin that does not load) instead of dying of it."""

@@ -125,12 +125,9 @@ class JaxOp:
     @functools.cache  # noqa: B019 (ops live as long as their library)
     def _bound(self, spec: str) -> Callable[..., Any]:
         """fn as a function of its tensor arguments alone, its static arguments filled in."""
-        args_template, kwargs_template = ast.literal_eval(spec)
 
         def bound(*arrays: Any) -> Any:
-            it = iter(arrays)
-            args = [next(it) if a == _TENSOR else a for a in args_template]
-            kwargs = {k: next(it) if v == _TENSOR else v for k, v in kwargs_template.items()}
+            args, kwargs = _arguments(spec, arrays)
             return _as_output(self.fn(*args, **kwargs), self.name)
 
         return bound
@@ -170,13 +167,10 @@ def _backward_kernel(
     import numpy as np
 
     forward_spec, count = ast.literal_eval(spec)
-    args_template, kwargs_template = ast.literal_eval(forward_spec)
     primals, cotangents = arrays[:count], arrays[count:]
 
     def call(f: Callable[..., Any], values: Sequence[Any], *extra: Any) -> Any:
-        it = iter(values)
-        args = [next(it) if a == _TENSOR else a for a in args_template]
-        kwargs = {k: next(it) if v == _TENSOR else v for k, v in kwargs_template.items()}
+        args, kwargs = _arguments(forward_spec, values)
         return f(*extra, *args, **kwargs)
 
     wanted = [i for i, p in enumerate(primals) if _is_differentiable(p.dtype)]
@@ -228,6 +222,15 @@ def _spec(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         return value
 
     return repr((tuple(slot(a) for a in args), {k: slot(v) for k, v in sorted(kwargs.items())}))
+
+
+def _arguments(spec: str, arrays: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """A call's arguments back from its spec, the tensors' places filled with `arrays`."""
+    args_template, kwargs_template = ast.literal_eval(spec)
+    it = iter(arrays)
+    args = [next(it) if a == _TENSOR else a for a in args_template]
+    kwargs = {k: next(it) if v == _TENSOR else v for k, v in kwargs_template.items()}
+    return args, kwargs
 
 
 def _check_literal(value: Any) -> None:
