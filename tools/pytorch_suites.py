@@ -202,9 +202,13 @@ def main() -> None:
                 f"{file} on {device}: {len(runs[file][device])} tests in {time.time() - t0:.0f} s",
                 flush=True,
             )
+    # The files run now replace their earlier results; the report keeps the other files'.
+    report = args.out.with_suffix(".json")
+    everything = json.loads(report.read_text()) if report.exists() else {}
+    everything.update(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(summarize(runs, args.devices))
-    args.out.with_suffix(".json").write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    args.out.write_text(summarize(everything, args.devices))
+    report.write_text(json.dumps(everything, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")
 
 

@@ -50,6 +50,29 @@ bool is_mask(const std::optional<at::Tensor>& index) {
          (index->scalar_type() == at::kBool || index->scalar_type() == at::kByte);
 }
 
+// CPU's warning, once per uint8 mask an indexing call uses.
+void warn_if_byte_mask(const at::Tensor& mask) {
+  if (mask.scalar_type() != at::kByte) return;
+  TORCH_WARN(
+      "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+      "instead.");
+}
+
+// An index tensor still on the host is checked there, at once and with CPU's message; one on
+// the device is checked inside the executable and reported at the next sync point.
+void check_host_index(const at::Tensor& index, int64_t dim, int64_t size) {
+  if (index.numel() == 0 || !c10::isIntegralType(index.scalar_type(), /*includeBool=*/false)) {
+    return;
+  }
+  TORCH_CHECK_INDEX(size > 0, "index is out of bounds for dimension with size 0");
+  const int64_t low = index.min().item<int64_t>();
+  const int64_t high = index.max().item<int64_t>();
+  for (int64_t value : {low, high}) {
+    TORCH_CHECK_INDEX(value >= -size && value < size, "index ", value,
+                      " is out of bounds for dimension ", dim, " with size ", size);
+  }
+}
+
 // Each mask becomes one long index per dimension it covers, as torch's expandTensors does.
 // Index tensors and masks may live on the CPU, as CUDA allows: they move to self's device.
 IndexList expand_masks(const at::Tensor& self, const IndexList& indices) {
@@ -58,11 +81,13 @@ IndexList expand_masks(const at::Tensor& self, const IndexList& indices) {
   for (const std::optional<at::Tensor>& index : indices) {
     if (!is_mask(index)) {
       const bool on_host = index.has_value() && index->defined() && index->is_cpu();
+      if (on_host && dim < self.dim()) check_host_index(*index, dim, self.size(dim));
       expanded.push_back(on_host ? std::optional<at::Tensor>(index->to(self.device())) : index);
       ++dim;
       continue;
     }
     const at::Tensor& mask = *index;
+    warn_if_byte_mask(mask);
     for (int64_t j = 0; j < mask.dim(); ++j) {
       TORCH_CHECK_INDEX(dim + j < self.dim() && mask.size(j) == self.size(dim + j),
                         "The shape of the mask ", mask.sizes(), " at index ", j,
@@ -92,7 +117,8 @@ at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices,
   // self[mask] = scalar over the whole tensor needs no round trip: it is a select.
   if (indices.size() == 1 && is_mask(indices.get(0)) && !accumulate && values.numel() == 1 &&
       indices.get(0)->sizes() == self.sizes()) {
-    return self.masked_fill_(indices.get(0)->to(self.device(), at::kBool), values.reshape({}));
+    // As on CPU, a uint8 mask reaches masked_fill_ unconverted (which refuses it).
+    return self.masked_fill_(indices.get(0)->to(self.device()), values.reshape({}));
   }
   static const auto& put_schema = schema("aten::_index_put_impl_", "");
   run_lowering("aten::_index_put_impl_", find_lowering("@index_put"), put_schema,

@@ -1,5 +1,6 @@
 // Concatenation and indexing: cat, index_select, gather, scatter(_add), index, index_put,
 // embedding backward, triangular masks.
+#include <ATen/ExpandUtils.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -285,6 +286,22 @@ LOWER({"index_reduce", "index_reduce_", "index_reduce.out"}, [](LoweringContext&
       out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
 });
 
+bool broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+// index_put's values must broadcast to what indexing self would return.
+void check_value_fits(const Value& values, const Shape& indexing_result) {
+  TORCH_CHECK(at::is_expandable_to(values.shape, indexing_result),
+              "shape mismatch: value tensor of shape [", hlo::join(values.shape),
+              "] cannot be broadcast to indexing result of shape [", hlo::join(indexing_result),
+              "]");
+}
+
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
 // front, gathered with one coordinate vector per element of the broadcast index shape.
 struct IndexPlan {
@@ -313,6 +330,9 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
                                 "use masked_fill/where, or TORCH_TPU_CPU_FALLBACK=1");
     TORCH_CHECK_INDEX(position < self.rank(), "too many indices for tensor of dimension ",
                       self.rank());
+    // Known on the host: no index at all is in range of an empty dimension.
+    TORCH_CHECK_INDEX(self.shape[position] != 0 || t.numel() == 0,
+                      "index is out of bounds for dimension with size 0");
     Value index = ctx.tensor_at(t, list_arg, static_cast<int>(i));
     TORCH_CHECK_INDEX(index.type == ElementType::S64 || index.type == ElementType::S32,
                       "tensors used as indices must be long, int, byte or bool tensors");
@@ -323,8 +343,17 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
   for (size_t i = 1; i < plan.indexed.size(); ++i) {
     if (plan.indexed[i] != plan.indexed[i - 1] + 1) plan.adjacent = false;
   }
-  for (const Value& index : indices)
+  for (const Value& index : indices) {
+    if (!broadcastable(plan.broadcast_shape, index.shape)) {
+      std::string shapes;
+      for (const Value& each : indices)
+        shapes += (shapes.empty() ? "[" : ", [") + hlo::join(each.shape) + "]";
+      TORCH_CHECK_INDEX(
+          false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+          shapes);
+    }
     plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
+  }
   Shape with_vector = plan.broadcast_shape;
   with_vector.push_back(1);
   std::vector<Value> parts;
@@ -399,6 +428,7 @@ Values index_put(LoweringContext& ctx) {
     for (int64_t d = 0; d < batch_rank; ++d) natural.push_back(update_shape[d]);
     for (int64_t d = batch_rank + before; d < static_cast<int64_t>(update_shape.size()); ++d)
       natural.push_back(update_shape[d]);
+    check_value_fits(values, natural);
     Value v = broadcast_to(b, values, natural);
     std::vector<int64_t> inverse;
     for (int64_t d = 0; d < batch_rank; ++d) inverse.push_back(before + d);
@@ -407,6 +437,7 @@ Values index_put(LoweringContext& ctx) {
       inverse.push_back(d);
     values = b.transpose(v, inverse);
   } else {
+    check_value_fits(values, update_shape);
     values = broadcast_to(b, values, update_shape);
   }
   hlo::ScatterDims dims;

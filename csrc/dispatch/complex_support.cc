@@ -56,6 +56,8 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "prod",
       // samplers, and a select
       "normal", "uniform", "masked_fill",
+      // advanced indexing: gathers and scatters (accumulating with a complex add)
+      "index", "_index_put_impl_", "index_put",
       // jax kernels: jax lowered them for their complex operands
       "torch_tpu::jax_call"};
   return ops;
