@@ -41,6 +41,10 @@ DEFAULT_FILES = [
 CAUSES = [
     ("timeout", r"Timeout \(?>|Failed: Timeout"),
     ("crash", r"worker '\w+' crashed|Fatal Python error|Segmentation fault"),
+    # Indices in a device tensor are checked inside the executable and reported at the next
+    # sync point, as CUDA's device asserts are (tests that expect the error at the call skip
+    # CUDA for that reason).
+    ("index checked on the device, reported at sync", r"found on the device at this sync point"),
     ("missing op (quantized)", r"[Qq]uantiz"),
     ("missing op", r"is not implemented for the tpu device|Could not run '[^']+' with arguments"),
     ("complex not supported", r"does not support complex tensors"),
@@ -75,6 +79,8 @@ def run_file(path: Path, device: str, timeout: int, jobs: int) -> dict[str, dict
         command += ["-o", "junit_family=xunit1"]
         if jobs > 1:
             command += ["-n", str(jobs), "--max-worker-restart", "1000"]
+        if device == "tpu":
+            command += ["-p", "torch_tpu.testing.pytest_sync"]
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
         # The suites import their neighbours (common helpers next to them).
         env["PYTHONPATH"] = os.pathsep.join([str(path.parent), env.get("PYTHONPATH", "")])

@@ -459,9 +459,7 @@ std::string executable_name(const std::string& op_name) {
 // op seen only there never compiles standalone.
 const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
   std::call_once(entry.compiled, [&entry] {
-    std::string functions = entry.function;
-    for (const auto& [name, text] : entry.helpers) functions += text;
-    std::string module = hlo::wrap_module(functions);
+    std::string module = hlo::wrap_module(entry.function, entry.helpers);
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }

@@ -842,13 +842,14 @@ std::vector<Value> Builder::call(const std::string& name, const std::string& fun
 }
 
 std::string Builder::module(const std::vector<Value>& results) const {
-  std::string functions = function("main", true, results);
-  for (const auto& [name, text] : helpers_) functions += text;
-  return wrap_module(functions);
+  return wrap_module(function("main", true, results), helpers_);
 }
 
-std::string wrap_module(const std::string& functions) {
-  return "module @torch_tpu {\n" + functions + "}\n";
+std::string wrap_module(const std::string& functions,
+                        const std::map<std::string, std::string>& helpers) {
+  std::string text = "module @torch_tpu {\n" + functions;
+  for (const auto& [name, helper] : helpers) text += helper;
+  return text + "}\n";
 }
 
 }  // namespace torch_tpu::hlo

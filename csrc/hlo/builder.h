@@ -223,8 +223,10 @@ class Builder {
   std::map<std::string, std::string> helpers_;
 };
 
-// A module holding the given function texts (one of them public @main).
-std::string wrap_module(const std::string& functions);
+// A module holding the given function texts (one of them public @main), then the helpers
+// they call (see Builder::call).
+std::string wrap_module(const std::string& functions,
+                        const std::map<std::string, std::string>& helpers = {});
 
 // Throws BuildError with `message` unless `condition` holds.
 inline void require(bool condition, const std::string& message) {

@@ -50,6 +50,29 @@ TEST(Builder, TextHasEntryAndTypes) {
   EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);
 }
 
+TEST(Builder, CallRunsFunctionsDefinedElsewhereOnce) {
+  // A jax kernel's functions: an entry that calls a helper of its own.
+  const std::string functions =
+      "  func.func private @k_main(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+      "    %0 = call @k_square(%a) : (tensor<3xf32>) -> tensor<3xf32>\n"
+      "    return %0 : tensor<3xf32>\n"
+      "  }\n"
+      "  func.func private @k_square(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+      "    %0 = stablehlo.multiply %a, %a : tensor<3xf32>\n"
+      "    return %0 : tensor<3xf32>\n"
+      "  }\n";
+  Builder b;
+  Value x = b.parameter({3}, ElementType::F32);
+  Value once = b.call("k_main", functions, {x}, {{3}}, {ElementType::F32})[0];
+  Value twice = b.call("k_main", functions, {once}, {{3}}, {ElementType::F32})[0];
+  std::string text = b.module({twice});
+  const std::string definition = "func.func private @k_square(";
+  EXPECT_EQ(text.find(definition), text.rfind(definition));  // defined once, called twice
+  EXPECT_EQ(run(text, {{1, 2, 3}}, {{3}}), (std::vector<float>{1, 16, 81}));
+  EXPECT_THROW(b.call("k_other", functions, {x}, {{3}}, {ElementType::F32}), BuildError);
+  EXPECT_THROW(b.call("k_main", functions + " ", {x}, {{3}}, {ElementType::F32}), BuildError);
+}
+
 TEST(Builder, ShapeErrorsAreReported) {
   Builder b;
   Value x = b.parameter({2, 3}, ElementType::F32);
