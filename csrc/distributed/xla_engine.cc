@@ -84,18 +84,6 @@ std::shared_ptr<pjrt::Executable> compiled(const std::string& text, const std::v
 std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
                                            const std::vector<at::Tensor>& inputs) {
   check_inputs(collective.kind, inputs);
-  auto& runtime = Runtime::get();
-  std::vector<int> device_ids;
-  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
-  std::vector<std::vector<PJRT_Buffer*>> arguments;
-  for (const auto& t : inputs) {
-    // The executable reads a whole flat storage: other layouts go through a compact copy.
-    const bool compact =
-        t.is_contiguous() && t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes();
-    buffers.push_back(storage_buffer(compact ? t : t.clone(at::MemoryFormat::Contiguous)));
-    arguments.push_back({buffers.back()->raw()});
-    device_ids.push_back(runtime.client().devices().at(t.device().index()).id);
-  }
   hlo::Shape result_shape;
   std::string text;
   try {
@@ -103,15 +91,56 @@ std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
   } catch (const hlo::BuildError& error) {
     TORCH_CHECK(false, "tpu_dist xla ", collective.kind, ": ", error.what());
   }
-  auto results = compiled(text, device_ids)->execute_replicated(arguments);
-  const hlo::ElementType type = to_element_type(inputs[0].scalar_type());
+  std::vector<std::vector<at::Tensor>> per_device;
+  for (const at::Tensor& input : inputs) per_device.push_back({input});
   std::vector<at::Tensor> outputs;
-  for (size_t i = 0; i < results.size(); ++i) {
-    results[i].done.await("tpu_dist xla collective");
-    at::Tensor out = at::empty(c10::IntArrayRef(result_shape), inputs[i].options());
-    device_storage(out).assign(std::make_shared<pjrt::Buffer>(std::move(results[i].outputs.at(0))),
-                               type);
-    outputs.push_back(out);
+  for (auto& results : run_replicated(text, per_device, {result_shape}, {inputs[0].scalar_type()}))
+    outputs.push_back(std::move(results.at(0)));
+  return outputs;
+}
+
+std::vector<std::vector<at::Tensor>> run_replicated(
+    const std::string& module, const std::vector<std::vector<at::Tensor>>& inputs_per_device,
+    const std::vector<std::vector<int64_t>>& result_shapes,
+    const std::vector<c10::ScalarType>& result_types) {
+  auto& runtime = Runtime::get();
+  std::vector<int> device_ids;
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;  // alive until the results are ready
+  std::vector<std::vector<PJRT_Buffer*>> arguments;
+  for (const auto& inputs : inputs_per_device) {
+    TORCH_CHECK(!inputs.empty(), "torch_tpu: a replica without inputs has no device");
+    arguments.emplace_back();
+    for (const at::Tensor& t : inputs) {
+      TORCH_CHECK(t.device() == inputs[0].device(), "torch_tpu: a replica's inputs are on ",
+                  inputs[0].device(), " and ", t.device());
+      // The executable reads a whole flat storage: other layouts go through a compact copy.
+      const bool compact =
+          t.is_contiguous() && t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes();
+      buffers.push_back(storage_buffer(compact ? t : t.clone(at::MemoryFormat::Contiguous)));
+      arguments.back().push_back(buffers.back()->raw());
+    }
+    device_ids.push_back(runtime.client().devices().at(inputs[0].device().index()).id);
+  }
+  std::shared_ptr<pjrt::Executable> executable;
+  try {
+    executable = compiled(module, device_ids);
+  } catch (const pjrt::Error& error) {
+    TORCH_CHECK(false, "torch_tpu: compiling a module replicated over ", device_ids.size(),
+                " devices failed: ", error.what());
+  }
+  auto results = executable->execute_replicated(arguments);
+  std::vector<std::vector<at::Tensor>> outputs;
+  for (size_t r = 0; r < results.size(); ++r) {
+    results[r].done.await("torch_tpu replicated execution");
+    outputs.emplace_back();
+    for (size_t i = 0; i < result_shapes.size(); ++i) {
+      at::Tensor out = at::empty(c10::IntArrayRef(result_shapes[i]),
+                                 inputs_per_device[r][0].options().dtype(result_types[i]));
+      device_storage(out).assign(
+          std::make_shared<pjrt::Buffer>(std::move(results[r].outputs.at(i))),
+          to_element_type(result_types[i]));
+      outputs.back().push_back(out);
+    }
   }
   return outputs;
 }

@@ -24,4 +24,12 @@ struct XlaCollective {
 std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
                                            const std::vector<at::Tensor>& inputs);
 
+// Runs `module` as one replica per device: inputs_per_device[r] are replica r's arguments
+// (tensors on one device, read as their flat storages), and the module returns flat results
+// of `result_shapes` and `result_types`. Returns each replica's results. Waits for them.
+std::vector<std::vector<at::Tensor>> run_replicated(
+    const std::string& module, const std::vector<std::vector<at::Tensor>>& inputs_per_device,
+    const std::vector<std::vector<int64_t>>& result_shapes,
+    const std::vector<c10::ScalarType>& result_types);
+
 }  // namespace torch_tpu::distributed

@@ -15,7 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "csrc/device/types.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/distributed/xla_engine.h"
+#include "csrc/hlo/builder.h"
 #include "csrc/kernels/jax_kernels.h"
 
 namespace torch_tpu::kernels {
@@ -97,6 +100,40 @@ void register_jax_kernel(const std::string& key, JaxKernel kernel) {
   TORCH_CHECK(!kernel.results.empty(), "torch_tpu: a jax kernel must return at least one array");
   std::lock_guard<std::mutex> lock(registry_mutex);
   registry()[key] = std::make_shared<const JaxKernel>(std::move(kernel));
+}
+
+std::vector<std::vector<at::Tensor>> run_jax_kernel_on_devices(
+    const std::string& key, const std::vector<std::vector<at::Tensor>>& inputs_per_device) {
+  std::shared_ptr<const JaxKernel> kernel = find_kernel(key);
+  hlo::Builder b;
+  std::vector<hlo::Value> operands;
+  for (const auto& [shape, type] : kernel->params) {
+    operands.push_back(b.reshape(b.parameter({hlo::num_elements(shape)}, type), shape));
+  }
+  std::vector<hlo::Shape> shapes;
+  std::vector<hlo::ElementType> types;
+  std::vector<c10::ScalarType> dtypes;
+  for (const auto& [shape, type] : kernel->results) {
+    shapes.push_back(shape);
+    types.push_back(type);
+    dtypes.push_back(to_scalar_type(type));
+  }
+  std::vector<hlo::Value> flat;
+  for (const hlo::Value& result : b.call(kernel->entry, kernel->functions, operands, shapes, types))
+    flat.push_back(b.reshape(result, {hlo::num_elements(result.shape)}));
+  for (const auto& inputs : inputs_per_device) {
+    TORCH_CHECK(inputs.size() == kernel->params.size(), "torch_tpu: jax kernel ", key, " takes ",
+                kernel->params.size(), " tensors per device, got ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& [shape, type] = kernel->params[i];
+      TORCH_CHECK(inputs[i].sizes() == c10::IntArrayRef(shape) &&
+                      to_element_type(inputs[i].scalar_type()) == type,
+                  "torch_tpu: jax kernel ", key, " input ", i, " must be ",
+                  hlo::tensor_type(shape, type), ", got ", inputs[i].scalar_type(),
+                  inputs[i].sizes());
+    }
+  }
+  return distributed::run_replicated(b.module(flat), inputs_per_device, shapes, dtypes);
 }
 
 bool has_jax_kernel(const std::string& key) {

@@ -2,6 +2,8 @@
 // under a key that torch_tpu::jax_call(inputs, key) runs.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,5 +20,11 @@ struct JaxKernel {
 
 void register_jax_kernel(const std::string& key, JaxKernel kernel);
 bool has_jax_kernel(const std::string& key);
+
+// Runs kernel `key` as one replica per device, its collectives (a jax psum over a named axis)
+// spanning the devices: inputs_per_device[r] are replica r's tensors, on one device each.
+// Returns each replica's results.
+std::vector<std::vector<at::Tensor>> run_jax_kernel_on_devices(
+    const std::string& key, const std::vector<std::vector<at::Tensor>>& inputs_per_device);
 
 }  // namespace torch_tpu::kernels

@@ -1,6 +1,7 @@
 #include "csrc/python/kernels.h"
 
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <string>
 #include <utility>
@@ -42,6 +43,11 @@ void bind_kernels(pybind11::module_& m) {
       pybind11::arg("key"), pybind11::arg("functions"), pybind11::arg("entry"),
       pybind11::arg("params"), pybind11::arg("results"));
   m.def("_has_jax_kernel", &kernels::has_jax_kernel);
+  m.def("_run_jax_kernel_on_devices",
+        [](const std::string& key, const std::vector<std::vector<at::Tensor>>& inputs) {
+          pybind11::gil_scoped_release release;
+          return kernels::run_jax_kernel_on_devices(key, inputs);
+        });
   // PJRT_Plugin_Attributes as "name=value" lines (lists comma-separated).
   m.def("_plugin_attributes", [] { return Runtime::get().client().plugin().attributes(); });
 }

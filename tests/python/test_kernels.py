@@ -4,6 +4,8 @@ fusion with neighbouring ops, recompiles, and the refusals."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -248,3 +250,61 @@ def test_pallas_attention_example_generates_the_same_tokens_as_sdpa() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "same tokens as sdpa: True" in done.stdout
+
+
+ACROSS_DEVICES = """
+import json, sys
+import jax, torch
+from torch_tpu.kernels import jax_op
+
+@jax_op(axis_name="d")
+def collectives(x, w, scale=1.0):
+    y = x * w
+    return (jax.lax.psum(y, "d") * scale, jax.lax.all_gather(x, "d"),
+            jax.lax.ppermute(x, "d", [(0, 1), (1, 0)]), jax.lax.axis_index("d"),
+            jax.lax.pmax(x, "d"), jax.lax.all_to_all(x, "d", 1, 1, tiled=True),
+            jax.lax.psum_scatter(x, "d", scatter_dimension=1, tiled=True))
+
+torch.manual_seed(0)
+xs = [torch.randn(3, 4) for _ in range(2)]
+ws = [torch.randn(4) for _ in range(2)]
+outs = collectives.on_devices(
+    [x.to(f"tpu:{i}") for i, x in enumerate(xs)],
+    [w.to(f"tpu:{i}") for i, w in enumerate(ws)],
+    scale=2.0,
+)
+expected_sum = (xs[0] * ws[0] + xs[1] * ws[1]) * 2.0
+rows = []
+for i, (total, gathered, permuted, index, largest, exchanged, scattered) in enumerate(outs):
+    halves = [x[:, 2 * i : 2 * i + 2] for x in xs]
+    rows.append({
+        "device": str(total.device),
+        "sum": (total.cpu() - expected_sum).abs().max().item(),
+        "gather": (gathered.cpu() - torch.stack(xs)).abs().max().item(),
+        "permute": (permuted.cpu() - xs[1 - i]).abs().max().item(),
+        "index": index.item(),
+        "max": (largest.cpu() - torch.maximum(xs[0], xs[1])).abs().max().item(),
+        "all_to_all": (exchanged.cpu() - torch.cat(halves, 1)).abs().max().item(),
+        "scatter": (scattered.cpu() - (halves[0] + halves[1])).abs().max().item(),
+    })
+print(json.dumps(rows))
+"""
+
+
+def test_collectives_across_the_devices_of_one_process() -> None:
+    env = {**os.environ, "TORCH_TPU_CPU_DEVICE_COUNT": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", ACROSS_DEVICES], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["device"] for r in rows] == ["tpu:0", "tpu:1"]
+    assert [r["index"] for r in rows] == [0, 1]
+    for row in rows:
+        errors = [v for k, v in row.items() if k not in ("device", "index")]
+        assert len(errors) == 6 and max(errors) < 1e-5, row
+
+
+def test_on_devices_needs_an_axis_name() -> None:
+    with pytest.raises(ValueError, match="no axis_name"):
+        rmsnorm.on_devices([torch.ones(2, 4, device=TPU)], [torch.ones(4, device=TPU)])

@@ -51,14 +51,16 @@ class JaxOp:
         name: str | None = None,
         backward: Callable[..., Any] | None = None,
         *,
+        axis_name: str | None = None,
         differentiable: bool = True,
     ) -> None:
         self.fn = fn
+        self.axis_name = axis_name
         self.name = name or _default_name(fn)
         if "::" not in self.name:
             raise ValueError(f"torch_tpu.kernels: an op name is 'namespace::name', got {name!r}")
         functools.update_wrapper(self, fn)
-        self._kernels: dict[tuple[str, tuple[Any, ...]], _lowering.LoweredKernel] = {}
+        self._kernels: dict[tuple[Any, ...], _lowering.LoweredKernel] = {}
         self._op = torch.library.custom_op(self.name, mutates_args=(), schema=_SCHEMA)(self._run)
         self._op.register_fake(self._fake)
         if differentiable:
@@ -77,6 +79,39 @@ class JaxOp:
         else:
             outputs = self._op(tensors, spec)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def on_devices(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Runs fn once per device, as one program whose named axis (``axis_name``) spans the
+        devices: a ``jax.lax.psum(x, axis_name)`` in fn is an all-reduce across them. Each
+        tensor argument is a list with one tensor per device (distinct tpu devices, in the
+        same order for every argument); returns one result per device, in that order."""
+        if self.axis_name is None:
+            raise ValueError(f"torch_tpu.kernels: {self.name} has no axis_name to run across")
+        lists = [a for a in itertools.chain(args, kwargs.values()) if _is_tensor_list(a)]
+        if not lists or len({len(a) for a in lists}) != 1:
+            raise ValueError(
+                f"torch_tpu.kernels: {self.name}.on_devices takes lists of tensors, one per "
+                "device, all of one length"
+            )
+        count = len(lists[0])
+        # The spec of one device's call: each list stands where its tensor would.
+        spec = _spec(
+            tuple(a[0] if _is_tensor_list(a) else a for a in args),
+            {k: v[0] if _is_tensor_list(v) else v for k, v in kwargs.items()},
+        )
+        avals = _avals([a[0] for a in lists], self.name)
+        kernel = self._kernels.get((spec, avals, count))
+        if kernel is None:
+            bound = self._bound(spec)
+            kernel = _lowering.lower_on_devices(bound, self.name, avals, self.axis_name, count)
+            self._register(kernel)
+            self._kernels[(spec, avals, count)] = kernel
+        from .. import _C
+
+        inputs = [[a[r].reshape(1, *a[r].shape) for a in lists] for r in range(count)]
+        results = _C._run_jax_kernel_on_devices(kernel.key, inputs)
+        outputs = [[t.reshape(t.shape[1:]) for t in device] for device in results]
+        return [out[0] if len(out) == 1 else tuple(out) for out in outputs]
 
     # -- the op's implementations ------------------------------------------------------------
 
@@ -114,13 +149,17 @@ class JaxOp:
         found = self._kernels.get((spec, avals))
         if found is None:
             found = _lowering.lower(self._bound(spec), self.name, avals)
-            from .. import _C
-
-            _C._register_jax_kernel(
-                found.key, found.functions, found.entry, found.params, found.results
-            )
+            self._register(found)
             self._kernels[(spec, avals)] = found
         return found
+
+    @staticmethod
+    def _register(kernel: _lowering.LoweredKernel) -> None:
+        from .. import _C
+
+        _C._register_jax_kernel(
+            kernel.key, kernel.functions, kernel.entry, kernel.params, kernel.results
+        )
 
     @functools.cache  # noqa: B019 (ops live as long as their library)
     def _bound(self, spec: str) -> Callable[..., Any]:
@@ -194,6 +233,10 @@ def _backward_kernel(
         for c, leaf in zip(cotangents, leaves, strict=True)
     ]
     return tuple(pullback(jax.tree_util.tree_unflatten(tree, cts)))
+
+
+def _is_tensor_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], torch.Tensor)
 
 
 def _plain_eager_call(tensors: Sequence[torch.Tensor]) -> bool:
@@ -317,8 +360,9 @@ def jax_op(
     *,
     name: str | None = None,
     backward: Callable[..., Any] | None = None,
+    axis_name: str | None = None,
 ) -> JaxOp | Callable[[Callable[..., Any]], JaxOp]:
     """Registers a jax function as a PyTorch op (see the module's docstring)."""
     if fn is None:
-        return lambda f: JaxOp(f, name, backward)
-    return JaxOp(fn, name, backward)
+        return lambda f: JaxOp(f, name, backward, axis_name=axis_name)
+    return JaxOp(fn, name, backward, axis_name=axis_name)

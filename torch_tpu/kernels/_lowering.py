@@ -215,25 +215,119 @@ def lower(
             f"{', '.join(sorted(refused))}, which the {target} plugin ({torch_tpu_plugin()}) "
             f"cannot run; it runs: {', '.join(sorted(RUNNABLE_CUSTOM_CALLS.get(target, ())))}"
         )
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    prefix = f"jax_{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{digest}_"
-    return LoweredKernel(
-        key=f"{name}@{digest}",
-        functions=_renamed_functions(text, prefix),
-        entry=prefix + "main",
-        params=[(list(shape), _MLIR_TYPES[dtype]) for shape, dtype in avals],
-        results=[(list(out.shape), _MLIR_TYPES[str(out.dtype)]) for out in outs],
+    return _kernel(name, _module_body(text), avals, [(o.shape, str(o.dtype)) for o in outs])
+
+
+def lower_on_devices(
+    fn: Callable[..., Any],
+    name: str,
+    avals: Sequence[tuple[tuple[int, ...], str]],
+    axis_name: str,
+    count: int,
+) -> LoweredKernel:
+    """Lowers fn as the program of each of `count` devices, the named axis spanning them (a
+    psum over it is an all-reduce across the devices). Each parameter and result gains a
+    leading dimension of 1: the device's block of jax's global array."""
+    jax = import_jax()
+    check_versions()
+    target = platform()
+    from jax.sharding import AbstractMesh
+    from jax.sharding import PartitionSpec as P
+
+    def block(*blocks: Any) -> Any:
+        out = fn(*(b[0] for b in blocks))
+        return tuple(o[None] for o in out) if isinstance(out, tuple) else out[None]
+
+    mesh = AbstractMesh((count,), (axis_name,))
+    spmd = jax.shard_map(block, mesh=mesh, in_specs=P(axis_name), out_specs=P(axis_name))
+    specs = [jax.ShapeDtypeStruct((count, *shape), dtype) for shape, dtype in avals]
+    with jax.enable_x64(True):
+        lowered = jax.jit(spmd, keep_unused=True).trace(*specs).lower(lowering_platforms=(target,))
+        text = lowered.as_text()
+        outs = jax.tree_util.tree_leaves(lowered.out_info)
+    refused = custom_call_targets(text) - RUNNABLE_CUSTOM_CALLS.get(target, frozenset())
+    if refused:
+        raise KernelError(f"torch_tpu.kernels: {name} calls {', '.join(sorted(refused))}")
+    return _kernel(
+        name,
+        _device_program(text, name),
+        [((1, *shape), dtype) for shape, dtype in avals],
+        [((1, *o.shape[1:]), str(o.dtype)) for o in outs],
     )
 
 
-def _renamed_functions(module_text: str, prefix: str) -> str:
-    """The module's functions, each renamed prefix + name and private (our module's @main
-    calls the entry)."""
+def _kernel(
+    name: str,
+    body: str,
+    params: Sequence[tuple[tuple[int, ...], str]],
+    results: Sequence[tuple[tuple[int, ...], str]],
+) -> LoweredKernel:
+    """The functions of `body` (public @main the entry), renamed after their content."""
+    digest = hashlib.sha1(body.encode()).hexdigest()[:16]
+    prefix = f"jax_{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{digest}_"
+    return LoweredKernel(
+        key=f"{name}@{digest}",
+        functions=_renamed(body, prefix),
+        entry=prefix + "main",
+        params=[(list(shape), _MLIR_TYPES[dtype]) for shape, dtype in params],
+        results=[(list(shape), _MLIR_TYPES[dtype]) for shape, dtype in results],
+    )
+
+
+def _module_body(module_text: str) -> str:
     lines = module_text.strip().splitlines()
     if not (lines[0].startswith("module") and lines[0].endswith("{") and lines[-1] == "}"):
         raise KernelError("torch_tpu.kernels: jax's lowering is not one module")
-    body = "\n".join(lines[1:-1]) + "\n"
+    return "\n".join(lines[1:-1]) + "\n"
+
+
+def _renamed(body: str, prefix: str) -> str:
+    """Every function renamed prefix + name, and private (our module's @main calls them)."""
     names = sorted(set(_FUNCTION.findall(body)), key=len, reverse=True)
     symbol = re.compile(r"@(" + "|".join(re.escape(n) for n in names) + r")(?![\w$.])")
     body = symbol.sub(lambda match: "@" + prefix + match.group(1), body)
     return body.replace("func.func public @", "func.func private @")
+
+
+_MANUAL = re.compile(r"sdy\.manual_computation\(.*manual_axes=\{[^}]*\} \((.*)\) \{$")
+_RETURN = re.compile(r"^\s*sdy\.return (.*) : (.*)$")
+
+
+_CHANNEL = re.compile(
+    r"channel_handle = #stablehlo\.channel_handle<[^>]*>(, )?|(, )?use_global_device_ids"
+)
+
+
+def _as_replicas(line: str) -> str:
+    """jax numbers a shard_map's devices as SPMD partitions (partition_id; collectives with a
+    channel, across partitions); ours run as replicas of one program, so the same collectives
+    go across replicas. (A channel left on collective_permute aborts the CPU plugin.)"""
+    return _CHANNEL.sub("", line.replace("stablehlo.partition_id", "stablehlo.replica_id"))
+
+
+def _device_program(module_text: str, name: str) -> str:
+    """A shard_map lowering as one device's program: the body of jax's manual computation
+    becomes public @main; the module's other functions stay; the mesh and jax's own global
+    @main go."""
+    lines = _module_body(module_text).splitlines()
+    kept: list[str] = []
+    main: list[str] = []
+    in_main = False
+    for line in lines:
+        if line.startswith("  func.func public @main("):
+            in_main = True
+        if in_main:
+            main.append(line)
+            in_main = line != "  }"
+        elif not line.startswith("  sdy.mesh "):
+            kept.append(line)
+    header = next((i for i, line in enumerate(main) if _MANUAL.search(line)), None)
+    end = next((i for i, line in enumerate(main) if _RETURN.match(line)), None)
+    if header is None or end is None:
+        raise KernelError(f"torch_tpu.kernels: {name}: jax's shard_map lowering has no body")
+    arguments = _MANUAL.search(main[header]).group(1)  # type: ignore[union-attr]
+    values, types = _RETURN.match(main[end]).groups()  # type: ignore[union-attr]
+    program = [f"  func.func public @main({arguments}) -> ({types}) {{"]
+    program += [_as_replicas(line) for line in main[header + 1 : end]]
+    program += [f"    return {values} : {types}", "  }"]
+    return "\n".join(program + kept) + "\n"
