@@ -118,6 +118,8 @@ std::vector<int64_t> reduce_dims(const LoweringContext& ctx, int index, int64_t 
   static const c10::IValue none;
   const c10::IValue& value = index < 0 ? none : ctx.arg(index);
   if (!value.isNone()) {
+    // ATen's dimension masks hold 64 bits: with a dim given, CPU refuses more dims.
+    TORCH_CHECK(rank <= 64, "only tensors with up to 64 dims are supported");
     if (value.isInt()) {
       dims.push_back(value.toInt());
     } else {

@@ -174,6 +174,7 @@ Values argmax_argmin(LoweringContext& ctx, bool is_max) {
     Value index = arg_extreme(ctx.b, flat, 0, is_max).second;
     return {keepdim ? ctx.b.reshape(index, Shape(x.shape.size(), 1)) : index};
   }
+  TORCH_CHECK(x.rank() <= 64, "only tensors with up to 64 dims are supported");
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
   if (x.rank() == 0) return {ctx.b.constant_int(0, ElementType::S64)};
   TORCH_CHECK_INDEX(x.shape[dim] != 0, is_max ? "argmax" : "argmin", "(): Expected reduction dim ",
@@ -273,7 +274,11 @@ Values any_all(LoweringContext& ctx, int dims_index, bool keepdim, bool is_any) 
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value truth = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
-  std::vector<int64_t> dims = reduce_dims(ctx, dims_index, x.rank());
+  // any/all over dim=[] reduce nothing (sum's dim=[] reduces everything, for history's sake).
+  const bool no_dims = dims_index >= 0 && ctx.arg(dims_index).isIntList() &&
+                       ctx.arg(dims_index).toIntVector().empty();
+  std::vector<int64_t> dims =
+      no_dims ? std::vector<int64_t>{} : reduce_dims(ctx, dims_index, x.rank());
   Value r = b.reduce(truth, b.constant_int(is_any ? 0 : 1, ElementType::Pred), dims,
                      is_any ? "or" : "and");
   Value out = b.reshape(r, out_shape(x.shape, dims, keepdim));
@@ -291,7 +296,9 @@ LOWER({"all.dim", "all.out", "all.dims", "all.dims_out"},
 Value vector_norm(Builder& b, const Value& x, double ord, const std::vector<int64_t>& dims,
                   bool keepdim, ElementType t) {
   ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
-  Value a = b.unary("abs", b.convert(x, acc));
+  // |x| of a complex x is real: its modulus, taken at x's own precision.
+  Value a = hlo::is_complex(x.type) ? b.convert(b.unary("abs", x), acc)
+                                    : b.unary("abs", b.convert(x, acc));
   Value r;
   if (std::isinf(ord)) {
     r = extreme(b, a, dims, ord > 0);
@@ -308,8 +315,11 @@ Value vector_norm(Builder& b, const Value& x, double ord, const std::vector<int6
   return b.reshape(b.convert(r, t), out_shape(x.shape, dims, keepdim));
 }
 
+// A norm is real: a complex input's norm has its parts' type.
 ElementType norm_type(const Value& x, const c10::IValue& dtype) {
-  return dtype.isNone() ? et(float_type(to_scalar_type(x.type))) : et(dtype.toScalarType());
+  if (!dtype.isNone()) return et(c10::toRealValueType(dtype.toScalarType()));
+  if (hlo::is_complex(x.type)) return hlo::component_type(x.type);
+  return et(float_type(to_scalar_type(x.type)));
 }
 
 // linalg_vector_norm(self, ord, dim, keepdim, dtype): ord shapes the computation (static).

@@ -58,6 +58,8 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "normal", "uniform", "masked_fill",
       // advanced indexing: gathers and scatters (accumulating with a complex add)
       "index", "_index_put_impl_", "index_put",
+      // truth tests and norms (a complex value is true when either part is nonzero)
+      "count_nonzero", "logical_not", "all", "any", "linalg_vector_norm",
       // jax kernels: jax lowered them for their complex operands
       "torch_tpu::jax_call"};
   return ops;

@@ -1,0 +1,67 @@
+"""Checks from PyTorch's own test_reductions.py that tpu once failed, kept here against CPU:
+complex truth tests and norms, any/all over dim=[], and the 64-dimension limit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+TPU = torch.device("tpu")
+
+COMPLEX_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "count_nonzero": torch.count_nonzero,
+    "count_nonzero_dim": lambda t: torch.count_nonzero(t, dim=1),
+    "logical_not": torch.logical_not,
+    "all": torch.all,
+    "all_dim": lambda t: torch.all(t, 1),
+    "any": torch.any,
+    "any_dim": lambda t: torch.any(t, 0),
+    "norm2": torch.linalg.vector_norm,
+    "norm1_dim": lambda t: torch.linalg.vector_norm(t, 1, dim=1),
+    "norm_inf": lambda t: torch.linalg.vector_norm(t, float("inf")),
+    "norm_-inf_dim": lambda t: torch.linalg.vector_norm(t, -float("inf"), dim=1),
+    "norm0": lambda t: torch.linalg.vector_norm(t, 0),
+    "norm3_dim": lambda t: torch.linalg.vector_norm(t, 3, dim=0),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("name", list(COMPLEX_REDUCTIONS))
+def test_complex_reductions_match_cpu(name: str, dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, dtype=dtype)
+    x[0, 1] = 0
+    x[1, 2] = 1j  # true through its imaginary part alone
+    x[3] = 0
+    fn = COMPLEX_REDUCTIONS[name]
+    expected = fn(x)
+    got = fn(x.to(TPU)).cpu()
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("op", [torch.any, torch.all])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_any_all_over_no_dims_reduce_nothing(
+    op: Callable[..., torch.Tensor], keepdim: bool
+) -> None:
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    expected = op(x, dim=[], keepdim=keepdim)
+    got = op(x.to(TPU), dim=[], keepdim=keepdim).cpu()
+    assert got.shape == expected.shape == (2, 2)
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [torch.sum, torch.mean, torch.std, torch.logsumexp, torch.argmax, torch.argmin],
+    ids=lambda op: op.__name__,
+)
+def test_more_than_64_dims_with_a_dim_is_refused_as_on_cpu(op: Callable[..., torch.Tensor]) -> None:
+    x = torch.randn([1] * 65)
+    with pytest.raises(RuntimeError, match="only tensors with up to 64 dims are supported"):
+        op(x, dim=0)
+    with pytest.raises(RuntimeError, match="only tensors with up to 64 dims are supported"):
+        op(x.to(TPU), dim=0)
