@@ -1,34 +1,62 @@
-// Binning and patch ops: searchsorted/bucketize (a count of boundaries below each value),
+// Binning and patch ops: searchsorted/bucketize (CPU's binary search, step for step),
 // histc (a scatter-add of bin indices), im2col/col2im (strided slices of the padded input and
 // their adjoint) and
 // channel_shuffle (a reshape and transpose).
 #include <c10/util/Exception.h>
+
+#include <optional>
 
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 namespace {
 
-// For each value, how many boundaries lie below it (left) or at or below it (right); as on CPU,
-// a NaN value counts every boundary.
-Value count_below(Builder& b, const Value& boundaries, const Value& values, bool right) {
-  // boundaries [B..., n] (or [n]), values [B..., m] -> [B..., m].
+// Element `index` of each value's row of `table` ([B..., n], or [n] for every value); `base`
+// is where that row starts in the flattened table.
+Value take_in_row(Builder& b, const Value& table, const Value& base, const Value& index) {
+  const Value at = b.binary("add", base, index);
+  Shape with_vector = at.shape;
+  with_vector.push_back(1);
+  hlo::GatherDims dims;
+  dims.collapsed_slice_dims = {0};
+  dims.start_index_map = {0};
+  dims.index_vector_dim = at.rank();
+  return b.gather(b.reshape(table, {hlo::num_elements(table.shape)}), b.reshape(at, with_vector),
+                  dims, {1});
+}
+
+// CPU's binary search for each value (the first boundary >= it, or > it when `right`), step
+// for step, so that even boundaries that are not sorted give CPU's answer; a NaN value goes
+// past every boundary. `sorter` gives the row's order. O(m log n), where counting the
+// boundaries below each value took m x n.
+Value binary_search(Builder& b, const Value& boundaries, const Value& values, bool right,
+                    const std::optional<Value>& sorter) {
+  const auto s64 = ElementType::S64;
   const int64_t n = boundaries.shape.back();
-  Shape pair = values.shape;
-  pair.push_back(n);
-  std::vector<int64_t> value_dims, boundary_dims;
-  for (int64_t d = 0; d < values.rank(); ++d) value_dims.push_back(d);
-  if (boundaries.rank() == 1) {
-    boundary_dims = {values.rank()};
-  } else {
-    for (int64_t d = 0; d < boundaries.rank() - 1; ++d) boundary_dims.push_back(d);
-    boundary_dims.push_back(values.rank());
+  Value base = splat(b, 0, s64, values.shape);
+  if (boundaries.rank() > 1) {
+    const int64_t rows = hlo::num_elements(boundaries.shape) / n;
+    const Shape grid{rows, hlo::num_elements(values.shape) / rows};
+    base =
+        b.reshape(b.binary("multiply", b.iota(grid, s64, 0), splat(b, n, s64, grid)), values.shape);
   }
-  Value v = b.broadcast_in_dim(values, pair, value_dims);
-  Value s = b.broadcast_in_dim(boundaries, pair, boundary_dims);
-  Value beyond = b.unary("not", b.compare(right ? "GT" : "GE", s, v));
-  return b.reduce(b.convert(beyond, ElementType::S64), b.constant_int(0, ElementType::S64),
-                  {values.rank()}, "add");
+  const Value one = splat(b, 1, s64, values.shape);
+  Value low = splat(b, 0, s64, values.shape);
+  Value high = splat(b, n, s64, values.shape);
+  for (int64_t span = n; span > 0; span /= 2) {  // ceil(log2(n + 1)) halvings
+    Value active = b.compare("LT", low, high);
+    Value mid = b.binary(
+        "add", low,
+        b.binary("divide", b.binary("subtract", high, low), splat(b, 2, s64, values.shape)));
+    // A finished search may point past the row: read any element, the result is unused.
+    Value at = b.clamp(splat(b, 0, s64, values.shape), mid, splat(b, n - 1, s64, values.shape));
+    if (sorter) at = take_in_row(b, b.convert(*sorter, s64), base, at);
+    Value boundary = take_in_row(b, boundaries, base, at);
+    Value onward = b.unary("not", b.compare(right ? "GT" : "GE", boundary, values));
+    low = b.select(b.binary("and", active, onward), b.binary("add", mid, one), low);
+    high = b.select(b.binary("and", active, b.unary("not", onward)), mid, high);
+  }
+  return low;
 }
 
 // searchsorted(sorted_sequence, self, out_int32, right, side, sorter).
@@ -52,25 +80,8 @@ LOWER({"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
         sequence = b.convert(sequence, t);
         ElementType out_type = ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64;
         if (sequence.shape.back() == 0) return Values{splat(b, 0, out_type, values.shape)};
-        if (auto sorter = ctx.optional_tensor(5)) {
-          // sequence[..., i] <- sequence[..., sorter[..., i]], picked from an [..., n, n] match.
-          const int64_t r = sequence.rank(), n = sequence.shape.back();
-          Shape pair = sequence.shape;
-          pair.push_back(n);
-          std::vector<int64_t> rows, cols;
-          for (int64_t d = 0; d < r - 1; ++d) {
-            rows.push_back(d);
-            cols.push_back(d);
-          }
-          rows.push_back(r - 1);
-          cols.push_back(r);
-          Value order = b.broadcast_in_dim(b.convert(*sorter, ElementType::S64), pair, rows);
-          Value hit = b.compare("EQ", order, b.iota(pair, ElementType::S64, r));
-          Value source = b.broadcast_in_dim(sequence, pair, cols);
-          sequence =
-              b.reduce(b.select(hit, source, splat(b, 0, t, pair)), b.constant(0, t), {r}, "add");
-        }
-        return Values{b.convert(count_below(b, sequence, values, right), out_type)};
+        return Values{
+            b.convert(binary_search(b, sequence, values, right, ctx.optional_tensor(5)), out_type)};
       });
 // bucketize(self, boundaries, out_int32, right): searchsorted with 1-d boundaries.
 LOWER({"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"},
@@ -81,7 +92,8 @@ LOWER({"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketiz
                     boundaries.rank(), ")");
         ElementType t = et(promoted_type(ctx, {0, 1}));
         Value values = ctx.arg(0).isTensor() ? b.convert(ctx.tensor(0), t) : ctx.scalar(0, t);
-        Value counts = count_below(b, b.convert(boundaries, t), values, ctx.arg(3).toBool());
+        Value counts =
+            binary_search(b, b.convert(boundaries, t), values, ctx.arg(3).toBool(), std::nullopt);
         return Values{b.convert(counts, ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64)};
       });
 

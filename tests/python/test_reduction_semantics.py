@@ -65,3 +65,25 @@ def test_more_than_64_dims_with_a_dim_is_refused_as_on_cpu(op: Callable[..., tor
         op(x, dim=0)
     with pytest.raises(RuntimeError, match="only tensors with up to 64 dims are supported"):
         op(x.to(TPU), dim=0)
+
+
+def test_searchsorted_is_cpu_binary_search_step_for_step() -> None:
+    torch.manual_seed(0)
+    unsorted = torch.randn(3, 6)  # CPU's answer on unsorted rows is its search's path
+    values = torch.randn(3, 4)
+    values[0, 0] = float("nan")
+    for sorter in (None, torch.argsort(unsorted, -1)):
+        for side in ("left", "right"):
+            expected = torch.searchsorted(unsorted, values, side=side, sorter=sorter)
+            got = torch.searchsorted(
+                unsorted.to(TPU),
+                values.to(TPU),
+                side=side,
+                sorter=None if sorter is None else sorter.to(TPU),
+            )
+            assert torch.equal(got.cpu(), expected)
+    # Memory grows with the values, not values x boundaries (which would be 2e10 here).
+    boundaries = torch.sort(torch.randn(100_000)).values
+    many = torch.randn(200_000)
+    got = torch.bucketize(many.to(TPU), boundaries.to(TPU), right=True)
+    assert torch.equal(got.cpu(), torch.bucketize(many, boundaries, right=True))
