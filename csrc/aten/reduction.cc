@@ -187,7 +187,7 @@ LOWER({"argmin", "argmin.out"}, [](LoweringContext& ctx) { return argmax_argmin(
 
 // var/std with a runtime correction: sum((x - mean)^2) / max(N - correction, 0). Returns
 // {var or std, mean}.
-Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
+Values variance_and_mean(LoweringContext& ctx, bool take_sqrt, const char* name) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   const bool complex = hlo::is_complex(x.type);
@@ -211,6 +211,14 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
                                  b.binary("multiply", b.imag(centered), b.imag(centered)))
                       : b.binary("multiply", centered, centered);
   Value squares = sum(b, squared, dims);
+  // The correction is static (part of the key), so its warning comes with the op's first
+  // call, as Python shows a warning once per place by default.
+  const double given = ctx.arg(2).isNone() ? 1.0 : ctx.arg(2).toScalar().toDouble();
+  if (static_cast<double>(count) - given <= 0) {
+    TORCH_WARN(name,
+               "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
+  }
   Value correction = ctx.arg(2).isNone() ? b.constant(1.0, real_acc) : ctx.scalar(2, real_acc);
   Value denominator = b.binary(
       "maximum", b.binary("subtract", b.constant(static_cast<double>(count), real_acc), correction),
@@ -222,13 +230,13 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt) {
   return {b.reshape(b.convert(var, var_type), shape), b.reshape(b.convert(mean, x.type), shape)};
 }
 LOWER({"var.correction", "var.correction_out"},
-      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, false)[0]}; });
+      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, false, "var")[0]}; }, {2});
 LOWER({"std.correction", "std.correction_out"},
-      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, true)[0]}; });
+      [](LoweringContext& ctx) { return Values{variance_and_mean(ctx, true, "std")[0]}; }, {2});
 LOWER({"var_mean.correction", "var_mean.correction_out"},
-      [](LoweringContext& ctx) { return variance_and_mean(ctx, false); });
+      [](LoweringContext& ctx) { return variance_and_mean(ctx, false, "var_mean"); }, {2});
 LOWER({"std_mean.correction", "std_mean.correction_out"},
-      [](LoweringContext& ctx) { return variance_and_mean(ctx, true); });
+      [](LoweringContext& ctx) { return variance_and_mean(ctx, true, "std_mean"); }, {2});
 
 Value product(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
   if (x.type == ElementType::Pred) return b.reduce(x, b.constant_int(1, x.type), dims, "and");

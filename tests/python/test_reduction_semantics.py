@@ -87,3 +87,11 @@ def test_searchsorted_is_cpu_binary_search_step_for_step() -> None:
     many = torch.randn(200_000)
     got = torch.bucketize(many.to(TPU), boundaries.to(TPU), right=True)
     assert torch.equal(got.cpu(), torch.bucketize(many, boundaries, right=True))
+
+
+@pytest.mark.parametrize("op", [torch.std, torch.var, torch.var_mean, torch.std_mean])
+def test_no_degrees_of_freedom_warns_as_on_cpu(op: Callable[..., object]) -> None:
+    x = torch.randn(10, 20)
+    for device in ("cpu", TPU):
+        with pytest.warns(UserWarning, match=rf"{op.__name__}\(\): degrees of freedom is <= 0"):
+            op(x.to(device), dim=-1, correction=20)
