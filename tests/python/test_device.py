@@ -363,7 +363,13 @@ def test_import_is_quiet_unless_plugin_logs_are_asked_for() -> None:
     import sys
 
     def stderr_of(level: str | None) -> str:
-        env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_LOG_LEVEL"}
+        # Importing jax (the kernels tests do, in the same worker) sets TF_CPP_MIN_LOG_LEVEL,
+        # which would silence the plugin's INFO lines in the child.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k != "TORCH_TPU_LOG_LEVEL" and not k.startswith("TF_CPP_")
+        }
         if level is not None:
             env["TORCH_TPU_LOG_LEVEL"] = level
         code = "import torch; torch.ones(2, device='tpu').sum().item()"
