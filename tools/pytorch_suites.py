@@ -80,7 +80,7 @@ def run_file(path: Path, device: str, timeout: int, jobs: int) -> dict[str, dict
         if jobs > 1:
             command += ["-n", str(jobs), "--max-worker-restart", "1000"]
         if device == "tpu":
-            command += ["-p", "torch_tpu.testing.pytest_sync"]
+            command += ["-p", "torch_tpu.testing.pytorch_suites_plugin"]
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
         # The suites import their neighbours (common helpers next to them).
         env["PYTHONPATH"] = os.pathsep.join([str(path.parent), env.get("PYTHONPATH", "")])
