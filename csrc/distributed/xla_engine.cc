@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -119,7 +120,10 @@ std::vector<std::vector<at::Tensor>> run_replicated(
       buffers.push_back(storage_buffer(compact ? t : t.clone(at::MemoryFormat::Contiguous)));
       arguments.back().push_back(buffers.back()->raw());
     }
-    device_ids.push_back(runtime.client().devices().at(inputs[0].device().index()).id);
+    const int id = runtime.client().devices().at(inputs[0].device().index()).id;
+    TORCH_CHECK(std::find(device_ids.begin(), device_ids.end(), id) == device_ids.end(),
+                "torch_tpu: two replicas on ", inputs[0].device(), ": one per device");
+    device_ids.push_back(id);
   }
   std::shared_ptr<pjrt::Executable> executable;
   try {

@@ -305,6 +305,9 @@ def test_collectives_across_the_devices_of_one_process() -> None:
         assert len(errors) == 6 and max(errors) < 1e-5, row
 
 
-def test_on_devices_needs_an_axis_name() -> None:
+def test_on_devices_needs_an_axis_name_and_distinct_devices() -> None:
     with pytest.raises(ValueError, match="no axis_name"):
         rmsnorm.on_devices([torch.ones(2, 4, device=TPU)], [torch.ones(4, device=TPU)])
+    total = kernels.jax_op(lambda x: jax.lax.psum(x, "d"), axis_name="d")
+    with pytest.raises(RuntimeError, match="two replicas on tpu:0"):
+        total.on_devices([torch.ones(3, device=TPU), torch.ones(3, device=TPU)])
