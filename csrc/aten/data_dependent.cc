@@ -5,6 +5,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/argsort.h>
 #include <ATen/ops/clone.h>
 #include <ATen/ops/index.h>
@@ -65,9 +66,8 @@ void check_host_index(const at::Tensor& index, int64_t dim, int64_t size) {
     return;
   }
   TORCH_CHECK_INDEX(size > 0, "index is out of bounds for dimension with size 0");
-  const int64_t low = index.min().item<int64_t>();
-  const int64_t high = index.max().item<int64_t>();
-  for (int64_t value : {low, high}) {
+  const auto [low, high] = at::aminmax(index);
+  for (int64_t value : {low.item<int64_t>(), high.item<int64_t>()}) {
     TORCH_CHECK_INDEX(value >= -size && value < size, "index ", value,
                       " is out of bounds for dimension ", dim, " with size ", size);
   }

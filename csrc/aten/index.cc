@@ -286,14 +286,6 @@ LOWER({"index_reduce", "index_reduce_", "index_reduce.out"}, [](LoweringContext&
       out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
 });
 
-bool broadcastable(const Shape& a, const Shape& b) {
-  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
-    int64_t x = a[a.size() - i], y = b[b.size() - i];
-    if (x != y && x != 1 && y != 1) return false;
-  }
-  return true;
-}
-
 // index_put's values must broadcast to what indexing self would return.
 void check_value_fits(const Value& values, const Shape& indexing_result) {
   TORCH_CHECK(at::is_expandable_to(values.shape, indexing_result),
@@ -343,16 +335,16 @@ IndexPlan plan_index(LoweringContext& ctx, const Value& self, int list_arg) {
   for (size_t i = 1; i < plan.indexed.size(); ++i) {
     if (plan.indexed[i] != plan.indexed[i - 1] + 1) plan.adjacent = false;
   }
-  for (const Value& index : indices) {
-    if (!broadcastable(plan.broadcast_shape, index.shape)) {
-      std::string shapes;
-      for (const Value& each : indices)
-        shapes += (shapes.empty() ? "[" : ", [") + hlo::join(each.shape) + "]";
-      TORCH_CHECK_INDEX(
-          false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
-          shapes);
-    }
-    plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
+  try {
+    for (const Value& index : indices)
+      plan.broadcast_shape = broadcast_shapes(plan.broadcast_shape, index.shape);
+  } catch (const c10::Error&) {  // CPU's class and message for indices that do not broadcast
+    std::string shapes;
+    for (const Value& each : indices)
+      shapes += (shapes.empty() ? "[" : ", [") + hlo::join(each.shape) + "]";
+    TORCH_CHECK_INDEX(
+        false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+        shapes);
   }
   Shape with_vector = plan.broadcast_shape;
   with_vector.push_back(1);

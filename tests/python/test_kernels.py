@@ -311,3 +311,12 @@ def test_on_devices_needs_an_axis_name_and_distinct_devices() -> None:
     total = kernels.jax_op(lambda x: jax.lax.psum(x, "d"), axis_name="d")
     with pytest.raises(RuntimeError, match="two replicas on tpu:0"):
         total.on_devices([torch.ones(3, device=TPU), torch.ones(3, device=TPU)])
+
+
+def test_jax_keeps_its_own_pallas_lowering_outside_ours() -> None:
+    pallas_double_plus_one(torch.randn(16, 128, device=TPU))  # installs our cpu rule
+    interpreted = pl.pallas_call(
+        _double_plus_one, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), interpret=True
+    )
+    out = jax.jit(interpreted)(jnp.ones((16, 128)))
+    assert float(out.sum()) == 3.0 * 16 * 128

@@ -146,7 +146,9 @@ def _pallas_interpreted_on_cpu() -> Iterator[None]:
     except ImportError:  # no Pallas in this jax: nothing to interpret
         yield
         return
-    _InterpretSwitch.install(mlir, pallas_module.pallas_call_p, hlo_interpreter)
+    _InterpretSwitch.install(
+        mlir, pallas_module.pallas_call_p, pallas_module._pallas_call_lowering, hlo_interpreter
+    )
     _InterpretSwitch.active += 1
     try:
         yield
@@ -161,13 +163,17 @@ class _InterpretSwitch:
     installed = False
 
     @classmethod
-    def install(cls, mlir: Any, primitive: Any, hlo_interpreter: Any) -> None:
+    def install(
+        cls, mlir: Any, primitive: Any, pallas_call_lowering: Any, hlo_interpreter: Any
+    ) -> None:
         if cls.installed:
             return
 
+        jax_rule = pallas_call_lowering
+
         def rule(ctx: Any, *in_nodes: Any, interpret: Any, **params: Any) -> Any:
-            if not (cls.active or interpret):
-                raise ValueError("Only interpret mode is supported on CPU backend.")
+            if not cls.active:  # anyone else's lowering: jax's own rule, untouched
+                return jax_rule(ctx, *in_nodes, interpret=interpret, **params)
             impl = functools.partial(hlo_interpreter.pallas_call_hlo_interpret, **params)
             return mlir.lower_fun(impl, multiple_results=True)(ctx, *in_nodes)
 
@@ -200,9 +206,18 @@ def lower(
     """Lowers fn (positional arrays in, an array or a tuple/list of arrays out) for the
     plugin's platform, at the given shapes and dtypes."""
     jax = import_jax()
+    specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    text, outs = _lowered(jax, fn, specs, name)
+    return _kernel(name, _module_body(text), avals, [(o.shape, str(o.dtype)) for o in outs])
+
+
+def _lowered(
+    jax: Any, fn: Callable[..., Any], specs: list[Any], name: str
+) -> tuple[str, list[Any]]:
+    """jax's StableHLO text of fn for the plugin's platform, and its outputs' shapes; custom
+    calls the plugin cannot run are refused here."""
     check_versions()
     target = platform()
-    specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
     interpreting = _pallas_interpreted_on_cpu() if target == "cpu" else contextlib.nullcontext()
     with jax.enable_x64(True), interpreting:
         lowered = jax.jit(fn, keep_unused=True).trace(*specs).lower(lowering_platforms=(target,))
@@ -215,7 +230,7 @@ def lower(
             f"{', '.join(sorted(refused))}, which the {target} plugin ({torch_tpu_plugin()}) "
             f"cannot run; it runs: {', '.join(sorted(RUNNABLE_CUSTOM_CALLS.get(target, ())))}"
         )
-    return _kernel(name, _module_body(text), avals, [(o.shape, str(o.dtype)) for o in outs])
+    return text, outs
 
 
 def lower_on_devices(
@@ -229,8 +244,6 @@ def lower_on_devices(
     psum over it is an all-reduce across the devices). Each parameter and result gains a
     leading dimension of 1: the device's block of jax's global array."""
     jax = import_jax()
-    check_versions()
-    target = platform()
     from jax.sharding import AbstractMesh
     from jax.sharding import PartitionSpec as P
 
@@ -241,13 +254,7 @@ def lower_on_devices(
     mesh = AbstractMesh((count,), (axis_name,))
     spmd = jax.shard_map(block, mesh=mesh, in_specs=P(axis_name), out_specs=P(axis_name))
     specs = [jax.ShapeDtypeStruct((count, *shape), dtype) for shape, dtype in avals]
-    with jax.enable_x64(True):
-        lowered = jax.jit(spmd, keep_unused=True).trace(*specs).lower(lowering_platforms=(target,))
-        text = lowered.as_text()
-        outs = jax.tree_util.tree_leaves(lowered.out_info)
-    refused = custom_call_targets(text) - RUNNABLE_CUSTOM_CALLS.get(target, frozenset())
-    if refused:
-        raise KernelError(f"torch_tpu.kernels: {name} calls {', '.join(sorted(refused))}")
+    text, outs = _lowered(jax, spmd, specs, name)
     return _kernel(
         name,
         _device_program(text, name),
