@@ -403,9 +403,14 @@ LOWER({"@index", "index.Tensor_out"}, [](LoweringContext& ctx) {
 
 Values index_put(LoweringContext& ctx) {
   Builder& b = ctx.b;
+  const c10::ScalarType self_type = ctx.arg(0).toTensor().scalar_type();
+  const c10::ScalarType values_type = ctx.arg(2).toTensor().scalar_type();
+  TORCH_CHECK(self_type == values_type,
+              "Index put requires the source and destination dtypes match, got ", self_type,
+              " for the destination and ", values_type, " for the source.");
   Value self = ctx.tensor(0);
   IndexPlan plan = plan_index(ctx, self, 1);
-  Value values = b.convert(ctx.tensor(2), self.type);
+  Value values = ctx.tensor(2);
   bool accumulate = ctx.arg(3).toBool();
   const int64_t k = static_cast<int64_t>(plan.indexed.size());
   const int64_t batch_rank = static_cast<int64_t>(plan.broadcast_shape.size());

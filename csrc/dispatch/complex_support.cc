@@ -41,7 +41,7 @@ std::string_view base_name(std::string_view op_name) {
 const std::unordered_set<std::string_view>& complex_ops() {
   static const std::unordered_set<std::string_view> ops = {
       // copies, fills and arithmetic
-      "copy", "fill", "zero", "add", "sub", "mul", "div", "neg", "sum",
+      "copy", "fill", "zero", "add", "sub", "rsub", "mul", "div", "neg", "sum",
       // complex-specific
       "_conj_physical", "conj_physical", "complex", "polar", "_fft_c2c", "_fft_r2c", "_fft_c2r",
       // matrix products (dot_general is defined on complex numbers; conj bits are applied

@@ -40,6 +40,21 @@ def test_values_that_do_not_fit_the_indexing_result(values: list[int]) -> None:
     same_error(assign)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_values_of_another_dtype_are_refused(accumulate: bool) -> None:
+    def assign(d: torch.device) -> None:
+        a = torch.ones(5, 2, dtype=torch.float64, device=d)
+        values = torch.zeros(5, dtype=torch.int32, device=d)
+        a.index_put_((torch.arange(5, device=d), torch.tensor([1], device=d)), values, accumulate)
+
+    same_error(assign)
+
+    def subscript(d: torch.device) -> None:
+        torch.ones(5, 2, dtype=torch.float64, device=d)[:, [1]] = torch.zeros(5, 1, device=d).int()
+
+    same_error(subscript)
+
+
 def test_indexing_an_empty_dimension() -> None:
     same_error(lambda d: torch.empty(10, 0, device=d)[:, [0, 1]])
     assert torch.empty(10, 0, device=TPU)[[1, 2]].shape == (2, 0)
