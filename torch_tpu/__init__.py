@@ -55,7 +55,10 @@ def _initialize() -> None:
     # One process drives one device by default, as on TPU; the CPU plugin would otherwise
     # expose one device per core group.
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0
-    _C._initialize(str(path), count)
+    from .distributed import _multi_process
+
+    options, key_value = _multi_process.client_setup(kind)  # a torchrun job's XLA engine
+    _C._initialize(str(path), count, options, key_value)
     torch._register_device_module("tpu", device_module)
     from . import memory
 

@@ -18,7 +18,8 @@ thread_local int thread_device = 0;
 }  // namespace
 
 void Runtime::initialize(const std::string& plugin_path,
-                         const std::vector<pjrt::ClientOption>& options) {
+                         const std::vector<pjrt::ClientOption>& options,
+                         const pjrt::KeyValueCallbacks* key_value) {
   std::lock_guard<std::mutex> lock(init_mutex);
   if (Runtime* existing = instance.load()) {
     TORCH_CHECK(existing->plugin_path_ == plugin_path, "torch_tpu: already initialised with '",
@@ -29,7 +30,7 @@ void Runtime::initialize(const std::string& plugin_path,
   {
     StderrCapture start_up_log;
     try {
-      client = pjrt::Client::create(pjrt::Plugin::load(plugin_path), options);
+      client = pjrt::Client::create(pjrt::Plugin::load(plugin_path), options, key_value);
     } catch (...) {
       start_up_log.replay();  // what the plugin said before failing
       throw;

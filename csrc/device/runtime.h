@@ -13,9 +13,11 @@ namespace torch_tpu {
 class Runtime {
  public:
   // Loads the plugin and creates the client; idempotent for the same path. Throws
-  // std::runtime_error with the plugin's message on failure.
+  // std::runtime_error with the plugin's message on failure. `key_value` (a client spanning
+  // processes) must outlive the runtime.
   static void initialize(const std::string& plugin_path,
-                         const std::vector<pjrt::ClientOption>& options);
+                         const std::vector<pjrt::ClientOption>& options,
+                         const pjrt::KeyValueCallbacks* key_value = nullptr);
   static bool initialized();
   // The runtime; throws if initialize() has not run.
   static Runtime& get();

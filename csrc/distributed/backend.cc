@@ -45,9 +45,14 @@ c10::ScalarType dtype_of(const std::vector<at::Tensor>& tensors) {
 }  // namespace
 
 TpuBackend::TpuBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-                       std::chrono::milliseconds timeout)
+                       std::chrono::milliseconds timeout, std::vector<int> xla_assignment)
     : c10d::Backend(rank, size), host_(std::move(host)), timeout_(timeout) {
   TORCH_CHECK(host_, "tpu_dist: the host process group is missing");
+  if (!xla_assignment.empty()) {
+    TORCH_CHECK(static_cast<int>(xla_assignment.size()) == size,
+                "tpu_dist: ", xla_assignment.size(), " device ids for a group of ", size);
+    xla_.emplace(rank, std::move(xla_assignment));
+  }
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> TpuBackend::getBackendOptions() {
@@ -92,10 +97,20 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::finish(HostStaging& stage,
   return stage.finish(host_work, std::move(results));
 }
 
+c10::intrusive_ptr<c10d::Work> TpuBackend::finish_xla(std::vector<at::Tensor> results) {
+  if (coalescing_)
+    coalesced_results_.insert(coalesced_results_.end(), results.begin(), results.end());
+  return completed_work(std::move(results));
+}
+
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   check_devices("broadcast", tensors);
   Agreement agreement(*host_, "broadcast", c10d::OpType::BROADCAST, tensors, true);
+  if (xla_ && tensors.size() == 1) {
+    agreement.verify();
+    if (xla_->broadcast(tensors[0], opts.rootRank)) return finish_xla(tensors);
+  }
   HostStaging stage("broadcast");
   stage.move_bytes_only();
   auto host = stage.in_outs(tensors);
@@ -107,6 +122,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
                                                      const c10d::AllreduceOptions& opts) {
   check_devices("all_reduce", tensors);
   Agreement agreement(*host_, "all_reduce", c10d::OpType::ALLREDUCE, tensors, true);
+  if (xla_ && tensors.size() == 1) {
+    agreement.verify();
+    if (xla_->all_reduce(tensors[0], opts.reduceOp)) return finish_xla(tensors);
+  }
   HostStaging stage("all_reduce");
   c10d::AllreduceOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), dtype_of(tensors));
@@ -159,6 +178,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
   check_devices("all_gather_into_tensor", {output, input});
   Agreement agreement(*host_, "all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input},
                       true);
+  if (xla_) {
+    agreement.verify();
+    if (xla_->all_gather_into(output, input)) return finish_xla({output});
+  }
   HostStaging stage("all_gather_into_tensor");
   stage.move_bytes_only();
   // The input first: FSDP2 gathers into a buffer its input is a view of.
@@ -241,6 +264,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
   check_devices("reduce_scatter_tensor", {output, input});
   Agreement agreement(*host_, "reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
                       true);
+  if (xla_) {
+    agreement.verify();
+    if (xla_->reduce_scatter_into(output, input, opts.reduceOp)) return finish_xla({output});
+  }
   HostStaging stage("reduce_scatter_tensor");
   c10d::ReduceScatterOptions host_opts = opts;
   host_opts.reduceOp = stage.reduce_op(opts.reduceOp, getSize(), output.scalar_type());
@@ -265,6 +292,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
                                                          const c10d::AllToAllOptions& opts) {
   check_devices("all_to_all_single", {output, input});
   Agreement agreement(*host_, "all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, false);
+  if (xla_ && output_split_sizes.empty() && input_split_sizes.empty()) {
+    agreement.verify();
+    if (xla_->all_to_all_even(output, input)) return finish_xla({output});
+  }
   HostStaging stage("all_to_all_single");
   stage.move_bytes_only();
   at::Tensor host_input = stage.input(input);

@@ -1,9 +1,11 @@
 // tpu_dist: the torch.distributed backend for tpu tensors. A C++ c10d::Backend, so that
 // DTensor's functional collectives (which call these methods directly) reach it too.
 //
-// Collectives on tpu tensors run through the host-staged engine over a CPU process group
-// (Gloo); collectives on CPU tensors go to that group directly, so one tpu_dist group serves
-// both devices, object collectives included.
+// Collectives on tpu tensors run through one of two engines: the XLA engine (XlaGroup) where
+// the PJRT client spans the group's processes, else the host-staged engine over a CPU process
+// group (Gloo), which also takes what the XLA engine does not. Collectives on CPU tensors go
+// to that group directly, so one tpu_dist group serves both devices, object collectives
+// included.
 #pragma once
 
 #include <chrono>
@@ -13,14 +15,16 @@
 #include <vector>
 
 #include "csrc/distributed/staged_work.h"
+#include "csrc/distributed/xla_group.h"
 
 namespace torch_tpu::distributed {
 
 class TpuBackend final : public c10d::Backend {
  public:
   // `host` is the CPU process group over the same ranks (Gloo), built by the creator.
+  // `xla_assignment` (each rank's PJRT device id, in rank order) turns the XLA engine on.
   TpuBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout, std::vector<int> xla_assignment = {});
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -84,8 +88,11 @@ class TpuBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> finish(HostStaging& stage,
                                         const c10::intrusive_ptr<c10d::Work>& host_work,
                                         std::vector<at::Tensor> results);
+  // Completes a call the XLA engine ran (synchronously).
+  c10::intrusive_ptr<c10d::Work> finish_xla(std::vector<at::Tensor> results);
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  std::optional<XlaGroup> xla_;
   std::chrono::milliseconds timeout_;
   // Coalescing: each collective of the block completes when issued (the host engine is
   // synchronous), so the block's Work only has to hand back their results.

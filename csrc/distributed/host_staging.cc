@@ -149,11 +149,33 @@ c10::intrusive_ptr<c10d::Work> HostStaging::finish(const c10::intrusive_ptr<c10d
   return completed_work(std::move(results));
 }
 
+namespace {
+
+// A Work done when it is made, whose result() and get_future() hand back its tensors as
+// NCCL's do (torch's own future-wrapping Work answers result() only for Python futures).
+class CompletedWork final : public c10d::Work {
+ public:
+  explicit CompletedWork(std::vector<at::Tensor> results) : results_(std::move(results)) {
+    // No devices: the future does no stream bookkeeping; the values are ready now.
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+    future_->markCompleted(c10::IValue(c10::List<at::Tensor>(results_)));
+    finish();
+  }
+  bool isCompleted() override { return true; }
+  bool isSuccess() const override { return true; }
+  bool wait(std::chrono::milliseconds) override { return true; }
+  std::vector<at::Tensor> result() override { return results_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::vector<at::Tensor> results_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> completed_work(std::vector<at::Tensor> results) {
-  // No devices: the future does no stream bookkeeping; the values are ready when it completes.
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
-  future->markCompleted(c10::IValue(c10::List<at::Tensor>(std::move(results))));
-  return c10d::Work::create_from_future(future);
+  return c10::make_intrusive<CompletedWork>(std::move(results));
 }
 
 }  // namespace torch_tpu::distributed

@@ -80,18 +80,24 @@ std::shared_ptr<pjrt::Executable> compiled(const std::string& text, const std::v
   return entry;
 }
 
+// The collective's module over `replicas`; a build error names the collective.
+std::string module_for(const XlaCollective& collective, const at::Tensor& like, int64_t replicas,
+                       hlo::Shape& result_shape) {
+  try {
+    return build_module(collective, like, replicas, result_shape);
+  } catch (const hlo::BuildError& error) {
+    TORCH_CHECK(false, "tpu_dist xla ", collective.kind, ": ", error.what());
+  }
+}
+
 }  // namespace
 
 std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
                                            const std::vector<at::Tensor>& inputs) {
   check_inputs(collective.kind, inputs);
   hlo::Shape result_shape;
-  std::string text;
-  try {
-    text = build_module(collective, inputs[0], static_cast<int64_t>(inputs.size()), result_shape);
-  } catch (const hlo::BuildError& error) {
-    TORCH_CHECK(false, "tpu_dist xla ", collective.kind, ": ", error.what());
-  }
+  const std::string text =
+      module_for(collective, inputs[0], static_cast<int64_t>(inputs.size()), result_shape);
   std::vector<std::vector<at::Tensor>> per_device;
   for (const at::Tensor& input : inputs) per_device.push_back({input});
   std::vector<at::Tensor> outputs;
@@ -100,10 +106,22 @@ std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
   return outputs;
 }
 
+at::Tensor run_xla_collective(const XlaCollective& collective, const at::Tensor& input,
+                              const std::vector<int>& assignment) {
+  TORCH_CHECK(input.device().is_privateuseone(), "tpu_dist xla ", collective.kind,
+              ": got a tensor on ", input.device());
+  hlo::Shape result_shape;
+  const std::string text =
+      module_for(collective, input, static_cast<int64_t>(assignment.size()), result_shape);
+  return run_replicated(text, {{input}}, {result_shape}, {input.scalar_type()}, assignment)
+      .at(0)
+      .at(0);
+}
+
 std::vector<std::vector<at::Tensor>> run_replicated(
     const std::string& module, const std::vector<std::vector<at::Tensor>>& inputs_per_device,
     const std::vector<std::vector<int64_t>>& result_shapes,
-    const std::vector<c10::ScalarType>& result_types) {
+    const std::vector<c10::ScalarType>& result_types, const std::vector<int>& assignment) {
   auto& runtime = Runtime::get();
   std::vector<int> device_ids;
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;  // alive until the results are ready
@@ -123,8 +141,13 @@ std::vector<std::vector<at::Tensor>> run_replicated(
     const int id = runtime.client().devices().at(inputs[0].device().index()).id;
     TORCH_CHECK(std::find(device_ids.begin(), device_ids.end(), id) == device_ids.end(),
                 "torch_tpu: two replicas on ", inputs[0].device(), ": one per device");
+    TORCH_CHECK(assignment.empty() ||
+                    std::find(assignment.begin(), assignment.end(), id) != assignment.end(),
+                "torch_tpu: ", inputs[0].device(), " (device id ", id,
+                ") is not among the replicated program's devices");
     device_ids.push_back(id);
   }
+  if (!assignment.empty()) device_ids = assignment;
   std::shared_ptr<pjrt::Executable> executable;
   try {
     executable = compiled(module, device_ids);

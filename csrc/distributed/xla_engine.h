@@ -24,12 +24,21 @@ struct XlaCollective {
 std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
                                            const std::vector<at::Tensor>& inputs);
 
-// Runs `module` as one replica per device: inputs_per_device[r] are replica r's arguments
-// (tensors on one device, read as their flat storages), and the module returns flat results
-// of `result_shapes` and `result_types`. Returns each replica's results. Waits for them.
+// One collective across processes: this process's replica of a program over `assignment`
+// (the PJRT device ids of the group's ranks, in rank order), run on `input`'s device, which
+// must be this rank's entry of it. Every rank of the group calls it with the same collective
+// and shape. Waits for the result.
+at::Tensor run_xla_collective(const XlaCollective& collective, const at::Tensor& input,
+                              const std::vector<int>& assignment);
+
+// Runs `module` as one replica per device: inputs_per_device[r] are the arguments of this
+// process's replica r (tensors on one device, read as their flat storages), and the module
+// returns flat results of `result_shapes` and `result_types`. `assignment` lists every
+// replica's device id, this process's and the other processes'; empty, the replicas are the
+// inputs' devices. Returns each local replica's results. Waits for them.
 std::vector<std::vector<at::Tensor>> run_replicated(
     const std::string& module, const std::vector<std::vector<at::Tensor>>& inputs_per_device,
     const std::vector<std::vector<int64_t>>& result_shapes,
-    const std::vector<c10::ScalarType>& result_types);
+    const std::vector<c10::ScalarType>& result_types, const std::vector<int>& assignment = {});
 
 }  // namespace torch_tpu::distributed

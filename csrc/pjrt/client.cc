@@ -24,6 +24,10 @@ PJRT_NamedValue to_named_value(const ClientOption& option) {
     value.type = PJRT_NamedValue_kBool;
     value.bool_value = *flag;
     value.value_size = 1;
+  } else if (const auto* list = std::get_if<std::vector<int64_t>>(&option.value)) {
+    value.type = PJRT_NamedValue_kInt64List;
+    value.int64_array_value = list->data();
+    value.value_size = list->size();
   } else {
     value.type = PJRT_NamedValue_kFloat;
     value.float_value = std::get<float>(option.value);
@@ -78,13 +82,22 @@ DeviceInfo describe(const PJRT_Api* api, PJRT_Device* device) {
 }  // namespace
 
 std::shared_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
-                                       const std::vector<ClientOption>& options) {
+                                       const std::vector<ClientOption>& options,
+                                       const KeyValueCallbacks* key_value) {
   std::vector<PJRT_NamedValue> values;
   values.reserve(options.size());
   for (const auto& option : options) values.push_back(to_named_value(option));
   auto args = make_args<PJRT_Client_Create_Args>();
   args.create_options = values.data();
   args.num_options = values.size();
+  if (key_value != nullptr) {
+    args.kv_get_callback = key_value->get;
+    args.kv_get_user_arg = key_value->user_arg;
+    args.kv_try_get_callback = key_value->try_get;
+    args.kv_try_get_user_arg = key_value->user_arg;
+    args.kv_put_callback = key_value->put;
+    args.kv_put_user_arg = key_value->user_arg;
+  }
   const PJRT_Api* api = plugin->api();
   check(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create");
   return std::shared_ptr<Client>(new Client(std::move(plugin), args.client));

@@ -21,7 +21,16 @@ namespace torch_tpu::pjrt {
 // A PJRT_Client_Create option, e.g. {"cpu_device_count", int64_t{1}}.
 struct ClientOption {
   std::string name;
-  std::variant<std::string, int64_t, bool, float> value;
+  std::variant<std::string, int64_t, bool, float, std::vector<int64_t>> value;
+};
+
+// The key-value store a client spanning several processes exchanges its start-up data through
+// (the CUDA plugin: each node's devices and NCCL ids). All three callbacks get `user_arg`.
+struct KeyValueCallbacks {
+  PJRT_KeyValueGetCallback get = nullptr;
+  PJRT_KeyValueTryGetCallback try_get = nullptr;
+  PJRT_KeyValuePutCallback put = nullptr;
+  void* user_arg = nullptr;
 };
 
 struct DeviceInfo {
@@ -44,8 +53,10 @@ struct MemoryStats {
 
 class Client {
  public:
+  // `key_value`, when given, must outlive the client.
   static std::shared_ptr<Client> create(std::shared_ptr<Plugin> plugin,
-                                        const std::vector<ClientOption>& options);
+                                        const std::vector<ClientOption>& options,
+                                        const KeyValueCallbacks* key_value = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

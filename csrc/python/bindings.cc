@@ -17,6 +17,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
+#include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/python/distributed.h"
@@ -28,11 +29,34 @@ namespace py = pybind11;
 namespace torch_tpu {
 namespace {
 
-void initialize(const std::string& plugin_path, int64_t cpu_device_count) {
-  std::vector<pjrt::ClientOption> options;
-  if (cpu_device_count > 0) options.push_back({"cpu_device_count", cpu_device_count});
+pjrt::ClientOption to_client_option(const std::string& name, const py::handle& value) {
+  if (py::isinstance<py::bool_>(value)) return {name, value.cast<bool>()};
+  if (py::isinstance<py::int_>(value)) return {name, value.cast<int64_t>()};
+  if (py::isinstance<py::float_>(value)) return {name, value.cast<float>()};
+  if (py::isinstance<py::str>(value)) return {name, value.cast<std::string>()};
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))
+    return {name, value.cast<std::vector<int64_t>>()};
+  throw py::type_error("torch_tpu: PJRT client option '" + name +
+                       "' must be a bool, int, float, str or list of ints");
+}
+
+// `options` go to PJRT_Client_Create as they are (a multi-process client's node id and node
+// count, say); `key_value` serves such a client's start-up exchange and lives as long as it.
+void initialize(const std::string& plugin_path, int64_t cpu_device_count, const py::dict& options,
+                std::shared_ptr<distributed::PjrtKeyValueStore> key_value) {
+  std::vector<pjrt::ClientOption> client_options;
+  if (cpu_device_count > 0) client_options.push_back({"cpu_device_count", cpu_device_count});
+  for (const auto& [name, value] : options)
+    client_options.push_back(to_client_option(name.cast<std::string>(), value));
+  static std::shared_ptr<distributed::PjrtKeyValueStore> kept;  // the client is never destroyed
+  std::optional<pjrt::KeyValueCallbacks> callbacks;
+  if (key_value) {
+    kept = key_value;
+    callbacks = key_value->callbacks();
+  }
   try {
-    Runtime::initialize(plugin_path, options);
+    py::gil_scoped_release release;  // the plugin may wait on the other processes
+    Runtime::initialize(plugin_path, client_options, callbacks ? &*callbacks : nullptr);
   } catch (const pjrt::Error& error) {
     throw std::runtime_error(std::string("torch_tpu: cannot start the PJRT plugin '") +
                              plugin_path + "': " + error.what());
@@ -105,7 +129,8 @@ PYBIND11_MODULE(_C, m) {
   bind_distributed(m);
   bind_kernels(m);
   bind_memory_history(m);
-  m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1);
+  m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1,
+        py::arg("options") = py::dict(), py::arg("key_value") = nullptr);
   m.def("_is_initialized", &Runtime::initialized);
   m.def("_device_count", [] { return Runtime::initialized() ? Runtime::get().device_count() : 0; });
   m.def("_current_device", &current_device);

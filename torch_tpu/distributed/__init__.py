@@ -2,50 +2,71 @@
 
 Registered when torch_tpu loads, for the ``tpu`` and ``cpu`` device types, so that
 ``init_process_group("tpu_dist")`` and ``init_process_group()`` (which then picks it for tpu
-tensors) work unchanged under torchrun. The backend is C++ (``torch_tpu._C._TpuBackend``):
-collectives on tpu tensors are staged through the host and run on a Gloo group over the same
-ranks; CPU tensors (object collectives too) go to that group directly.
+tensors) work unchanged under torchrun. The backend is C++ (``torch_tpu._C._TpuBackend``)
+with two engines, chosen per plugin (``TORCH_TPU_DIST_ENGINE=host|xla`` forces one):
+
+- *xla* (libtpu, the CUDA plugin): each collective is compiled into a program over every
+  rank's device and PJRT moves the data between devices (see ``_multi_process``).
+- *host* (the CPU plugin, and what the XLA engine does not take): tensors are staged through
+  the host and the collective runs on a Gloo group over the same ranks.
+
+CPU tensors (object collectives too) go to the Gloo group directly.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ._multi_process import ENGINE_VAR, engine_for, requested_engine
 from ._topology import order_ranks
 
 __all__ = ["BACKEND_NAME", "device_attributes", "set_collective_checks", "topology_aware_mesh"]
 
 BACKEND_NAME = "tpu_dist"
-ENGINE_VAR = "TORCH_TPU_DIST_ENGINE"
 
 
-def _engine() -> str:
-    engine = os.environ.get(ENGINE_VAR, "host").strip() or "host"
-    if engine == "xla":
-        raise NotImplementedError(
-            f"tpu_dist: {ENGINE_VAR}=xla (collectives compiled into XLA executables) is not "
-            "available yet; unset it or use 'host' (host-staged collectives over Gloo)"
+def _xla_assignment(host: Any, size: int) -> list[int]:
+    """Each rank's PJRT device id, in group rank order, for the XLA engine; empty (the host
+    engine) where this process's client does not span the group's processes, which is an
+    error only where ``TORCH_TPU_DIST_ENGINE=xla`` asked for it."""
+    from .. import _C, _state, device_module
+
+    mine = _C._device_topology(device_module.current_device())
+    own = torch.tensor([mine["id"][0], mine["process_index"][0]], dtype=torch.int64)
+    gathered = [[torch.empty_like(own) for _ in range(size)]]
+    host.allgather(gathered, [own]).wait()
+    ids = [int(t[0]) for t in gathered[0]]
+    processes = [int(t[1]) for t in gathered[0]]
+    # Where the client spans the processes, each rank's device has its own global id and
+    # process index; separate clients each see only their own device 0 of process 0.
+    if len(set(ids)) == size and len(set(processes)) == size:
+        return ids
+    if requested_engine() == "xla":
+        pairs = list(zip(ids, processes, strict=True))
+        raise RuntimeError(
+            f"tpu_dist: {ENGINE_VAR}=xla needs a PJRT client that spans the group's processes "
+            f"(libtpu, or the CUDA plugin under torchrun), but the ranks' (device id, process "
+            f"index) are {pairs}: each process's {_state.get('kind')} client "
+            f"knows only its own device. Use the host engine ({ENGINE_VAR}=host, or unset)."
         )
-    if engine != "host":
-        raise ValueError(f"tpu_dist: {ENGINE_VAR}={engine!r}; expected 'host' or 'xla'")
-    return engine
+    return []
 
 
 def _create_backend(options: Any, backend_options: Any) -> dist.Backend:
     """The backend creator torch.distributed calls for each new group (extended API)."""
-    from .. import _C
+    from .. import _C, _state
 
-    _engine()
+    engine = engine_for(str(_state.get("kind", "cpu")))
     timeout: datetime.timedelta = options.timeout
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, timeout)
-    return _C._TpuBackend(options.group_rank, options.group_size, host, timeout)
+    assignment = _xla_assignment(host, options.group_size) if engine == "xla" else []
+    return _C._TpuBackend(options.group_rank, options.group_size, host, timeout, assignment)
 
 
 def set_collective_checks(enabled: bool) -> bool:

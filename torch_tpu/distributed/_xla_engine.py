@@ -2,10 +2,11 @@
 one replicated executable (StableHLO all_reduce, all_gather, reduce_scatter, all_to_all,
 collective_permute) launched on every device at once, with no host copy.
 
-This is the lowering tpu_dist will use across processes on plugins with a device interconnect
-(libtpu, the CUDA plugin). The CPU plugin has no cross-process transport, so here it runs over
-the CPU devices of one process (``TORCH_TPU_CPU_DEVICE_COUNT=2``); its tests compare it with
-the host-staged engine's arithmetic on the CPU.
+tpu_dist's XLA engine runs the same lowering across processes (one replica per rank) on
+plugins whose client spans them (libtpu, the CUDA plugin). The CPU plugin has no
+cross-process transport, so here it runs over the CPU devices of one process
+(``TORCH_TPU_CPU_DEVICE_COUNT=2``); its tests compare it with the host-staged engine's
+arithmetic on the CPU.
 """
 
 from __future__ import annotations
