@@ -237,12 +237,14 @@ LOWER({"native_dropout", "native_dropout.out"}, [](LoweringContext& ctx) {
   return Values{y, keep};
 });
 LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringContext& ctx) {
+  // grad * mask * scale, as CPU computes it: in the promoted type, with the mask's values
+  // (not only whether they are zero).
   Builder& b = ctx.b;
-  Value grad = ctx.tensor(0), mask = ctx.tensor(1);
-  Value scale = as(b, ctx.scalar(2, grad.type), grad.type, grad.shape);
-  Value kept =
-      b.select(b.convert(mask, ElementType::Pred), grad, splat(b, 0, grad.type, grad.shape));
-  return Values{b.binary("multiply", kept, scale)};
+  Shape shape = operand_shape(ctx, {0, 1});
+  // The float scale promotes a bool or integer product to the default float dtype.
+  ElementType t = et(float_type(promoted_type(ctx, {0, 1})));
+  Value masked = b.binary("multiply", operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
+  return Values{b.binary("multiply", masked, as(b, ctx.scalar(2, t), t, shape))};
 });
 
 // In-place samplers from one uniform stream u in [0, 1), computed in f32 (f64 for doubles).

@@ -160,13 +160,24 @@ at::Tensor grid_sample(const at::Tensor& input_in, const at::Tensor& grid_in, in
   return widen ? out.to(out_type) : out;
 }
 
+// CPU's checks: a floating input (its kernels exist for no other), and a grid of the same
+// dtype (a double grid of a float input is refused, not converted).
+void check_dtypes(const at::Tensor& input, const at::Tensor& grid, const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(input.scalar_type()), "\"", op,
+                              "\" not implemented for '", c10::toString(input.scalar_type()), "'");
+  TORCH_CHECK(input.scalar_type() == grid.scalar_type(), "expected scalar type ",
+              input.scalar_type(), " but found ", grid.scalar_type());
+}
+
 at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,
                            int64_t padding, bool align_corners) {
+  check_dtypes(input, grid, "grid_sampler_2d");
   return grid_sample(input, grid, interpolation, padding, align_corners, 2);
 }
 
 at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,
                            int64_t padding, bool align_corners) {
+  check_dtypes(input, grid, "grid_sampler_3d");
   return grid_sample(input, grid, interpolation, padding, align_corners, 3);
 }
 

@@ -61,7 +61,12 @@ LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK_INDEX(index.rank() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.type == ElementType::S64 || index.type == ElementType::S32,
               "index_select(): Expected dtype int32/int64 for index");
-  if (self.rank() == 0) return Values{self};
+  if (self.rank() == 0) {
+    TORCH_CHECK(hlo::num_elements(index.shape) <= 1,
+                "index_select(): Index to scalar can have only 1 value, got ",
+                hlo::num_elements(index.shape), " value(s)");
+    return Values{self};
+  }
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   // An empty dimension has no valid index: CPU says so before looking at the values.
   if (self.shape[dim] == 0 && hlo::num_elements(index.shape) > 0) {
@@ -183,7 +188,28 @@ Values index_along(LoweringContext& ctx, const std::string& op,
   return {b.reshape(out, original)};
 }
 
+enum class IndexAlong { add, copy, fill };
+
+// The index dtypes CPU takes, with its messages: index_add takes int32 too.
+void check_index_type(LoweringContext& ctx, IndexAlong op) {
+  const c10::ScalarType type = ctx.tensor_meta(2).scalar_type();
+  switch (op) {
+    case IndexAlong::add:
+      TORCH_CHECK(type == c10::kLong || type == c10::kInt,
+                  "index_add_(): Expected dtype int32/int64 for index but got: ", type);
+      break;
+    case IndexAlong::copy:
+      TORCH_CHECK(type == c10::kLong, "index_copy_(): Expected a long tensor for index, but got ",
+                  type);
+      break;
+    case IndexAlong::fill:
+      TORCH_CHECK_INDEX(type == c10::kLong, "index_fill_(): Expected dtype int64 for index.");
+      break;
+  }
+}
+
 LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
+  check_index_type(ctx, IndexAlong::add);
   return index_along(ctx, ctx.tensor_meta(0).scalar_type() == c10::kBool ? "or" : "add",
                      [&ctx](const Value& self, const Shape& shape) {
                        Value source = ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
@@ -192,6 +218,7 @@ LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
                      });
 });
 LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) {
+  check_index_type(ctx, IndexAlong::copy);
   return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
     return ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
   });
@@ -199,6 +226,7 @@ LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) 
 LOWER({"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Scalar_out",
        "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
       [](LoweringContext& ctx) {
+        check_index_type(ctx, IndexAlong::fill);
         return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
           return operand(ctx, 3, self.type, shape);
         });
@@ -545,6 +573,9 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
   Value self = ctx.tensor(0), index = ctx.tensor(1), source = ctx.tensor(2);
   TORCH_CHECK(index.type == ElementType::S64, "put_(): Expected a long tensor for index, but got ",
               to_scalar_type(index.type));
+  TORCH_CHECK(self.type == source.type,
+              "put_(): self and source expected to have the same dtype, but got self.dtype = ",
+              to_scalar_type(self.type), " and source.dtype = ", to_scalar_type(source.type));
   int64_t n = hlo::num_elements(self.shape), m = hlo::num_elements(index.shape);
   TORCH_CHECK(hlo::num_elements(source.shape) == m,
               "put_(): Expected source and index to have "
@@ -554,7 +585,7 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK_INDEX(n > 0, "put_(): Tried to put elements into an empty tensor");
   Value flat = b.reshape(self, {n});
   Value positions = wrap_index(b, b.reshape(index, {m}), n);
-  Value updates = b.reshape(b.convert(source, self.type), {m});
+  Value updates = b.reshape(source, {m});
   bool accumulate = ctx.arg(3).toBool();
   return Values{b.reshape(combine_slices(b, flat, 0, positions, updates, accumulate ? "add" : ""),
                           self.shape)};

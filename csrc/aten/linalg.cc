@@ -1,4 +1,5 @@
-// Matrix products: mm, bmm, addmm, baddbmm, dot, mv.
+// Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addr.
+#include <ATen/ops/addr_ops.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -285,6 +286,19 @@ LOWER({"_pdist_backward", "_pdist_backward.out"}, [](LoweringContext& ctx) {
   };
   return Values{distance_gradient(b, square(grad), x, x, p, square(dist))};
 });
+
+// addr runs ATen's composite kernel, which broadcasts `self` against the outer product either
+// way; CPU's kernel expands `self` to the product's shape, so a `self` of more dimensions is
+// refused with expand's error, as there.
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                const at::Scalar& beta, const at::Scalar& alpha) {
+  if (vec1.dim() == 1 && vec2.dim() == 1) (void)self.expand({vec1.size(0), vec2.size(0)});
+  return at::_ops::addr::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), self, vec1, vec2, beta,
+      alpha);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("addr", &addr); }
 
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -203,7 +203,10 @@ LOWER({"binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_inpu
 Values piecewise_loss(LoweringContext& ctx, bool huber) {
   Builder& b = ctx.b;
   Shape shape = operand_shape(ctx, {0, 1});
-  ElementType t = et(promoted_type(ctx, {0, 1})), m = opmath(t);
+  ElementType m = opmath(et(promoted_type(ctx, {0, 1})));
+  // As on CPU, huber_loss writes into a tensor like `self` (computed in the promoted type);
+  // smooth_l1_loss returns the promoted type.
+  ElementType t = huber ? et(ctx.tensor_meta(0).scalar_type()) : et(promoted_type(ctx, {0, 1}));
   Value d = b.binary("subtract", operand(ctx, 0, m, shape), operand(ctx, 1, m, shape));
   Value z = b.unary("abs", d);
   double k = ctx.arg(3).toDouble();

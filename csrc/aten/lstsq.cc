@@ -37,6 +37,9 @@ Result lstsq(const at::Tensor& self, const at::Tensor& b, std::optional<double> 
   TORCH_CHECK(self.scalar_type() == c10::kFloat || self.scalar_type() == c10::kDouble,
               "torch.linalg.lstsq: expected a float or double input on tpu, got ",
               self.scalar_type());
+  TORCH_CHECK(self.dim() >= b.dim() && self.dim() - b.dim() <= 1,
+              "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+              "(input.dim() - other.dim()) <= 1");
   const std::string driver(driver_name.value_or("gelsy"));
   TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
               "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, "

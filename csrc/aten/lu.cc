@@ -390,6 +390,11 @@ LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
   if (unpack_pivots) {
     const int64_t rows = lu.shape[lu.rank() - 2];
     Value pivots = b.convert(ctx.tensor(1), ElementType::S64);
+    // CPU takes pivots of another batch shape and reads them out of bounds: refused here.
+    Shape batch(lu.shape.begin(), lu.shape.end() - 2);
+    Shape pivot_batch(pivots.shape.begin(), pivots.shape.end() - 1);
+    TORCH_CHECK(pivot_batch == batch, "torch.lu_unpack: the pivots' batch dimensions ",
+                c10::IntArrayRef(pivot_batch), " must be LU's, ", c10::IntArrayRef(batch));
     b.check_at_runtime(
         all_of(b,
                b.binary(

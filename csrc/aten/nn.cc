@@ -425,6 +425,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, c10::SymInt n, c10::SymInt c, c10::SymInt hw,
     int64_t group, double eps) {
+  TORCH_CHECK(input.sym_numel() == n * c * hw, "native_group_norm: expected the input's ",
+              input.sym_numel(), " elements to be N * C * HxW = ", n, " * ", c, " * ", hw);
   auto [out, mean, rstd] = at::_ops::native_group_norm::redispatch(
       c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), input.contiguous(), weight,
       bias, std::move(n), std::move(c), std::move(hw), group, eps);

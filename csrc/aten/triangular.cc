@@ -25,7 +25,8 @@ LOWER({"linalg_solve_triangular", "linalg_solve_triangular.out"}, [](LoweringCon
   Builder& b = ctx.b;
   Value a = ctx.tensor(0), rhs = ctx.tensor(1);
   bool upper = ctx.arg(2).toBool(), left = ctx.arg(3).toBool(), unit = ctx.arg(4).toBool();
-  ElementType t = opmath(rhs.type);
+  // As on CPU, the solution is A's dtype (B of another dtype is read as A's).
+  ElementType t = opmath(a.type);
   Value ta = b.convert(a, t), tb = b.convert(rhs, t);
   if (!left) {  // X A = B  <=>  A^T X^T = B^T
     ta = matrix_transpose(b, ta);
@@ -37,7 +38,7 @@ LOWER({"linalg_solve_triangular", "linalg_solve_triangular.out"}, [](LoweringCon
               "linalg.solve_triangular: Incompatible shapes of A and B for the equation");
   Value x = triangular_substitute(b, ta, tb, upper, unit);
   if (!left) x = matrix_transpose(b, x);
-  return Values{b.convert(x, rhs.type)};
+  return Values{b.convert(x, a.type)};
 });
 
 // triangular_solve(self=B, A, upper, transpose, unitriangular) -> (solution, A's copy).

@@ -316,3 +316,129 @@ def test_functional_batch_norm_of_an_empty_batch_works_as_on_cpu(tpu: torch.devi
         x.to(tpu), torch.zeros(5, device=tpu), torch.ones(5, device=tpu), training=True
     )
     assert got.shape == want.shape
+
+
+# Argument checks CPU makes and tpu used to skip, answering silently (found by the bad-input
+# fuzz, tools/bad_input.py): the same class and message now.
+ARGUMENT_CHECKS = {
+    "index_add_float_index": (
+        lambda t, i, s: t.index_add(0, i, s),
+        [torch.zeros(3, 2), torch.tensor([0.0]), torch.ones(1, 2)],
+    ),
+    "index_copy_int32_index": (
+        lambda t, i, s: t.index_copy(0, i, s),
+        [torch.zeros(3, 2), torch.tensor([0], dtype=torch.int32), torch.ones(1, 2)],
+    ),
+    "index_fill_int32_index": (
+        lambda t, i: t.index_fill(0, i, 1.0),
+        [torch.zeros(3, 2), torch.tensor([0], dtype=torch.int32)],
+    ),
+    "put_source_of_another_dtype": (
+        lambda t, i, s: t.put(i, s),
+        [torch.zeros(3, dtype=torch.long), torch.tensor([0]), torch.ones(1)],
+    ),
+    "index_select_two_values_of_a_scalar": (
+        lambda t, i: t.index_select(0, i),
+        [torch.tensor(1.0), torch.tensor([0, 0])],
+    ),
+    "lstsq_other_of_more_dims": (
+        torch.linalg.lstsq,
+        [torch.randn(3, 4, 3), torch.randn(1, 1, 3, 4, 2)],
+    ),
+    "grid_sample_double_grid": (
+        lambda x, g: F.grid_sample(x, g, align_corners=False),
+        [torch.randn(1, 1, 4, 4), torch.rand(1, 2, 2, 2, dtype=torch.float64)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENT_CHECKS)
+def test_argument_checks_as_on_cpu(case: str) -> None:
+    call, tensors = ARGUMENT_CHECKS[case]
+    same_error_as_cpu(call, *tensors)
+
+
+# The same checks, where CPU's message names its own tensor type or kernel.
+ARGUMENT_CHECKS_OWN_MESSAGE = {
+    "addr_self_of_more_dims": (
+        lambda s, a, b: torch.addr(s, a, b),
+        [torch.zeros(2, 3, 5, 10), torch.ones(5), torch.ones(10)],
+        "expand",
+    ),
+    "grid_sample_integer_input": (
+        lambda x, g: F.grid_sample(x, g, align_corners=False),
+        [torch.ones(1, 1, 4, 4, dtype=torch.long), torch.rand(1, 2, 2, 2)],
+        "not implemented for 'Long'",
+    ),
+    "group_norm_numel_not_n_c_hw": (
+        lambda x: torch.ops.aten.native_group_norm(x, None, None, 2, 6, 5, 2, 1e-5),
+        [torch.zeros(0, 6, 5)],
+        "N \\* C \\* HxW",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENT_CHECKS_OWN_MESSAGE)
+def test_argument_checks_raise_the_cpu_class(case: str) -> None:
+    call, tensors, message = ARGUMENT_CHECKS_OWN_MESSAGE[case]
+    with pytest.raises(RuntimeError) as on_cpu:
+        call(*tensors)
+    with pytest.raises(RuntimeError, match=message) as on_tpu:
+        call(*(t.to("tpu") for t in tensors))
+    assert on_tpu.type is on_cpu.type
+
+
+def test_addr_still_broadcasts_self_as_on_cpu(tpu: torch.device) -> None:
+    s, a, b = torch.randn(1, 4), torch.randn(3), torch.randn(4)
+    got = torch.addr(s.to(tpu), a.to(tpu), b.to(tpu), beta=2.0, alpha=0.5)
+    torch.testing.assert_close(got.cpu(), torch.addr(s, a, b, beta=2.0, alpha=0.5))
+
+
+def test_lu_unpack_refuses_pivots_of_another_batch_shape(tpu: torch.device) -> None:
+    lu = torch.randn(2, 3, 3, 3, device=tpu)
+    with pytest.raises(
+        RuntimeError, match="pivots' batch dimensions \\[\\] must be LU's, \\[2, 3\\]"
+    ):
+        torch.lu_unpack(lu, torch.tensor([1, 2, 3], dtype=torch.int32, device=tpu))
+    factor, pivots = torch.linalg.lu_factor(torch.randn(2, 3, 3))
+    got = torch.lu_unpack(factor.to(tpu), pivots.to(tpu))
+    for mine, cpu in zip(got, torch.lu_unpack(factor, pivots), strict=True):
+        torch.testing.assert_close(mine.cpu(), cpu)
+
+
+# Result dtypes that CPU's kernels fix in their own way (the fuzz's mixed-dtype calls).
+MIXED_DTYPE_RESULTS = {
+    # huber_loss writes into a tensor like its input.
+    "huber_loss": (
+        lambda x, y: F.huber_loss(x, y, reduction="none", delta=0.7),
+        [torch.randn(5), torch.randn(5, dtype=torch.float64)],
+    ),
+    "huber_loss_mean": (
+        lambda x, y: F.huber_loss(x, y),
+        [torch.randn(5, dtype=torch.float64), torch.randn(5)],
+    ),
+    # solve_triangular returns A's dtype.
+    "solve_triangular": (
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        [torch.randn(3, 3).triu() + 3 * torch.eye(3), torch.randn(3, 2, dtype=torch.float64)],
+    ),
+    # grad * mask * scale, promoted, with the mask's values.
+    "native_dropout_backward": (
+        lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0),
+        [torch.randn(4, 4), torch.randn(4, 4, dtype=torch.float64)],
+    ),
+    # ... and the float scale makes a bool or integer product a float.
+    "native_dropout_backward_of_integers": (
+        lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0),
+        [torch.tensor([3, 4]), torch.tensor([True, False])],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MIXED_DTYPE_RESULTS)
+def test_mixed_dtype_results_as_on_cpu(case: str) -> None:
+    call, tensors = MIXED_DTYPE_RESULTS[case]
+    want = call(*tensors)
+    got = call(*(t.to("tpu") for t in tensors))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
