@@ -160,9 +160,9 @@ std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int6
                                                     const std::optional<at::Tensor>& weight,
                                                     bool density) {
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "torch.histogram: input tensor should be floating point, but got ",
-              self.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "torch.histogram: not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   at::Tensor edges = edges_from_counts(self.reshape({-1, 1}), {bins}, range)[0];
   return histogram_bins_tensor(self, edges, weight, density);
 }

@@ -203,8 +203,9 @@ Value square_input(LoweringContext& ctx, int index, const char* name) {
   TORCH_CHECK(a.shape[a.rank() - 1] == a.shape[a.rank() - 2], name,
               ": A must be batches of square matrices, but they are ", a.shape[a.rank() - 2],
               " by ", a.shape[a.rank() - 1], " matrices");
-  TORCH_CHECK(hlo::is_float(a.type), name, ": Expected a floating point tensor, got ",
-              to_scalar_type(a.type));
+  // CPU's kernels exist for floating types only: NotImplementedError, as there.
+  TORCH_CHECK_NOT_IMPLEMENTED(hlo::is_float(a.type), name, ": not implemented for '",
+                              c10::toString(to_scalar_type(a.type)), "'");
   return a;
 }
 

@@ -9,8 +9,9 @@ namespace torch_tpu::aten {
 Value matrix_input(LoweringContext& ctx, int index, const char* name) {
   Value a = ctx.tensor(index);
   TORCH_CHECK(a.rank() >= 2, name, ": The input tensor A must have at least 2 dimensions.");
-  TORCH_CHECK(hlo::is_float(a.type), name, ": Expected a floating point tensor, got ",
-              to_scalar_type(a.type));
+  // CPU's kernels exist for floating types only: NotImplementedError, as there.
+  TORCH_CHECK_NOT_IMPLEMENTED(hlo::is_float(a.type), name, ": not implemented for '",
+                              c10::toString(to_scalar_type(a.type)), "'");
   return a;
 }
 

@@ -370,6 +370,12 @@ ARGUMENT_CHECKS_OWN_MESSAGE = {
         [torch.ones(1, 1, 4, 4, dtype=torch.long), torch.rand(1, 2, 2, 2)],
         "not implemented for 'Long'",
     ),
+    "geqrf_integer_input": (torch.geqrf, [torch.ones(2, 2, dtype=torch.long)], "'Long'"),
+    "histogram_bool_input": (
+        lambda x: torch.histogram(x, 3),
+        [torch.ones(4, dtype=torch.bool)],
+        "'Bool'",
+    ),
     "group_norm_numel_not_n_c_hw": (
         lambda x: torch.ops.aten.native_group_norm(x, None, None, 2, 6, 5, 2, 1e-5),
         [torch.zeros(0, 6, 5)],
