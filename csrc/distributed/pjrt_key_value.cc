@@ -12,14 +12,20 @@ namespace {
 
 c10d::Store& store_of(void* user_arg) { return static_cast<PjrtKeyValueStore*>(user_arg)->store(); }
 
-char* copy_out(const std::vector<uint8_t>& bytes) {
-  char* out = new char[bytes.size() + 1];
-  std::memcpy(out, bytes.data(), bytes.size());
-  out[bytes.size()] = '\0';
-  return out;
-}
-
 void delete_value(char* value) { delete[] value; }
+
+// Hands `key`'s value to the plugin in the get callbacks' out fields; the plugin frees it with
+// the deleter.
+template <typename Args>
+void hand_over(c10d::Store& store, const std::string& key, Args* args) {
+  const std::vector<uint8_t> value = store.get(key);
+  char* out = new char[value.size() + 1];
+  std::memcpy(out, value.data(), value.size());
+  out[value.size()] = '\0';
+  args->value = out;
+  args->value_size = value.size();
+  args->value_deleter_callback = delete_value;
+}
 
 // Runs `body` and turns any exception into the plugin's error: a callback must not throw
 // across the C boundary. A store timeout is DEADLINE_EXCEEDED, as the plugin expects of a
@@ -50,10 +56,7 @@ PJRT_Error* get_callback(PJRT_KeyValueGetCallback_Args* args) {
     } else {
       store.wait({key});
     }
-    const std::vector<uint8_t> value = store.get(key);
-    args->value = copy_out(value);
-    args->value_size = value.size();
-    args->value_deleter_callback = delete_value;
+    hand_over(store, key, args);
     return nullptr;
   });
 }
@@ -66,10 +69,7 @@ PJRT_Error* try_get_callback(PJRT_KeyValueTryGetCallback_Args* args) {
       const std::string message = "key '" + key + "' is not in the store";
       return (*args->callback_error)(PJRT_Error_Code_NOT_FOUND, message.data(), message.size());
     }
-    const std::vector<uint8_t> value = store.get(key);
-    args->value = copy_out(value);
-    args->value_size = value.size();
-    args->value_deleter_callback = delete_value;
+    hand_over(store, key, args);
     return nullptr;
   });
 }
