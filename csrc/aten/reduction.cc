@@ -430,14 +430,28 @@ LOWER({"_softmax_backward_data", "_softmax_backward_data.out"},
 LOWER({"_log_softmax_backward_data", "_log_softmax_backward_data.out"},
       [](LoweringContext& ctx) { return softmax_backward(ctx, true); });
 
-// logcumsumexp(self, dim) = m + log(cumsum(exp(x - m))), m the slice's finite maximum.
+// log(exp(a) + exp(c)) without overflow or underflow: max + log1p(exp(-|a - c|)). Equal
+// operands (two infinities of one sign too) give max + log 2.
+Value log_add_exp(Builder& b, const Value& a, const Value& c) {
+  Value zero = splat(b, 0, a.type, a.shape);
+  Value gap = b.select(b.compare("EQ", a, c), zero,
+                       b.unary("negate", b.unary("abs", b.binary("subtract", a, c))));
+  return b.binary("add", b.binary("maximum", a, c),
+                  b.unary("log_plus_one", b.unary("exponential", gap)));
+}
+
+// logcumsumexp(self, dim) = m + log(cumsum(exp(x - m))), m the slice's finite maximum. Where
+// a prefix lies so far below m that its sum underflows ([-1000, 0] gave [-inf, 0]), a scan
+// with log_add_exp in log2(n) doubling steps (each element combining with the partial result
+// `step` places before it) gives the result instead.
 LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"},
       [](LoweringContext& ctx) {
         Builder& b = ctx.b;
         Value x0 = ctx.tensor(0);
         if (x0.rank() == 0) return Values{x0};
         int64_t dim = wrap_dim(ctx.arg(1).toInt(), x0.rank());
-        if (x0.shape[dim] == 0) return Values{x0};
+        const int64_t n = x0.shape[dim];
+        if (n == 0) return Values{x0};
         ElementType m = opmath(x0.type);
         Value x = b.convert(x0, m);
         Value top = reduce_extremum(b, x, {dim}, true);
@@ -445,7 +459,24 @@ LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"}
         top = b.select(finite, top, splat(b, 0, m, top.shape));
         Value shift = broadcast_to(b, b.reshape(top, keepdim_shape(x.shape, {dim})), x.shape);
         Value sums = scan(b, b.unary("exponential", b.binary("subtract", x, shift)), dim, "add", 0);
-        return Values{b.convert(b.binary("add", shift, b.unary("log", sums)), x0.type)};
+        Value shifted = b.binary("add", shift, b.unary("log", sums));
+
+        Value scanned = x;
+        const Value minus_inf = b.constant(-INFINITY, m);
+        for (int64_t step = 1; step < n; step *= 2) {
+          std::vector<int64_t> start(x.rank(), 0), limit(x.shape), strides(x.rank(), 1);
+          limit[dim] = n - step;
+          std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
+          low[dim] = step;
+          scanned = log_add_exp(
+              b, scanned,
+              b.pad(b.slice(scanned, start, limit, strides), minus_inf, low, high, interior));
+        }
+        // Sums this small have lost precision (or are zero): 2^24 (2^53) times the least
+        // normal number.
+        const double tiny = m == ElementType::F64 ? 0x1p-969 : 0x1p-102;
+        Value accurate = b.compare("GE", sums, splat(b, tiny, m, sums.shape));
+        return Values{b.convert(b.select(accurate, shifted, scanned), x0.type)};
       });
 
 // aminmax(self, dim?, keepdim) -> (min, max).

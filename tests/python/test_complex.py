@@ -29,6 +29,7 @@ def test_round_trip_and_arithmetic(dtype: torch.dtype) -> None:
     want = (a * b + a) / (b - 2.5) - a.exp() * 1j
     torch.testing.assert_close(((a_t * b_t + a_t) / (b_t - 2.5) - a_t.exp() * 1j).cpu(), want)
     torch.testing.assert_close(a_t.sum(dim=0).cpu(), a.sum(dim=0))
+    torch.testing.assert_close(a_t.cumsum(dim=1).cpu(), a.cumsum(dim=1))
     torch.testing.assert_close(
         torch.rsub(a_t, b_t, alpha=2 - 1j).cpu(), torch.rsub(a, b, alpha=2 - 1j)
     )

@@ -95,3 +95,21 @@ def test_no_degrees_of_freedom_warns_as_on_cpu(op: Callable[..., object]) -> Non
     for device in ("cpu", TPU):
         with pytest.warns(UserWarning, match=rf"{op.__name__}\(\): degrees of freedom is <= 0"):
             op(x.to(device), dim=-1, correction=20)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [-1000.0, 0.0, 5.0],  # a prefix far below the slice's maximum used to give -inf
+        [float("-inf"), float("-inf"), 1.0, float("inf"), 2.0],
+        [float("nan"), 1.0, 2.0],
+    ],
+)
+def test_logcumsumexp_over_any_range_as_on_cpu(values: list[float]) -> None:
+    x = torch.tensor(values)
+    got = torch.logcumsumexp(x.to("tpu"), 0).cpu()
+    torch.testing.assert_close(got, torch.logcumsumexp(x, 0), equal_nan=True)
+    wide = torch.randn(3, 300, generator=torch.Generator().manual_seed(0)) * 300
+    for dim in (0, 1):
+        got = torch.logcumsumexp(wide.to("tpu"), dim).cpu()
+        torch.testing.assert_close(got, torch.logcumsumexp(wide, dim))
