@@ -198,14 +198,10 @@ Value permutation_of(Builder& b, const Value& pivots, int64_t rows) {
 }
 
 Value square_input(LoweringContext& ctx, int index, const char* name) {
-  Value a = ctx.tensor(index);
-  TORCH_CHECK(a.rank() >= 2, name, ": The input tensor A must have at least 2 dimensions.");
+  Value a = matrix_input(ctx, index, name);
   TORCH_CHECK(a.shape[a.rank() - 1] == a.shape[a.rank() - 2], name,
               ": A must be batches of square matrices, but they are ", a.shape[a.rank() - 2],
               " by ", a.shape[a.rank() - 1], " matrices");
-  // CPU's kernels exist for floating types only: NotImplementedError, as there.
-  TORCH_CHECK_NOT_IMPLEMENTED(hlo::is_float(a.type), name, ": not implemented for '",
-                              c10::toString(to_scalar_type(a.type)), "'");
   return a;
 }
 

@@ -92,6 +92,32 @@ std::string module_for(const XlaCollective& collective, const at::Tensor& like, 
 
 }  // namespace
 
+std::optional<std::string> xla_reducer(c10d::ReduceOp::RedOpType op, c10::ScalarType dtype) {
+  if (c10::isFloat8Type(dtype)) return std::nullopt;
+  const bool is_bool = dtype == c10::kBool;
+  const bool is_complex = c10::isComplexType(dtype);
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+      return is_bool ? "or" : "add";
+    case c10d::ReduceOp::PRODUCT:
+      return is_bool ? "and" : "multiply";
+    case c10d::ReduceOp::MIN:
+      if (is_complex) return std::nullopt;
+      return is_bool ? "and" : "minimum";
+    case c10d::ReduceOp::MAX:
+      if (is_complex) return std::nullopt;
+      return is_bool ? "or" : "maximum";
+    case c10d::ReduceOp::AVG:
+      if (!c10::isFloatingType(dtype) && !is_complex) return std::nullopt;
+      return "add";
+    case c10d::ReduceOp::PREMUL_SUM:
+      if (is_bool) return std::nullopt;
+      return "add";
+    default:
+      return std::nullopt;
+  }
+}
+
 std::vector<at::Tensor> run_xla_collective(const XlaCollective& collective,
                                            const std::vector<at::Tensor>& inputs) {
   check_inputs(collective.kind, inputs);

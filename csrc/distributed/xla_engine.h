@@ -7,7 +7,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <vector>
 
 namespace torch_tpu::distributed {
@@ -17,6 +19,11 @@ struct XlaCollective {
   std::string reducer;  // all_reduce / reduce_scatter: add, multiply, minimum, maximum, and, or
   int64_t dim = 0;      // all_gather / reduce_scatter / all_to_all: the dimension
 };
+
+// XLA's reducer for `op` on `dtype` (bool: or/and; AVG sums, the caller divides); nullopt
+// where XLA has none that matches: bitwise ops, MIN/MAX of complex numbers, float8 (moved,
+// never reduced, as with NCCL), AVG of integers, PREMUL_SUM of bools.
+std::optional<std::string> xla_reducer(c10d::ReduceOp::RedOpType op, c10::ScalarType dtype);
 
 // `inputs` holds one tensor per participating device (distinct tpu devices, equal shapes and
 // dtypes); returns the result on each device, in the same order. `permute` sends device i's

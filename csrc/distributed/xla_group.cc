@@ -24,34 +24,17 @@ XlaGroup::XlaGroup(int rank, std::vector<int> assignment)
 
 std::optional<XlaGroup::Reduction> XlaGroup::reduction(const c10d::ReduceOp& op,
                                                        c10::ScalarType dtype) const {
-  // As with NCCL, eight-bit floats are moved, never reduced: the host engine says so.
-  if (c10::isFloat8Type(dtype)) return std::nullopt;
-  const bool is_bool = dtype == c10::kBool;
-  const bool is_complex = c10::isComplexType(dtype);
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-      return Reduction{is_bool ? "or" : "add"};
-    case c10d::ReduceOp::PRODUCT:
-      return Reduction{is_bool ? "and" : "multiply"};
-    case c10d::ReduceOp::MIN:
-      if (is_complex) return std::nullopt;
-      return Reduction{is_bool ? "and" : "minimum"};
-    case c10d::ReduceOp::MAX:
-      if (is_complex) return std::nullopt;
-      return Reduction{is_bool ? "or" : "maximum"};
-    case c10d::ReduceOp::AVG:
-      // Integer AVG is refused by the host engine, with its message.
-      if (!c10::isFloatingType(dtype) && !is_complex) return std::nullopt;
-      return Reduction{"add", 1.0, 1.0 / size()};
-    case c10d::ReduceOp::PREMUL_SUM: {
-      auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
-      if (factor == nullptr || is_bool) return std::nullopt;
-      return Reduction{"add", factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
-                                                              : factor->double_factor};
-    }
-    default:
-      return std::nullopt;  // bitwise ops: the host engine
+  std::optional<std::string> reducer = xla_reducer(op.op_, dtype);
+  if (!reducer) return std::nullopt;  // the host engine takes it, or refuses it
+  Reduction r{*reducer};
+  if (op.op_ == c10d::ReduceOp::AVG) r.output_scale = 1.0 / size();
+  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    if (factor == nullptr) return std::nullopt;
+    r.input_scale = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
+                                                    : factor->double_factor;
   }
+  return r;
 }
 
 at::Tensor XlaGroup::run(const std::string& kind, const at::Tensor& input,

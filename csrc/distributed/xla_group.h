@@ -27,8 +27,8 @@ class XlaGroup {
 
  private:
   int size() const { return static_cast<int>(assignment_.size()); }
-  // The input as reduced by `op` on every rank before the sum (PREMUL_SUM's factor), and
-  // XLA's reducer name; nullopt when the op or dtype is not this engine's.
+  // XLA's reducer name for `op`, with the scale of the input (PREMUL_SUM's factor) and of the
+  // result (AVG's 1 / size); nullopt when the op or dtype is not this engine's.
   struct Reduction {
     std::string reducer;
     double input_scale = 1.0;

@@ -62,6 +62,12 @@ void bind_distributed(py::module_& m) {
   m.def("_set_collective_checks", &distributed::set_agreement_check, py::arg("enabled"));
   m.def("_collective_checks_enabled", &distributed::agreement_check_enabled);
   m.def(
+      "_xla_reducer",
+      [](const c10d::ReduceOp& op, c10::ScalarType dtype) {
+        return distributed::xla_reducer(op.op_, dtype);
+      },
+      py::arg("op"), py::arg("dtype"));
+  m.def(
       "_xla_collective",
       [](const std::string& kind, const std::vector<at::Tensor>& inputs, const std::string& reducer,
          int64_t dim) { return distributed::run_xla_collective({kind, reducer, dim}, inputs); },

@@ -14,26 +14,16 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-_REDUCERS = {
-    dist.ReduceOp.SUM: "add",
-    dist.ReduceOp.PRODUCT: "multiply",
-    dist.ReduceOp.MIN: "minimum",
-    dist.ReduceOp.MAX: "maximum",
-    dist.ReduceOp.AVG: "add",
-}
-
 
 def _reducer(op: dist.ReduceOp, dtype: torch.dtype) -> str:
-    if dtype == torch.bool:
-        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
-            return "or"
-        if op in (dist.ReduceOp.MIN, dist.ReduceOp.PRODUCT):
-            return "and"
-    if op not in _REDUCERS:
-        raise ValueError(f"tpu_dist xla: reduce op {op} is not supported")
-    if op == dist.ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
-        raise ValueError(f"tpu_dist xla: ReduceOp.AVG needs floating-point tensors, got {dtype}")
-    return _REDUCERS[op]
+    """XLA's reducer for `op` on `dtype`, as tpu_dist's engine across processes picks it."""
+    from .. import _C
+
+    # PREMUL_SUM's factor travels in the op object, which this one-process API does not read.
+    reducer = None if op == dist.ReduceOp.PREMUL_SUM else _C._xla_reducer(op, dtype)
+    if reducer is None:
+        raise ValueError(f"tpu_dist xla: reduce op {op} is not supported for {dtype} tensors")
+    return reducer
 
 
 def _run(kind: str, tensors: list[torch.Tensor], reducer: str = "add", dim: int = 0):
