@@ -14,6 +14,13 @@ hlo::Value LoweringContext::storage_param(const at::Tensor& tensor, int index, i
   return b.parameter({storage_elements(tensor)}, type);
 }
 
+std::optional<hlo::Value> LoweringContext::view_offset(const at::Tensor& tensor, int index,
+                                                       int list_index) {
+  if (!needs_view_offset(tensor)) return std::nullopt;
+  params.push_back({ParamSource::Kind::ViewOffset, index, list_index, hlo::ElementType::S64});
+  return b.parameter({}, hlo::ElementType::S64);
+}
+
 using hlo::Value;
 
 hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int list_index) {
@@ -27,7 +34,8 @@ hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int l
     params.push_back({ParamSource::Kind::CpuScalarTensor, index, list_index, type});
     return b.parameter({}, type);
   }
-  Value value = read_view(b, storage_param(tensor, index, list_index), tensor);
+  Value flat = storage_param(tensor, index, list_index);
+  Value value = read_view(b, flat, view_offset(tensor, index, list_index), tensor);
   // A lazily conjugated (x.conj()) or negated view holds the plain values: apply the bit.
   if (tensor.is_conj()) value = b.conj(value);
   if (tensor.is_neg()) value = b.unary("negate", value);

@@ -97,8 +97,8 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (!covers_whole_storage(tensor)) {
     key += "|";
     for (int64_t stride : tensor.strides()) key += std::to_string(stride) + ",";
-    key += "@" + std::to_string(tensor.storage_offset()) + "/" +
-           std::to_string(storage_elements(tensor));
+    // The offset is a runtime input (see view_io.h); the storage's length shapes the parameter.
+    key += "/" + std::to_string(storage_elements(tensor));
   }
   key += "];";
 }
@@ -205,6 +205,14 @@ std::vector<int64_t> memory_order(const std::vector<int64_t>& strides) {
   return order;
 }
 
+// The storage of `target` (argument `arg`) once `values` are written into it.
+hlo::Value written_storage(LoweringContext& ctx, const hlo::Value& values, const at::Tensor& target,
+                           int arg) {
+  if (covers_whole_storage(target)) return ctx.b.reshape(values, {storage_elements(target)});
+  hlo::Value storage = ctx.storage_param(target, arg, -1);
+  return write_view(ctx.b, storage, values, ctx.view_offset(target, arg, -1), target);
+}
+
 // Builds and compiles the executable for one key.
 std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
                                         const c10::FunctionSchema& schema,
@@ -279,10 +287,7 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     // (neg, floor): CPU's refusal, if it has one, is ours too. Checked once per key.
     if (result_dtype != target.scalar_type()) raise_cpu_error(schema, args);
     hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
-    hlo::Value flat =
-        covers_whole_storage(target)
-            ? builder.reshape(converted, {storage_elements(target)})
-            : write_view(builder, ctx.storage_param(target, written[w], -1), converted, target);
+    hlo::Value flat = written_storage(ctx, converted, target, written[w]);
     OutputPlan plan;
     plan.new_tensor = false;
     plan.arg = written[w];
@@ -667,6 +672,9 @@ std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const
       return scalar_buffer(args[param.arg].toScalar(), param.type, device);
     case ParamSource::Kind::CpuScalarTensor:
       return scalar_buffer(tensor_of(args, param.arg, param.list_index).item(), param.type, device);
+    case ParamSource::Kind::ViewOffset:
+      return scalar_buffer(tensor_of(args, param.arg, param.list_index).storage_offset(),
+                           param.type, device);
     case ParamSource::Kind::RngState: {
       at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
       for (const c10::IValue& value : args) {

@@ -16,7 +16,7 @@ namespace torch_tpu {
 
 // Where an executable parameter comes from when the executable runs.
 struct ParamSource {
-  enum class Kind { Storage, Scalar, CpuScalarTensor, RngState };
+  enum class Kind { Storage, ViewOffset, Scalar, CpuScalarTensor, RngState };
   Kind kind;
   int arg = -1;         // schema argument index
   int list_index = -1;  // position within a Tensor[] argument
@@ -49,6 +49,8 @@ class LoweringContext {
   // the same bits again later (attention's dropout, in its backward) returns it.
   hlo::Value rng_state();
   hlo::Value storage_param(const at::Tensor& tensor, int index, int list_index);
+  // The tensor's storage offset as a runtime input, where reading or writing it needs one.
+  std::optional<hlo::Value> view_offset(const at::Tensor& tensor, int index, int list_index);
 
   std::vector<ParamSource> params;
   uint64_t rng_blocks = 0;  // 128-bit blocks of random bits the computation draws

@@ -1,6 +1,7 @@
 #include "csrc/dispatch/view_io.h"
 
 #include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
 
 namespace torch_tpu {
 namespace {
@@ -11,10 +12,10 @@ hlo::Shape sizes_of(const at::TensorBase& tensor) {
 }
 
 // Linear storage index of every element: offset + sum_k iota_k * stride_k, shape sizes + [1].
-hlo::Value linear_indices(hlo::Builder& b, const at::TensorBase& tensor) {
+hlo::Value linear_indices(hlo::Builder& b, const hlo::Value& offset, const at::TensorBase& tensor) {
   hlo::Shape shape = sizes_of(tensor);
   const auto type = hlo::ElementType::S64;
-  hlo::Value index = b.constant_int(tensor.storage_offset(), type, shape);
+  hlo::Value index = b.broadcast_in_dim(offset, shape, {});
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t stride = tensor.stride(static_cast<int64_t>(d));
     if (stride == 0 || shape[d] == 1) continue;
@@ -29,6 +30,11 @@ hlo::Value linear_indices(hlo::Builder& b, const at::TensorBase& tensor) {
 
 bool is_dense_range(const at::TensorBase& tensor) { return tensor.is_contiguous(); }
 
+const hlo::Value& offset_of(const std::optional<hlo::Value>& offset) {
+  TORCH_INTERNAL_ASSERT(offset.has_value(), "torch_tpu: a view read or written without its offset");
+  return *offset;
+}
+
 }  // namespace
 
 int64_t storage_elements(const at::TensorBase& tensor) {
@@ -40,37 +46,40 @@ bool covers_whole_storage(const at::TensorBase& tensor) {
          tensor.numel() == storage_elements(tensor);
 }
 
-hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat, const at::TensorBase& tensor) {
+bool needs_view_offset(const at::TensorBase& tensor) {
+  return tensor.numel() != 0 && !covers_whole_storage(tensor);
+}
+
+hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat,
+                     const std::optional<hlo::Value>& offset, const at::TensorBase& tensor) {
   hlo::Shape shape = sizes_of(tensor);
   if (covers_whole_storage(tensor)) return b.reshape(flat, shape);
   // An empty view reads nothing, wherever its offset points.
   if (tensor.numel() == 0) return b.constant(0, flat.type, shape);
   if (is_dense_range(tensor)) {
-    int64_t start = tensor.storage_offset();
-    hlo::Value range = b.slice(flat, {start}, {start + tensor.numel()}, {1});
+    hlo::Value range = b.dynamic_slice(flat, {offset_of(offset)}, {tensor.numel()});
     return b.reshape(range, shape);
   }
   hlo::GatherDims dims;
   dims.collapsed_slice_dims = {0};
   dims.start_index_map = {0};
   dims.index_vector_dim = static_cast<int64_t>(shape.size());
-  return b.gather(flat, linear_indices(b, tensor), dims, {1});
+  return b.gather(flat, linear_indices(b, offset_of(offset), tensor), dims, {1});
 }
 
 hlo::Value write_view(hlo::Builder& b, const hlo::Value& flat, const hlo::Value& values,
-                      const at::TensorBase& tensor) {
+                      const std::optional<hlo::Value>& offset, const at::TensorBase& tensor) {
   if (covers_whole_storage(tensor)) return b.reshape(values, flat.shape);
   if (tensor.numel() == 0) return flat;
   if (is_dense_range(tensor)) {
-    hlo::Value start = b.constant_int(tensor.storage_offset(), hlo::ElementType::S64);
-    return b.dynamic_update_slice(flat, b.reshape(values, {tensor.numel()}), {start});
+    return b.dynamic_update_slice(flat, b.reshape(values, {tensor.numel()}), {offset_of(offset)});
   }
   hlo::ScatterDims dims;
   dims.inserted_window_dims = {0};
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = tensor.dim();
   // Overlapping views (stride 0) write one of the candidate values, as CPU does.
-  return b.scatter(flat, linear_indices(b, tensor), values, dims,
+  return b.scatter(flat, linear_indices(b, offset_of(offset), tensor), values, dims,
                    [](hlo::Builder&, const std::vector<hlo::Value>& args) {
                      return std::vector<hlo::Value>{args[1]};
                    });

@@ -80,3 +80,29 @@ def test_partial_and_converting_copies_still_run_kernels() -> None:
     expected = torch.zeros(6, 4)
     expected[1:4] = src
     torch.testing.assert_close(rows.cpu(), expected)
+
+
+def test_views_at_different_offsets_share_one_executable() -> None:
+    # A view's storage offset is a runtime input: reading x[i], x[:, i] or x[i:i+3] for every
+    # i, and writing through such views, compiles once per shape, not once per position.
+    x_cpu = torch.randn(64, 8)
+    x = x_cpu.to("tpu")
+    out = torch.zeros(64, 8, device="tpu")
+    expected = torch.zeros(64, 8)
+
+    def step(i: int) -> None:
+        out[i].copy_(torch.exp(x[i]) + x[:, i % 8].sum())
+        expected[i].copy_(torch.exp(x_cpu[i]) + x_cpu[:, i % 8].sum())
+        out[i : i + 1].mul_(x[i : i + 1])
+        expected[i : i + 1].mul_(x_cpu[i : i + 1])
+
+    for i in range(2):  # compiles every op once
+        step(i)
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()["compiles"]
+    for i in range(2, 64):
+        step(i)
+    torch.testing.assert_close(out.cpu(), expected)
+    # Strict compiles nothing more; DeferAndFuse compiles the fused graphs its loop cuts (a
+    # step, and the tail before the sync), once each. Per position it would be 62 or more.
+    assert torch_tpu.metrics()["compiles"] - before <= 2
