@@ -52,6 +52,7 @@ def _initialize() -> None:
     from . import _C, device_module
 
     kind, path = _plugin.resolve()
+    _plugin.apply_xla_flags(kind)
     # One process drives one device by default, as on TPU; the CPU plugin would otherwise
     # expose one device per core group.
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0

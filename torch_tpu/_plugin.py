@@ -24,6 +24,32 @@ _INSTALL_HINT = {
 }
 
 
+# XLA's CPU compiler (the version our CPU plugin carries) hands a reduction, together with the
+# elementwise ops that feed it, to YNNPACK as one fusion. With scalars as runtime inputs (ours
+# are: a new learning rate must not recompile) that fusion runs several times slower than XLA's
+# own loop fusion followed by the reduction: 25 multiply-adds then a sum over 4M floats took 7x
+# jax.jit (bench/peers.py, "chain + sum"). Matrix products and convolutions stay with YNNPACK.
+_XLA_FLAGS = {
+    "cpu": {
+        "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,"
+        "LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION",
+    },
+}
+
+
+def apply_xla_flags(kind: str) -> None:
+    """Adds torch_tpu's compiler flags for a `kind` plugin to XLA_FLAGS, which the plugin reads
+    at its first compile; a flag the user already set there is left as it is."""
+    current = os.environ.get("XLA_FLAGS", "")
+    added = [
+        f"--{name}={value}"
+        for name, value in _XLA_FLAGS.get(kind, {}).items()
+        if f"--{name}=" not in current
+    ]
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([current, *added]).strip()
+
+
 class PluginNotFoundError(RuntimeError):
     """No PJRT plugin could be found; the message says how to install one."""
 

@@ -51,6 +51,8 @@ const std::string& environment_key() {
     std::error_code error;
     auto size = std::filesystem::file_size(client.plugin().path(), error);
     if (!error) out << ";plugin_size=" << size;
+    // The plugin's compiler reads its flags from the environment (see torch_tpu/_plugin.py).
+    if (const char* flags = std::getenv("XLA_FLAGS")) out << ";xla_flags=" << flags;
     return out.str();
   }();
   return key;

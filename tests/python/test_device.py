@@ -382,3 +382,43 @@ def test_import_is_quiet_unless_plugin_logs_are_asked_for() -> None:
     assert stderr_of(None) == ""
     # The CPU plugin's start-up INFO line names its device count.
     assert "cpu_device_count" in stderr_of("info")
+
+
+def test_cpu_plugin_compiler_flags_are_added_and_user_flags_win(monkeypatch: Any) -> None:
+    from torch_tpu import _plugin
+
+    flag = "--xla_cpu_experimental_ynn_fusion_type="
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/somewhere")
+    _plugin.apply_xla_flags("cpu")
+    flags = os.environ["XLA_FLAGS"].split()
+    assert flags[0] == "--xla_dump_to=/tmp/somewhere"
+    assert [f for f in flags if f.startswith(flag)] == [
+        flag + "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION"
+    ]
+    _plugin.apply_xla_flags("cpu")  # idempotent
+    assert os.environ["XLA_FLAGS"].split() == flags
+    monkeypatch.setenv("XLA_FLAGS", flag + "LIBRARY_FUSION_TYPE_REDUCE")
+    _plugin.apply_xla_flags("cpu")
+    assert os.environ["XLA_FLAGS"] == flag + "LIBRARY_FUSION_TYPE_REDUCE"
+    monkeypatch.delenv("XLA_FLAGS")
+    _plugin.apply_xla_flags("cuda")  # other plugins' compilers keep their defaults
+    assert "XLA_FLAGS" not in os.environ
+
+
+def test_the_cpu_plugin_accepts_its_compiler_flags() -> None:
+    # XLA aborts the process on a flag it does not know; the plugin reads them at its first
+    # compile. A fused chain ending in a reduction (what the flag is for) matches CPU.
+    proc = run_python(
+        "import os, torch, torch_tpu\n"
+        "torch_tpu.set_eager_mode('defer_and_fuse')\n"
+        "x = torch.linspace(-1, 1, 4096)\n"
+        "def f(a):\n"
+        "    for _ in range(5):\n"
+        "        a = a * 1.5 + 0.25\n"
+        "    return a.sum()\n"
+        "torch.testing.assert_close(f(x.to('tpu')).cpu(), f(x), rtol=1e-5, atol=1e-2)\n"
+        "print(os.environ['XLA_FLAGS'])\n",
+        env={"XLA_FLAGS": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--xla_cpu_experimental_ynn_fusion_type=" in proc.stdout
