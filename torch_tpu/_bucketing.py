@@ -559,6 +559,8 @@ class BucketedGraph:
         forward: BucketedGraph | None = None,
     ) -> None:
         self.gm = gm
+        # Static-shape and exact-shape calls replay the recorded executable (see _C._GraphReplay).
+        self.replay = _C._GraphReplay(gm)
         # Outputs from this index on are saved for the backward graph, not seen by the user:
         # they stay padded, and their masks stay here for the backward (by size combination).
         self.exact_outputs = exact_outputs if exact_outputs is not None else 1 << 30
@@ -640,12 +642,12 @@ class BucketedGraph:
 
     def __call__(self, args: list[Any]) -> Any:
         if self.reason is not None and self.forward is None:
-            return _C._run_recorded(self.gm, *args)
+            return self.replay(*args)
         try:
             actual = self.actual_sizes(args)
         except Unsupported as error:
             self._give_up(str(error))
-            return _C._run_recorded(self.gm, *args)
+            return self.replay(*args)
         key = tuple(actual[s] for s in sorted(actual, key=str))
         if self.reason is not None:
             return self._run_exact(args, actual, key)
@@ -689,7 +691,7 @@ class BucketedGraph:
             positions = torch.broadcast_to(mask, exact[i].shape).reshape(-1).nonzero()
             flat = exact[i].reshape(-1)
             exact[i] = flat.index_select(0, positions.squeeze(1).to(flat.device)).reshape(shape)
-        return _C._run_recorded(self.gm, *exact)
+        return self.replay(*exact)
 
     def _saved_mask(self, node: torch.fx.Node, key: tuple[int, ...]) -> Mask:
         assert self.forward is not None

@@ -4,7 +4,9 @@ Dynamo captures the graph and AOTAutograd splits it into forward and backward at
 Each graph is lowered by running torch_tpu's own eager kernels in the dispatcher's record mode:
 its ops are recorded into one pending graph and emitted as a single StableHLO module, compiled
 once and cached in memory and on disk (``TORCH_TPU_CACHE_DIR``). There is no second kernel
-library, so compiled and eager numerics are the same.
+library, so compiled and eager numerics are the same. Later calls with the same input layouts
+replay that executable without dispatching the graph's ops again (``_C._GraphReplay``;
+``TORCH_TPU_GRAPH_REPLAY=0`` records every call).
 
 The backend is found through the ``torch_dynamo_backends`` entry point, so importing torch does
 not import Dynamo. Options (``torch.compile(..., options={...})``):
@@ -37,8 +39,10 @@ def _graph_compiler(
         if buckets:
             return bucketed_compiler(gm, pair, forward)
 
+        replay = _C._GraphReplay(gm)
+
         def run(args: list[Any]) -> Any:
-            return _C._run_recorded(gm, *args)
+            return replay(*args)
 
         run._boxed_call = True  # type: ignore[attr-defined]
         return run

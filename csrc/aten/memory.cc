@@ -22,6 +22,7 @@
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
+#include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/runtime_checks.h"
@@ -182,6 +183,9 @@ bool share_buffer(const at::Tensor& dst, const at::Tensor& src) {
       dst.is_conj() != src.is_conj() || dst.is_neg() != src.is_neg()) {
     return false;
   }
+  // While a compiled graph records, every value flows through its fused graph, so that a
+  // replay of it (graph_replay.cc) reproduces the copy.
+  if (recording()) return false;
   DeviceStorage::Contents contents = device_storage(src).contents();
   // A pending (deferred or recorded) source takes the normal path, which defers the copy too.
   if (!contents.buffer || contents.pending || contents.type != to_element_type(src.scalar_type())) {

@@ -35,12 +35,17 @@ std::mutex& pending_slots_mutex();
 
 class DeviceStorage {
  public:
-  DeviceStorage(std::size_t nbytes, int device) : nbytes_(nbytes), device_(device) {}
+  DeviceStorage(std::size_t nbytes, int device)
+      : nbytes_(nbytes), device_(device), serial_(next_serial_++) {}
   ~DeviceStorage();
   DeviceStorage(const DeviceStorage&) = delete;
   DeviceStorage& operator=(const DeviceStorage&) = delete;
 
   std::size_t nbytes() const { return nbytes_; }
+  // Storages are numbered in the order they are made: serial() >= next_serial() read earlier
+  // means made since.
+  uint64_t serial() const { return serial_; }
+  static uint64_t next_serial() { return next_serial_.load(); }
   int device() const { return device_; }
 
   struct Contents {
@@ -57,6 +62,8 @@ class DeviceStorage {
  private:
   const std::size_t nbytes_;
   const int device_;
+  const uint64_t serial_;
+  static inline std::atomic<uint64_t> next_serial_{0};
   mutable std::mutex mutex_;
   Contents contents_;
 };

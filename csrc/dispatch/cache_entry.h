@@ -57,6 +57,14 @@ at::Tensor tensor_of(const std::vector<c10::IValue>& args, int arg, int list_ind
 // (drawing advances the generator).
 std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const CacheEntry& entry,
                                                  const std::vector<c10::IValue>& args, int device);
+// The generator an op draws from: its Generator argument, else the device's default one.
+at::Generator param_generator(const std::vector<c10::IValue>& args, int device);
+// The next `blocks` 128-bit blocks' generator state on the device (advances the generator).
+std::shared_ptr<pjrt::Buffer> rng_state_buffer(at::Generator generator, uint64_t blocks,
+                                               int device);
+// A scalar's device copy as `type` (recently used values are kept).
+std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::ElementType type,
+                                            int device);
 // An empty tpu tensor for a fresh output.
 at::Tensor new_output_tensor(const OutputPlan& plan, int device);
 

@@ -413,6 +413,8 @@ std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType ty
       runtime.client().upload(data, to_pjrt_type(type), shape, runtime.device(device)));
 }
 
+}  // namespace
+
 // Device copies of recently used scalar values (alpha = 1, a learning rate, eps): buffers are
 // immutable, so one upload serves every later op that passes the same value.
 // Scalar parameters are uploaded once per distinct value and kept, least recently used first
@@ -453,6 +455,8 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   }
   return buffer;
 }
+
+namespace {
 
 // An op's executable as the profiler names it: the overload torch.ops spells, so that it never
 // merges with the op's own row in key_averages() ("aten::mm.default", "aten::add.Tensor").
@@ -675,25 +679,33 @@ std::shared_ptr<pjrt::Buffer> value_param_buffer(const ParamSource& param, const
     case ParamSource::Kind::ViewOffset:
       return scalar_buffer(tensor_of(args, param.arg, param.list_index).storage_offset(),
                            param.type, device);
-    case ParamSource::Kind::RngState: {
-      at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
-      for (const c10::IValue& value : args) {
-        if (value.isGenerator() && value.toGenerator().defined()) generator = value.toGenerator();
-      }
-      TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-                  "Expected a 'tpu' device type for generator but found '",
-                  generator.device().type(), "'");
-      std::array<uint64_t, 2> state;
-      {
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        state = generator.get<DeviceGenerator>()->next_state(entry.rng_blocks);
-      }
-      return upload_bytes(state.data(), hlo::ElementType::U64, {2}, device);
-    }
+    case ParamSource::Kind::RngState:
+      return rng_state_buffer(param_generator(args, device), entry.rng_blocks, device);
     case ParamSource::Kind::Storage:
       break;
   }
   TORCH_INTERNAL_ASSERT(false, "torch_tpu: storage parameters are read with storage_buffer");
+}
+
+at::Generator param_generator(const std::vector<c10::IValue>& args, int device) {
+  at::Generator generator = default_generator(static_cast<c10::DeviceIndex>(device));
+  for (const c10::IValue& value : args) {
+    if (value.isGenerator() && value.toGenerator().defined()) generator = value.toGenerator();
+  }
+  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected a 'tpu' device type for generator but found '", generator.device().type(),
+              "'");
+  return generator;
+}
+
+std::shared_ptr<pjrt::Buffer> rng_state_buffer(at::Generator generator, uint64_t blocks,
+                                               int device) {
+  std::array<uint64_t, 2> state;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get<DeviceGenerator>()->next_state(blocks);
+  }
+  return upload_bytes(state.data(), hlo::ElementType::U64, {2}, device);
 }
 
 at::Tensor new_output_tensor(const OutputPlan& plan, int device) {

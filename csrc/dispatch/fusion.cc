@@ -44,6 +44,7 @@ struct Graph {
   std::vector<RecordedOp> ops;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   std::vector<std::string> external_types;
+  std::vector<ExternalSource> sources;  // where each external came from, while recording
   std::vector<std::string> value_types;
   std::vector<std::weak_ptr<PendingSlot>> slots;
   // Runtime check results (scalar i1 values) and the ops that made them.
@@ -90,12 +91,36 @@ std::shared_ptr<pjrt::Executable> fused_insert(const std::string& key,
 
 // Not deduplicated: which buffers happen to coincide (an aliased argument, an equal scalar)
 // must not change the graph's key, or a loop would recompile when values repeat.
-int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::string& type) {
+int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::string& type,
+                 ExternalSource source) {
   int index = static_cast<int>(g.externals.size());
   g.externals.push_back(std::move(buffer));
   g.external_types.push_back(type);
+  if (recording()) g.sources.push_back(std::move(source));
   return index;
 }
+
+// What a parameter of `entry` reads, for replaying a recorded graph (see graph_replay.h).
+ExternalSource source_of(const ParamSource& param, const CacheEntry& entry,
+                         const std::vector<c10::IValue>& args, int device) {
+  ExternalSource source;
+  source.kind = param.kind;
+  source.type = param.type;
+  if (param.kind == ParamSource::Kind::Storage) {
+    at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
+    source.storage = &device_storage(tensor);
+    source.storage_ref = tensor.storage().getWeakStorageImpl();
+  } else if (param.kind == ParamSource::Kind::CpuScalarTensor) {
+    at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
+    source.tensor = c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr());
+  } else if (param.kind == ParamSource::Kind::RngState) {
+    source.generator = param_generator(args, device);
+    source.rng_blocks = entry.rng_blocks;
+  }
+  return source;
+}
+
+thread_local FusedRun* capture = nullptr;
 
 std::string value_name(const Graph& g, int value) {
   // The op that produced `value` and which of its results it is.
@@ -198,6 +223,7 @@ void reset(Graph& g) {
   g.ops.clear();
   g.externals.clear();
   g.external_types.clear();
+  g.sources.clear();
   g.value_types.clear();
   g.slots.clear();
   g.checks.clear();
@@ -248,6 +274,7 @@ void flush_locked(Graph& g) {
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
   std::vector<CheckedOp> check_ops = std::move(g.check_ops);
+  std::vector<ExternalSource> sources = std::move(g.sources);
   reset(g);  // whatever happens next, the graph is spent
 
   if (executable) {
@@ -271,30 +298,28 @@ void flush_locked(Graph& g) {
     }
     retire(std::move(evicted));
   }
-  metrics().fused_ops += static_cast<int64_t>(op_count);
-  metrics().executions++;
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& buffer : externals) raw.push_back(buffer->raw());
-  auto timer = profiler::RunTimer::launch([&op_names] { return graph_label(op_names); }, device);
-  pjrt::ExecuteResult result = executable->execute(raw, Runtime::get().device(device));
-  if (timer) timer->launched();
-  pending_started();
-  std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";
-  result.done.on_ready([externals = std::move(externals), label, timer](auto error) mutable {
-    if (timer) timer->finished();
-    externals.clear();
-    if (error) record_async_error(label, error->what());
-    pending_finished();
-  });
-  if (!check_ops.empty()) {
-    watch_runtime_check(std::make_shared<pjrt::Buffer>(std::move(result.outputs[live.size()])),
-                        hlo::ElementType::S32, std::move(check_ops));
+  if (capture != nullptr) {
+    ++capture->flushes;
+    capture->executable = executable;
+    capture->device = device;
+    capture->externals = externals;
+    capture->sources = std::move(sources);
+    capture->results.clear();
+    capture->result_types.clear();
+    for (const auto& slot : live) {
+      capture->results.push_back(slot->owner);
+      capture->result_types.push_back(slot->type);
+    }
+    capture->op_names = op_names;
+    capture->check_ops = check_ops;
   }
+  std::vector<std::shared_ptr<pjrt::Buffer>> results = run_fused(
+      *executable, std::move(externals), device, op_names, std::move(check_ops), live.size());
   std::lock_guard<std::mutex> lock(pending_slots_mutex());
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& slot = live[i];
     if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
-      slot->owner->assign(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])), slot->type);
+      slot->owner->assign(std::move(results[i]), slot->type);
     }
   }
 }
@@ -326,9 +351,11 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   RecordedOp op{entry, {}, static_cast<int>(g.value_types.size())};
   for (size_t p = 0; p < entry->params.size(); ++p) {
     const ParamSource& param = entry->params[p];
+    ExternalSource source;
+    if (recording()) source = source_of(param, *entry, args, device);
     if (param.kind != ParamSource::Kind::Storage) {
       op.inputs.push_back({true, add_external(g, value_param_buffer(param, *entry, args, device),
-                                              entry->param_types[p])});
+                                              entry->param_types[p], std::move(source))});
       continue;
     }
     at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
@@ -337,7 +364,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
       TORCH_INTERNAL_ASSERT(contents.type == param.type, "a pending storage read as another dtype");
       op.inputs.push_back({false, contents.pending->value});
     } else {
-      op.inputs.push_back({true, add_external(g, storage_buffer(tensor), entry->param_types[p])});
+      op.inputs.push_back({true, add_external(g, storage_buffer(tensor), entry->param_types[p],
+                                              std::move(source))});
     }
   }
   for (const std::string& type : entry->result_types) g.value_types.push_back(type);
@@ -364,6 +392,40 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   }
   return outputs;
 }
+
+std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
+    const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
+    int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
+    size_t result_count) {
+  metrics().fused_ops += static_cast<int64_t>(op_names.size());
+  metrics().executions++;
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(externals.size());
+  for (const auto& buffer : externals) raw.push_back(buffer->raw());
+  auto timer = profiler::RunTimer::launch([&op_names] { return graph_label(op_names); }, device);
+  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device));
+  if (timer) timer->launched();
+  pending_started();
+  std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";
+  result.done.on_ready([externals = std::move(externals), label, timer](auto error) mutable {
+    if (timer) timer->finished();
+    externals.clear();
+    if (error) record_async_error(label, error->what());
+    pending_finished();
+  });
+  if (!check_ops.empty()) {
+    watch_runtime_check(std::make_shared<pjrt::Buffer>(std::move(result.outputs[result_count])),
+                        hlo::ElementType::S32, std::move(check_ops));
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  results.reserve(result_count);
+  for (size_t i = 0; i < result_count; ++i) {
+    results.push_back(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])));
+  }
+  return results;
+}
+
+void capture_fused_runs(FusedRun* run) { capture = run; }
 
 void materialize_pending() {
   Graph& g = graph();

@@ -3,14 +3,54 @@
 // change, synchronize). Intermediate values that no live tensor holds never reach memory.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
 
 namespace torch_tpu {
+
+// Where a fused graph's external input came from while a compiled graph was recorded: enough
+// to gather the same inputs again for a replay (see csrc/python/graph_replay.cc).
+struct ExternalSource {
+  ParamSource::Kind kind = ParamSource::Kind::Storage;
+  hlo::ElementType type = hlo::ElementType::F32;
+  // Storage: whose buffer was read.
+  DeviceStorage* storage = nullptr;
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage_ref{c10::intrusive_ptr<c10::StorageImpl>()};
+  // CpuScalarTensor: the tensor read.
+  c10::weak_intrusive_ptr<c10::TensorImpl> tensor{c10::intrusive_ptr<c10::TensorImpl>()};
+  at::Generator generator;  // RngState: the generator it drew from
+  uint64_t rng_blocks = 0;
+};
+
+// One fused graph run as it happened: its executable, inputs and results.
+struct FusedRun {
+  int flushes = 0;  // graphs run while capturing: a replayable recording runs exactly one
+  std::shared_ptr<pjrt::Executable> executable;
+  int device = 0;
+  std::vector<std::shared_ptr<pjrt::Buffer>> externals;
+  std::vector<ExternalSource> sources;
+  std::vector<DeviceStorage*> results;  // the storages that received the results, in order
+  std::vector<hlo::ElementType> result_types;
+  std::vector<std::string> op_names;
+  std::vector<CheckedOp> check_ops;
+};
+
+// While `run` is set, this thread's fused graphs describe themselves there (nullptr: stop).
+void capture_fused_runs(FusedRun* run);
+
+// Enqueues a fused executable on `externals`; returns its first `result_count` results (the
+// runtime checks' flag, if `check_ops` is not empty, follows them and is watched).
+std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
+    const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
+    int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
+    size_t result_count);
 
 // Records one op; returns its outputs as execution would, their storages pending.
 std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,

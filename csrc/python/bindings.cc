@@ -21,6 +21,7 @@
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/python/distributed.h"
+#include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
 
@@ -127,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native runtime";
   bind_distributed(m);
+  bind_graph_replay(m);
   bind_kernels(m);
   bind_memory_history(m);
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1,
