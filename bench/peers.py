@@ -62,18 +62,38 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import torch
-from jax import lax
-from torch import nn
-from torch.nn import functional as F
+# torch_tpu adds flags for its CPU plugin to XLA_FLAGS on import (torch_tpu/_plugin.py); jax
+# gets the user's own (see _give_jax_its_own_flags), so its column is jax as users run it.
+_USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
 
-import torch_tpu
-from torch_tpu.testing.tiny_gpt import Block, TinyGPT, tiny_lm_training_step
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from jax import lax  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+import torch_tpu  # noqa: E402
+from torch_tpu.testing.tiny_gpt import Block, TinyGPT, tiny_lm_training_step  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
+
+
+def _give_jax_its_own_flags() -> None:
+    """The plugin reads XLA_FLAGS at its first compile, jax's CPU client when it starts: compile
+    on tpu first (a fused graph, which also fixes the disk cache's key), then put the user's
+    flags back before jax starts."""
+    torch_tpu.set_eager_mode("defer_and_fuse")
+    (torch.ones(4, device="tpu") * 2 + 1).cpu()
+    torch_tpu.set_eager_mode("strict")
+    if _USER_XLA_FLAGS is None:
+        os.environ.pop("XLA_FLAGS", None)
+    else:
+        os.environ["XLA_FLAGS"] = _USER_XLA_FLAGS
+
+
+_give_jax_its_own_flags()
 
 # --------------------------------------------------------------------------------------------
 # Columns, cells and timing

@@ -3,6 +3,11 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <vector>
+
 namespace torch_tpu {
 namespace {
 
@@ -29,6 +34,38 @@ hlo::Value linear_indices(hlo::Builder& b, const hlo::Value& offset, const at::T
 }
 
 bool is_dense_range(const at::TensorBase& tensor) { return tensor.is_contiguous(); }
+
+// The dimensions from outermost to innermost in memory when the view holds every element of
+// [offset, offset + numel) exactly once (a transpose or permute of a dense block): it then
+// reads as a slice, a reshape and a transpose, which the compiler handles far better than a
+// gather (a Linear's weight.t() is one).
+std::optional<std::vector<int64_t>> dense_block_order(const at::TensorBase& tensor) {
+  const int64_t rank = tensor.dim();
+  std::vector<int64_t> order(rank);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return tensor.stride(a) > tensor.stride(b); });
+  int64_t expected = 1;
+  for (int64_t k = rank - 1; k >= 0; --k) {
+    const int64_t dim = order[k];
+    if (tensor.size(dim) == 1) continue;
+    if (tensor.stride(dim) != expected) return std::nullopt;
+    expected *= tensor.size(dim);
+  }
+  return order;
+}
+
+hlo::Shape sizes_in(const at::TensorBase& tensor, const std::vector<int64_t>& order) {
+  hlo::Shape shape;
+  for (int64_t dim : order) shape.push_back(tensor.size(dim));
+  return shape;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& permutation) {
+  std::vector<int64_t> result(permutation.size());
+  for (size_t i = 0; i < permutation.size(); ++i) result[permutation[i]] = static_cast<int64_t>(i);
+  return result;
+}
 
 const hlo::Value& offset_of(const std::optional<hlo::Value>& offset) {
   TORCH_INTERNAL_ASSERT(offset.has_value(), "torch_tpu: a view read or written without its offset");
@@ -60,6 +97,10 @@ hlo::Value read_view(hlo::Builder& b, const hlo::Value& flat,
     hlo::Value range = b.dynamic_slice(flat, {offset_of(offset)}, {tensor.numel()});
     return b.reshape(range, shape);
   }
+  if (auto order = dense_block_order(tensor)) {
+    hlo::Value range = b.dynamic_slice(flat, {offset_of(offset)}, {tensor.numel()});
+    return b.transpose(b.reshape(range, sizes_in(tensor, *order)), inverse(*order));
+  }
   hlo::GatherDims dims;
   dims.collapsed_slice_dims = {0};
   dims.start_index_map = {0};
@@ -73,6 +114,10 @@ hlo::Value write_view(hlo::Builder& b, const hlo::Value& flat, const hlo::Value&
   if (tensor.numel() == 0) return flat;
   if (is_dense_range(tensor)) {
     return b.dynamic_update_slice(flat, b.reshape(values, {tensor.numel()}), {offset_of(offset)});
+  }
+  if (auto order = dense_block_order(tensor)) {
+    hlo::Value in_memory_order = b.reshape(b.transpose(values, *order), {tensor.numel()});
+    return b.dynamic_update_slice(flat, in_memory_order, {offset_of(offset)});
   }
   hlo::ScatterDims dims;
   dims.inserted_window_dims = {0};
