@@ -664,14 +664,7 @@ def torch_generate(
     """TinyGPT.generate's loop around `step`: the prompt fed token by token, then each new
     token read back to the host."""
     device = model.embed.weight.device
-    head_dim = GEN_DIM // model.heads
-    caches = [
-        (
-            torch.zeros(model.heads, model.max_len, head_dim, device=device),
-            torch.zeros(model.heads, model.max_len, head_dim, device=device),
-        )
-        for _ in model.blocks
-    ]
+    caches = model.empty_caches()
     pos = torch.zeros((), dtype=torch.long, device=device)
     produced: list[int] = []
     token = torch.tensor(PROMPT[0], device=device)

@@ -456,6 +456,13 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   return buffer;
 }
 
+bool persist_eager_executables(const char* setting, const std::string& platform) {
+  if (setting != nullptr && *setting != '\0') return std::string(setting) == "1";
+  // On the CPU plugin a single op compiles in milliseconds, less than reading it back; on a
+  // TPU or GPU each is a real compile, which a warm process should not pay again.
+  return platform != "cpu";
+}
+
 namespace {
 
 // An op's executable as the profiler names it: the overload torch.ops spells, so that it never
@@ -472,11 +479,8 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }
-    // Single ops compile in milliseconds; they use the disk cache only when asked to.
-    static const bool persist = [] {
-      const char* value = std::getenv("TORCH_TPU_CACHE_EAGER");
-      return value != nullptr && std::string(value) == "1";
-    }();
+    static const bool persist = persist_eager_executables(std::getenv("TORCH_TPU_CACHE_EAGER"),
+                                                          Runtime::get().client().platform_name());
     try {
       profiler::HostSpan span("compile " + executable_name(entry.op_name));
       entry.executable = compile_with_cache(module, persist);

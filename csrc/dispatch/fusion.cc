@@ -100,7 +100,7 @@ int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::stri
   return index;
 }
 
-// What a parameter of `entry` reads, for replaying a recorded graph (see graph_replay.h).
+// What a parameter of `entry` reads, for replaying a recorded graph (csrc/python/graph_replay.cc).
 ExternalSource source_of(const ParamSource& param, const CacheEntry& entry,
                          const std::vector<c10::IValue>& args, int device) {
   ExternalSource source;
@@ -351,11 +351,12 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   RecordedOp op{entry, {}, static_cast<int>(g.value_types.size())};
   for (size_t p = 0; p < entry->params.size(); ++p) {
     const ParamSource& param = entry->params[p];
-    ExternalSource source;
-    if (recording()) source = source_of(param, *entry, args, device);
+    auto source = [&] {
+      return recording() ? source_of(param, *entry, args, device) : ExternalSource{};
+    };
     if (param.kind != ParamSource::Kind::Storage) {
       op.inputs.push_back({true, add_external(g, value_param_buffer(param, *entry, args, device),
-                                              entry->param_types[p], std::move(source))});
+                                              entry->param_types[p], source())});
       continue;
     }
     at::Tensor tensor = tensor_of(args, param.arg, param.list_index);
@@ -364,8 +365,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
       TORCH_INTERNAL_ASSERT(contents.type == param.type, "a pending storage read as another dtype");
       op.inputs.push_back({false, contents.pending->value});
     } else {
-      op.inputs.push_back({true, add_external(g, storage_buffer(tensor), entry->param_types[p],
-                                              std::move(source))});
+      op.inputs.push_back(
+          {true, add_external(g, storage_buffer(tensor), entry->param_types[p], source())});
     }
   }
   for (const std::string& type : entry->result_types) g.value_types.push_back(type);

@@ -265,3 +265,13 @@ def test_tiny_hugging_face_causal_lm_compiled() -> None:
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+def test_eager_executables_persist_by_default_except_on_the_cpu_plugin() -> None:
+    from torch_tpu import _C
+
+    persist = _C._persist_eager_executables
+    assert not persist(None, "cpu")  # compiling is cheaper than reading back
+    assert persist(None, "tpu") and persist(None, "cuda")  # each op is a real compile
+    assert persist("1", "cpu") and not persist("0", "tpu")
+    assert not persist("", "cpu") and persist("", "tpu")  # empty: unset

@@ -74,6 +74,18 @@ class TinyGPT(nn.Module):
             x = block(x)
         return self.head(self.ln(x))
 
+    def empty_caches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Zeroed (keys, values) caches, one pair per block, for every position."""
+        device = self.embed.weight.device
+        head_dim = self.embed.weight.shape[1] // self.heads
+        return [
+            (
+                torch.zeros(self.heads, self.max_len, head_dim, device=device),
+                torch.zeros(self.heads, self.max_len, head_dim, device=device),
+            )
+            for _ in self.blocks
+        ]
+
     @torch.no_grad()
     def generate(
         self,
@@ -84,15 +96,7 @@ class TinyGPT(nn.Module):
         """Greedy decoding, one token at a time, reading each new token back to the host
         (as a stopping criterion would)."""
         device = self.embed.weight.device
-        dim = self.embed.weight.shape[1]
-        head_dim = dim // self.heads
-        caches = [
-            (
-                torch.zeros(self.heads, self.max_len, head_dim, device=device),
-                torch.zeros(self.heads, self.max_len, head_dim, device=device),
-            )
-            for _ in self.blocks
-        ]
+        caches = self.empty_caches()
         pos = torch.zeros((), dtype=torch.long, device=device)
         produced: list[int] = []
         token = torch.tensor(prompt[0], device=device)
