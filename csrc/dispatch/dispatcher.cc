@@ -218,7 +218,7 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
                                         const c10::FunctionSchema& schema,
                                         const LoweringEntry& lowering,
                                         std::vector<c10::IValue>& args,
-                                        const OutputLayouts& layouts, bool* resized) {
+                                        const OutputLayouts& layouts) {
   hlo::Builder builder;
   LoweringContext ctx(builder, args);
   std::vector<hlo::Value> results;
@@ -272,14 +272,13 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
       if (!inplace && argument.kwarg_only()) {
         // out=: resize the output as torch does (every mismatched one: mode.values has two),
         // then key again.
-        at::native::resize_output(target, c10::IntArrayRef(result.shape));
-        *resized = true;
+        entry->resizes.emplace_back(written[w], result.shape);
         continue;
       }
       TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
                   " doesn't match the broadcast shape ", shape_text(result.shape));
     }
-    if (*resized) continue;  // this attempt only resizes; the next one builds
+    if (!entry->resizes.empty()) continue;  // this attempt only resizes; the next one builds
     c10::ScalarType result_dtype = to_scalar_type(result.type);
     TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
                 " can't be cast to the desired output type ", target.scalar_type());
@@ -297,7 +296,11 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     entry->outputs.push_back(plan);
     module_results.push_back(flat);
   }
-  if (*resized) return nullptr;
+  if (!entry->resizes.empty()) {
+    entry->op_name = op_name;
+    entry->outputs.clear();
+    return entry;
+  }
   if (std::optional<hlo::Value> held = builder.runtime_checks(); held && runtime_checks_enabled()) {
     module_results.push_back(*held);
     hlo::Builder::RuntimeCheck failure = builder.runtime_check_failure();
@@ -600,6 +603,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   OutputLayouts layouts;
+  bool checked = false;
   for (int attempt = 0;; ++attempt) {
     std::string key = op_name;
     // Integer division, mean of integers' float results, ...: the default dtype is part of
@@ -627,25 +631,30 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       // Only on a miss: a call that fails these never compiles, so it never hits. CPU's own
       // error for a bad call comes first; an op CPU computes for complex tensors but we do not
       // yet is refused after it.
-      if (attempt == 0) {
+      if (!checked) {
+        checked = true;
         layouts = run_meta_checks(schema, args);
         if (refuses_complex(op_name, args)) {
           raise_cpu_error(schema, args);
           check_complex_support(op_name, args);
         }
       }
-      bool resized = false;
-      entry = build_entry(op_name, schema, lowering, args, layouts, &resized);
-      if (resized) {
-        TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
-        continue;
-      }
+      entry = build_entry(op_name, schema, lowering, args, layouts);
       std::shared_ptr<pjrt::Executable> evicted;
       {
         std::lock_guard<std::mutex> lock(cache_mutex);
         evicted = cache_insert(key, entry);
       }
       retire(std::move(evicted));
+    }
+    // A call that only resizes its out= arguments (torch.arange makes an empty one for every
+    // call) is cached too, so that it costs a lookup rather than a lowering each time.
+    if (!entry->resizes.empty()) {
+      TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
+      for (const auto& [arg, shape] : entry->resizes) {
+        at::native::resize_output(args[arg].toTensor(), c10::IntArrayRef(shape));
+      }
+      continue;
     }
     EagerMode mode = eager_mode();
     std::vector<c10::IValue> outputs =

@@ -106,3 +106,20 @@ def test_views_at_different_offsets_share_one_executable() -> None:
     # Strict compiles nothing more; DeferAndFuse compiles the fused graphs its loop cuts (a
     # step, and the tail before the sync), once each. Per position it would be 62 or more.
     assert torch_tpu.metrics()["compiles"] - before <= 2
+
+
+def test_out_variants_that_resize_cost_a_lookup_after_the_first_call() -> None:
+    # torch.arange makes an empty out= tensor on every call; resizing it must not rebuild
+    # the op each time (a decode loop calls it per token).
+    def loop() -> None:
+        for n in range(3):
+            got = torch.arange(64, device="tpu") + n
+            torch.testing.assert_close(got.cpu(), torch.arange(64) + n)
+
+    loop()
+    before = torch_tpu.metrics()
+    loop()
+    assert torch_tpu.metrics()["cache_misses"] == before["cache_misses"]
+    out = torch.empty(0, device="tpu")  # resized by the call, as on CPU
+    torch.cumsum(torch.ones(5, device="tpu"), 0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.arange(1.0, 6.0))
