@@ -75,7 +75,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import torch_tpu  # noqa: E402
-from torch_tpu.testing.tiny_gpt import Block, TinyGPT, tiny_lm_training_step  # noqa: E402
+from torch_tpu.testing.tiny_gpt import TinyGPT, tiny_lm_training_step  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
 
@@ -645,39 +645,6 @@ def gen_model() -> TinyGPT:
     return TinyGPT(dim=GEN_DIM, max_len=GEN_MAX_LEN).eval()
 
 
-def torch_decode_step(
-    model: TinyGPT, token: torch.Tensor, pos: torch.Tensor, caches: Caches
-) -> torch.Tensor:
-    """One token of TinyGPT.generate: extends the caches, advances `pos`, returns the argmax."""
-    x = model.embed(token) + model.positions(pos)
-    blocks: Sequence[Block] = model.blocks  # type: ignore[assignment]
-    for block, (k_cache, v_cache) in zip(blocks, caches, strict=True):
-        x = block.step(x, pos, k_cache, v_cache)
-    logits = model.head(model.ln(x))
-    pos.add_(1)
-    return logits.argmax()
-
-
-def torch_generate(
-    model: TinyGPT, step: Callable[[torch.Tensor, torch.Tensor, Caches], torch.Tensor]
-) -> list[int]:
-    """TinyGPT.generate's loop around `step`: the prompt fed token by token, then each new
-    token read back to the host."""
-    device = model.embed.weight.device
-    caches = model.empty_caches()
-    pos = torch.zeros((), dtype=torch.long, device=device)
-    produced: list[int] = []
-    token = torch.tensor(PROMPT[0], device=device)
-    for i in range(len(PROMPT) - 1 + NEW_TOKENS):
-        next_token = step(token, pos, caches)
-        if i + 1 < len(PROMPT):
-            token = torch.tensor(PROMPT[i + 1], device=device)
-            continue
-        token = next_token
-        produced.append(int(token.item()))
-    return produced
-
-
 JaxCaches = list[tuple[jax.Array, jax.Array]]
 
 
@@ -725,13 +692,12 @@ class GenerateRow:
         model = model.eval().to(column.device)
 
         def step(token: torch.Tensor, pos: torch.Tensor, caches: Caches) -> torch.Tensor:
-            return torch_decode_step(model, token, pos, caches)
+            return model.decode_step(token, pos, caches)
 
         compiled = maybe_compile(step, column)
 
         def run() -> list[int]:
-            with torch.no_grad():
-                return torch_generate(model, compiled)
+            return model.generate(list(PROMPT), NEW_TOKENS, step=compiled)
 
         self.check(run())
         return Cell(run, no_sync, work=NEW_TOKENS)  # every token is read back already

@@ -86,30 +86,42 @@ class TinyGPT(nn.Module):
             for _ in self.blocks
         ]
 
+    def decode_step(
+        self,
+        token: torch.Tensor,
+        pos: torch.Tensor,
+        caches: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> torch.Tensor:
+        """One token at position `pos`: extends the caches, advances `pos` and returns the
+        argmax of the next token's logits."""
+        x = self.embed(token) + self.positions(pos)
+        for block, (k_cache, v_cache) in zip(self.blocks, caches, strict=True):
+            x = block.step(x, pos, k_cache, v_cache)
+        pos.add_(1)
+        return self.head(self.ln(x)).argmax()
+
     @torch.no_grad()
     def generate(
         self,
         prompt: list[int],
         new_tokens: int,
         on_token: Callable[[int], None] | None = None,
+        step: Callable[..., torch.Tensor] | None = None,
     ) -> list[int]:
         """Greedy decoding, one token at a time, reading each new token back to the host
-        (as a stopping criterion would)."""
+        (as a stopping criterion would). `step` replaces decode_step (a compiled one, say)."""
+        step = step if step is not None else self.decode_step
         device = self.embed.weight.device
         caches = self.empty_caches()
         pos = torch.zeros((), dtype=torch.long, device=device)
         produced: list[int] = []
         token = torch.tensor(prompt[0], device=device)
-        for step in range(len(prompt) - 1 + new_tokens):
-            x = self.embed(token) + self.positions(pos)
-            for block, (k_cache, v_cache) in zip(self.blocks, caches, strict=True):
-                x = block.step(x, pos, k_cache, v_cache)
-            logits = self.head(self.ln(x))
-            pos.add_(1)
-            if step + 1 < len(prompt):
-                token = torch.tensor(prompt[step + 1], device=device)
+        for i in range(len(prompt) - 1 + new_tokens):
+            next_token = step(token, pos, caches)
+            if i + 1 < len(prompt):
+                token = torch.tensor(prompt[i + 1], device=device)
                 continue
-            token = logits.argmax()
+            token = next_token
             produced.append(int(token.item()))
             if on_token is not None:
                 on_token(len(produced))
