@@ -1,7 +1,10 @@
 """Builds torch_tpu._C with CMake against the torch installed in this environment.
 
-Install with `pip install --no-build-isolation -e .` so that the build sees that torch
-(build isolation would download another one).
+Install with `pip install --no-build-isolation -e .`, or make a wheel with
+`pip wheel --no-build-isolation --no-deps .`, so that the build sees that torch (build
+isolation would download another one). The extension links torch's C++ libraries, whose ABI
+changes between releases: the version names the torch release built against
+(0.1.0+torch2.13) and the wheel requires that release.
 """
 
 import os
@@ -14,11 +17,29 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+BASE_VERSION = "0.1.0"
+
+
+# Building imports torch, whose autoload would load an installed torch_tpu: an earlier build,
+# perhaps for another torch. The build needs none.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+
+def torch_release() -> str:
+    """major.minor of the torch this build compiles against."""
+    import torch
+
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return f"{major}.{minor}"
+
+
+# One build tree per torch the extension is built against (TORCH_TPU_BUILD_DIR).
+BUILD_DIR = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build"))
 
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        build_dir = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build"))
+        build_dir = BUILD_DIR
         build_dir.mkdir(parents=True, exist_ok=True)
         if not (build_dir / "build.ninja").exists():
             subprocess.check_call(
@@ -44,7 +65,17 @@ class CMakeBuild(build_ext):
         staging.replace(target)
 
 
+TORCH_RELEASE = torch_release()
 setup(
+    version=f"{BASE_VERSION}+torch{TORCH_RELEASE}",
+    install_requires=[f"torch=={TORCH_RELEASE}.*"],
     ext_modules=[Extension("torch_tpu._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
+    # setuptools' staging and metadata stay in the build tree too: in the checkout's top folder
+    # the metadata would be on sys.path of every process started there, naming whichever build
+    # came last, and builds against two torches would share the staging.
+    options={
+        "egg_info": {"egg_base": str(BUILD_DIR)},
+        "build": {"build_base": str(BUILD_DIR / "setuptools")},
+    },
 )

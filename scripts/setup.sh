@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything torch_tpu needs on a fresh Debian machine, idempotently: a virtual
-# environment with torch 2.13.0, the PJRT C API header, the XLA CPU PJRT plugin, the C++ test
-# tools, and torch_tpu itself (built with CMake against the installed torch).
+# environment with torch 2.13.0 and the test tools, what the package extras cpu (the XLA CPU
+# PJRT plugin), jax and hf name in pyproject.toml, the PJRT C API header, the C++ test tools,
+# and torch_tpu itself (built with CMake against the installed torch).
+#
+#   bash scripts/setup.sh [EXTRA...]    # more extras of pyproject.toml, e.g. ray titan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -31,18 +34,24 @@ fi
 # pip's own failures stop the script (pipefail); only its noise about local indexes is dropped.
 quiet() { grep -v "^WARNING: Location" || true; }
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | quiet; }
-if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, transformers, accelerate, diffusers, expecttest, jax" 2>/dev/null \
+if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, expecttest" 2>/dev/null \
    || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
-  say "installing torch==2.13.0, test tools, the Hugging Face stack (models are built from configs) and jax (the kernels extra)"
-  pip_install torch==2.13.0 numpy pytest pytest-xdist pytest-timeout ruff setuptools wheel expecttest \
-    transformers==5.24.0 accelerate==1.15.0 diffusers==0.42.1 "jax[cpu]==0.10.2"
+  say "installing torch==2.13.0 and the test tools"
+  pip_install torch==2.13.0 numpy pytest pytest-xdist pytest-timeout ruff setuptools wheel expecttest
 fi
 
-# 3. The XLA CPU PJRT plugin (PJRT API 0.115, built from the XLA of jaxlib 0.11.2).
-if ! "$PY" -c "import lammps_jax_pjrt_cpu" 2>/dev/null; then
-  say "installing the XLA CPU PJRT plugin (lammps-jax-pjrt-cpu)"
-  pip_install lammps-jax-pjrt-cpu==0.11.2
+# 3. What the extras name: the XLA CPU PJRT plugin (cpu), jax (kernels), the Hugging Face stack
+# (hf; models are built from configs), and the extras asked for. pip skips what is installed.
+EXTRAS=(cpu jax hf "$@")
+if [[ " ${EXTRAS[*]} " == *" tpu "* ]] && ! compgen -G "/dev/accel*" >/dev/null \
+   && ! compgen -G "/dev/vfio/[0-9]*" >/dev/null; then
+  # libtpu on a machine without TPU chips queries the cloud metadata service when loaded.
+  echo "[setup] the tpu extra (libtpu) is for machines with TPU devices (/dev/accel*, /dev/vfio/*)" >&2
+  exit 1
 fi
+mapfile -t extra_requirements < <("$PY" scripts/extra_requirements.py "${EXTRAS[@]}")
+say "extras ${EXTRAS[*]}: ${extra_requirements[*]}"
+pip_install "${extra_requirements[@]}"
 
 # 4. The PJRT C API header, extracted from a registry sdist that ships it (never committed).
 HEADER=$DEPS/include/xla/pjrt/c/pjrt_c_api.h

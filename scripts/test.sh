@@ -7,7 +7,9 @@
 # samples of each, evenly spread, in the Strict pass; and every 16th entry in the DeferAndFuse
 # pass; the bad-input gate checks every 4th entry. `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes,
 # every sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an
-# hour on two cores); run it before calling coverage or fusion work done. Extra arguments go to pytest in both passes.
+# hour on two cores), and the wheel built and run against the other supported torch release
+# (tools/wheel.py --torch 2.14.1: its own venv and build tree); run it before calling
+# coverage, fusion or packaging work done. Extra arguments go to pytest in both passes.
 #
 # Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
 # would turn another worker's or pass's compiles into disk hits under tests that count
@@ -31,6 +33,8 @@ if [ "$FULL" = 1 ]; then
   "${PYTEST[@]}" "$@"
   echo "[test] Python suite (pytest) again under TPU_DEFER_AND_FUSE=1, full gate"
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --op-gate-samples 32 "$@"
+  echo "[test] The wheel against torch 2.14.1"
+  "$PY" tools/wheel.py --torch 2.14.1
 else
   echo "[test] Python suite (pytest), Strict mode"
   "${PYTEST[@]}" --op-gate-samples 2 --bad-input-every 4 "$@"

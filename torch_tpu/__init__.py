@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.metadata
 import os
 import sys
 import time
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Literal
 
 
@@ -31,6 +33,7 @@ import torch  # noqa: E402
 from . import _plugin  # noqa: E402
 
 __all__ = [
+    "__version__",
     "EagerMode",
     "eager_mode",
     "get_eager_mode",
@@ -38,28 +41,79 @@ __all__ = [
     "plugin_path",
     "reset_metrics",
     "set_eager_mode",
+    "version_info",
 ]
+
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("torch_tpu")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, never installed
+        return "unknown"
+
+
+# "0.1.0+torch2.13": the local part names the torch release the extension was built against.
+__version__ = _installed_version()
 
 EagerMode = Literal["strict", "debug", "defer_and_fuse"]
 
 _state: dict[str, object] = {}
 
 
-def _initialize() -> None:
-    if _state.get("initialized"):
-        return
-    torch.utils.rename_privateuse1_backend("tpu")
-    from . import _C, device_module
+def _torch_release(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
 
-    kind, path = _plugin.resolve()
+
+def _load_extension() -> ModuleType:
+    """torch_tpu._C, checked against the running torch: the extension links torch's C++
+    libraries, and another torch release than the one it was compiled against fails in the
+    loader with an undefined symbol, or worse. Say so plainly."""
+    running = _torch_release(torch.__version__)
+    try:
+        from . import _C
+    except ImportError as error:
+        raise ImportError(
+            f"torch_tpu {__version__}: its extension does not load with torch {torch.__version__}"
+            f" (was it built against another torch release?): {error}"
+        ) from error
+    built = _C._built_against_torch()
+    if _torch_release(built) != running:
+        raise ImportError(
+            f"torch_tpu was built against torch {built}, but torch {torch.__version__} is "
+            f"installed: install torch=={_torch_release(built)}.* or a torch_tpu built "
+            f"against torch {running}"
+        )
+    return _C
+
+
+def _start_runtime(kind: str, path: str) -> None:
+    from . import _C
+    from .distributed import _multi_process
+
     _plugin.apply_xla_flags(kind)
     # One process drives one device by default, as on TPU; the CPU plugin would otherwise
     # expose one device per core group.
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0
-    from .distributed import _multi_process
-
     options, key_value = _multi_process.client_setup(kind)  # a torchrun job's XLA engine
-    _C._initialize(str(path), count, options, key_value)
+    _C._initialize(path, count, options, key_value)
+
+
+def _initialize() -> None:
+    if _state.get("initialized"):
+        return
+    _C = _load_extension()
+    torch.utils.rename_privateuse1_backend("tpu")
+    from . import device_module
+
+    try:
+        kind, path = _plugin.resolve()
+        _start_runtime(kind, str(path))
+    except _plugin.NoPluginInstalledError as error:
+        # Installed without a plugin extra: torch imports as it does without a GPU, the device
+        # reports no devices, and using it raises this message, which names the extras.
+        _C._set_unavailable_reason(str(error))
+        _state["unavailable"] = error
+        kind, path = "none", None
     torch._register_device_module("tpu", device_module)
     from . import memory
 
@@ -78,7 +132,7 @@ def _initialize() -> None:
     _optimizer_kernels.register()
 
     integrations.install()
-    _state.update(initialized=True, plugin=str(path), kind=kind)
+    _state.update(initialized=True, plugin=path, kind=kind)
     atexit.register(_finish_device_work)
 
 
@@ -101,7 +155,31 @@ def _finish_device_work() -> None:
 
 def plugin_path() -> str:
     """Path of the PJRT plugin in use."""
+    if _state.get("plugin") is None:
+        raise RuntimeError(str(_state.get("unavailable", "torch_tpu is not initialized")))
     return str(_state["plugin"])
+
+
+def version_info() -> dict[str, str]:
+    """What a bug report needs: torch_tpu's version, the torch running it, and the PJRT plugin
+    in use with the API version it speaks, next to the API header torch_tpu was built with."""
+    from . import _C, device_module
+
+    info = {
+        "torch_tpu": __version__,
+        "torch": torch.__version__,
+        "built_against_torch": _C._built_against_torch(),
+        "pjrt_header": _C._pjrt_header_version(),
+        "plugin_kind": str(_state.get("kind")),
+    }
+    if device_module.is_available():
+        props = device_module.get_device_properties(0)
+        info.update(
+            plugin=props.plugin_path,
+            platform=f"{props.platform_name} {props.platform_version}",
+            pjrt_api=props.pjrt_api_version,
+        )
+    return info
 
 
 def set_eager_mode(mode: EagerMode) -> None:

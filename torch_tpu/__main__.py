@@ -10,7 +10,6 @@ level, through ``torch_tpu.debug.compare_with_cpu`` and prints the report.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import runpy
 import sys
@@ -62,8 +61,8 @@ def self_test() -> str | None:
 def doctor() -> int:
     problems: list[str] = []
     print(f"torch          {torch.__version__}")
-    print(f"torch_tpu      {importlib.metadata.version('torch_tpu')}")
-    start_error = torch_tpu._state.get("start_error")
+    print(f"torch_tpu      {torch_tpu.__version__}")
+    start_error = torch_tpu._state.get("start_error") or torch_tpu._state.get("unavailable")
     if start_error is not None:
         print(f"start          failed: {type(start_error).__name__}: {start_error}")
         print(
@@ -71,10 +70,12 @@ def doctor() -> int:
             "TORCH_TPU_PJRT_PLUGIN at one; `bash scripts/setup.sh` installs the CPU plugin"
         )
         return 1
-    props = torch.tpu.get_device_properties(0)
-    print(f"plugin         {props.plugin_path}")
-    print(f"platform       {props.platform_name} {props.platform_version}")
-    print(f"PJRT C API     {props.pjrt_api_version}")
+    info = torch_tpu.version_info()
+    print(f"plugin         {info['plugin']}")
+    print(f"platform       {info['platform']}")
+    print(
+        f"PJRT C API     {info['pjrt_api']} (torch_tpu built with the {info['pjrt_header']} header)"
+    )
     for index in range(torch.tpu.device_count()):
         free, total = torch.tpu.mem_get_info(index)
         name = torch.tpu.get_device_name(index)

@@ -16,11 +16,12 @@ ENV_VAR = "TORCH_TPU_PJRT_PLUGIN"
 # Where TPU device nodes are looked for; tests point it at a fake folder.
 DEV_ROOT_VAR = "TORCH_TPU_DEV_ROOT"
 
+# Each names the package extra (pyproject.toml) that installs the plugin.
 _INSTALL_HINT = {
-    "cpu": "pip install lammps-jax-pjrt-cpu  (the XLA CPU PJRT plugin)",
-    "tpu": "pip install libtpu  (on a Cloud TPU VM; libtpu is only loaded where TPU devices, "
-    "/dev/accel* or /dev/vfio/*, exist)",
-    "cuda": "pip install jax-cuda13-pjrt  (the XLA CUDA plugin, on an NVIDIA GPU machine)",
+    "cpu": "pip install 'torch_tpu[cpu]'  (the XLA CPU PJRT plugin)",
+    "tpu": "pip install 'torch_tpu[tpu]'  (libtpu, on a Cloud TPU VM; it is only loaded where "
+    "TPU devices, /dev/accel* or /dev/vfio/*, exist)",
+    "cuda": "pip install 'torch_tpu[cuda]'  (the XLA CUDA plugin, on an NVIDIA GPU machine)",
 }
 
 
@@ -52,6 +53,12 @@ def apply_xla_flags(kind: str) -> None:
 
 class PluginNotFoundError(RuntimeError):
     """No PJRT plugin could be found; the message says how to install one."""
+
+
+class NoPluginInstalledError(PluginNotFoundError):
+    """No plugin was asked for and none is installed: torch_tpu was installed without a plugin
+    extra. Unlike a plugin asked for and missing, this leaves the device unavailable instead of
+    failing the import."""
 
 
 def _package_dir(name: str) -> Path | None:
@@ -127,8 +134,8 @@ def resolve(spec: str | None = None) -> tuple[str, Path]:
         path = _FINDERS[kind]()
         if path is not None:
             return kind, path
-    hints = "; ".join(f"{k}: {v}" for k, v in _INSTALL_HINT.items())
-    raise PluginNotFoundError(
-        f"torch_tpu: no PJRT plugin found. Install one ({hints}) or set {ENV_VAR} to a "
-        "plugin's path."
+    hints = "; ".join(_INSTALL_HINT.values())
+    raise NoPluginInstalledError(
+        f"torch_tpu: no PJRT plugin is installed, so no tpu device is available. Install the "
+        f"one for this machine with an extra: {hints}; or set {ENV_VAR} to a plugin's path."
     )

@@ -15,6 +15,7 @@ std::mutex init_mutex;
 // plugin's own static destructors.
 std::atomic<Runtime*> instance{nullptr};
 thread_local int thread_device = 0;
+std::string unavailable_reason;  // set once, at import, before any tensor exists
 }  // namespace
 
 void Runtime::initialize(const std::string& plugin_path,
@@ -44,11 +45,16 @@ void Runtime::initialize(const std::string& plugin_path,
 
 bool Runtime::initialized() { return instance.load() != nullptr; }
 
+void Runtime::set_unavailable_reason(std::string reason) { unavailable_reason = std::move(reason); }
+
 Runtime& Runtime::get() {
   Runtime* runtime = instance.load();
-  TORCH_CHECK(runtime != nullptr,
-              "torch_tpu: the runtime is not initialised; import torch_tpu (or torch with "
-              "torch_tpu installed) first");
+  if (runtime == nullptr) {
+    TORCH_CHECK(unavailable_reason.empty(), unavailable_reason);
+    TORCH_CHECK(false,
+                "torch_tpu: the runtime is not initialised; import torch_tpu (or torch with "
+                "torch_tpu installed) first");
+  }
   return *runtime;
 }
 

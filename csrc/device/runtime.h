@@ -19,6 +19,8 @@ class Runtime {
                          const std::vector<pjrt::ClientOption>& options,
                          const pjrt::KeyValueCallbacks* key_value = nullptr);
   static bool initialized();
+  // Why the runtime will not start (no plugin is installed, say): get() raises it then.
+  static void set_unavailable_reason(std::string reason);
   // The runtime; throws if initialize() has not run.
   static Runtime& get();
 

@@ -21,6 +21,7 @@
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/python/distributed.h"
+#include "torch_tpu_build_info.h"
 #include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
@@ -134,6 +135,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1,
         py::arg("options") = py::dict(), py::arg("key_value") = nullptr);
   m.def("_is_initialized", &Runtime::initialized);
+  // No plugin: the kernels are registered all the same, so that an op on the device raises
+  // `reason` (from Runtime::get) instead of "not implemented for the tpu device".
+  m.def("_set_unavailable_reason", [](std::string reason) {
+    Runtime::set_unavailable_reason(std::move(reason));
+    register_lowered_kernels();
+  });
+  m.def("_built_against_torch", [] { return std::string(TORCH_TPU_BUILT_AGAINST_TORCH); });
+  m.def("_pjrt_header_version",
+        [] { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });
   m.def("_device_count", [] { return Runtime::initialized() ? Runtime::get().device_count() : 0; });
   m.def("_current_device", &current_device);
   m.def("_set_device", &set_current_device);

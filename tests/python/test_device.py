@@ -258,7 +258,7 @@ def test_tpu_plugin_not_installed_says_how_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert "TORCH_TPU_PJRT_PLUGIN=tpu" in proc.stderr
     assert "no tpu PJRT plugin is installed" in proc.stderr
-    assert "pip install libtpu" in proc.stderr
+    assert "pip install 'torch_tpu[tpu]'" in proc.stderr
 
 
 def test_tpu_plugin_without_tpu_devices_is_a_clear_error(tmp_path: Path) -> None:
@@ -422,3 +422,29 @@ def test_the_cpu_plugin_accepts_its_compiler_flags() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "--xla_cpu_experimental_ynn_fusion_type=" in proc.stdout
+
+
+def test_a_torch_release_other_than_the_built_one_is_a_clear_import_error(
+    monkeypatch: Any,
+) -> None:
+    import torch_tpu
+
+    extension = torch_tpu._load_extension()  # the release it was built against: fine
+    running = ".".join(torch.__version__.split(".")[:2])
+    assert extension._built_against_torch().startswith(running + ".")
+    monkeypatch.setattr(extension, "_built_against_torch", lambda: "2.9.1")
+    with pytest.raises(ImportError, match=rf"built against torch 2\.9\.1, but torch {running}"):
+        torch_tpu._load_extension()
+
+
+def test_version_info_names_torch_the_plugin_and_the_pjrt_versions() -> None:
+    import torch_tpu
+
+    info = torch_tpu.version_info()
+    assert info["torch_tpu"] == torch_tpu.__version__
+    assert info["torch"] == info["built_against_torch"] == torch.__version__
+    props = torch.tpu.get_device_properties(0)
+    assert info["plugin"] == props.plugin_path == torch_tpu.plugin_path()
+    assert info["pjrt_api"] == props.pjrt_api_version
+    major, minor = (int(part) for part in info["pjrt_header"].split("."))
+    assert major == 0 and minor > 0
