@@ -73,10 +73,14 @@ void RunTimer::finished() {
   span.end_ns = now_ns();
   std::lock_guard<std::mutex> lock(spans_mutex);
   // A device runs one executable at a time: this one began when the previous one ended, if
-  // that was after its launch.
+  // that was after its launch. Completions can be reported out of order (the plugin calls back
+  // from its own threads): one reported after a later run's keeps its launch as its start
+  // rather than collapsing to nothing.
   int64_t& free_at = device_free_at[span.device];
-  span.start_ns = std::min(std::max(span.start_ns, free_at), span.end_ns);
-  free_at = span.end_ns;
+  if (free_at < span.end_ns) {
+    span.start_ns = std::max(span.start_ns, free_at);
+    free_at = span.end_ns;
+  }
   spans.push_back(std::move(span));
 }
 
