@@ -126,10 +126,11 @@ def _initialize() -> None:
 
     distributed.register()
     device_module.distributed = distributed  # torch.tpu.distributed
-    from . import _fake_impls, _optimizer_kernels, integrations
+    from . import _fake_impls, _optimizer_kernels, integrations, profiler
 
     _fake_impls.register()
     _optimizer_kernels.register()
+    profiler.install()
 
     integrations.install()
     _state.update(initialized=True, plugin=path, kind=kind)

@@ -59,13 +59,15 @@ bool Plugin::has_slot(std::size_t offset) const {
   return slot != nullptr;
 }
 
-bool Plugin::has_extension(PJRT_Extension_Type type) const {
+const PJRT_Extension_Base* Plugin::extension(PJRT_Extension_Type type) const {
   for (const PJRT_Extension_Base* extension = api_->extension_start; extension != nullptr;
        extension = extension->next) {
-    if (extension->type == type) return true;
+    if (extension->type == type) return extension;
   }
-  return false;
+  return nullptr;
 }
+
+bool Plugin::has_extension(PJRT_Extension_Type type) const { return extension(type) != nullptr; }
 
 std::string Plugin::attributes() const {
   if (!TORCH_TPU_PJRT_HAS(*this, PJRT_Plugin_Attributes)) return "";

@@ -29,6 +29,8 @@ class Plugin {
 
   // True if the plugin lists an extension of `type` (FFI custom calls, layouts, ...).
   bool has_extension(PJRT_Extension_Type type) const;
+  // The plugin's extension of `type`, or nullptr.
+  const PJRT_Extension_Base* extension(PJRT_Extension_Type type) const;
 
   // Plugin attributes (PJRT_Plugin_Attributes) as "key=value" lines, for diagnostics.
   std::string attributes() const;

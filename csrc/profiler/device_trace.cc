@@ -1,5 +1,6 @@
 #include "csrc/profiler/device_trace.h"
 
+#include <c10/util/Exception.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include "csrc/device/runtime.h"
+#include "csrc/pjrt/profiler.h"
 
 namespace torch_tpu::profiler {
 namespace {
@@ -18,6 +20,10 @@ std::mutex spans_mutex;
 auto& spans = *new std::vector<Span>();                          // leaked, like the caches
 auto& device_free_at = *new std::unordered_map<int, int64_t>();  // under spans_mutex
 thread_local std::vector<uint64_t> correlations;
+// The plugin's own profiler, for the length of a profile, and what it traced in the last one.
+std::mutex plugin_mutex;
+auto& plugin_profiler = *new std::unique_ptr<pjrt::PluginProfiler>();
+auto& plugin_trace_bytes = *new std::string();
 
 int32_t this_thread() { return static_cast<int32_t>(::gettid()); }
 
@@ -36,7 +42,34 @@ int64_t now_ns() {
 
 bool collecting() { return active.load(std::memory_order_relaxed); }
 
+// A plugin profiler that fails leaves the profile with torch_tpu's own timings: say so, go on.
+void start_plugin_profiler() {
+  std::lock_guard<std::mutex> lock(plugin_mutex);
+  plugin_trace_bytes.clear();
+  if (!Runtime::initialized()) return;
+  try {
+    plugin_profiler = pjrt::PluginProfiler::create(Runtime::get().client().plugin());
+    if (plugin_profiler) plugin_profiler->start();
+  } catch (const std::exception& error) {
+    plugin_profiler.reset();
+    TORCH_WARN("torch_tpu: the PJRT plugin's profiler did not start: ", error.what());
+  }
+}
+
+void stop_plugin_profiler() {
+  std::lock_guard<std::mutex> lock(plugin_mutex);
+  if (!plugin_profiler) return;
+  try {
+    plugin_profiler->stop();
+    plugin_trace_bytes = plugin_profiler->collect();
+  } catch (const std::exception& error) {
+    TORCH_WARN("torch_tpu: the PJRT plugin's trace was lost: ", error.what());
+  }
+  plugin_profiler.reset();
+}
+
 void start_collecting() {
+  start_plugin_profiler();
   std::lock_guard<std::mutex> lock(spans_mutex);
   spans.clear();
   device_free_at.clear();
@@ -46,6 +79,7 @@ void start_collecting() {
 std::vector<Span> stop_collecting() {
   await_pending();  // every launched run completes, and so records its span
   active = false;
+  stop_plugin_profiler();
   std::lock_guard<std::mutex> lock(spans_mutex);
   std::vector<Span> collected;
   collected.swap(spans);
@@ -98,6 +132,11 @@ HostSpan::~HostSpan() {
   if (!span_) return;
   span_->end_ns = now_ns();
   record(std::move(*span_));
+}
+
+std::string plugin_trace() {
+  std::lock_guard<std::mutex> lock(plugin_mutex);
+  return plugin_trace_bytes;
 }
 
 }  // namespace torch_tpu::profiler

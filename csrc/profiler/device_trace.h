@@ -31,6 +31,10 @@ bool collecting();
 void start_collecting();
 // Waits for work in flight (so every launched run has its span), stops, and returns the spans.
 std::vector<Span> stop_collecting();
+// Where the plugin has a profiler of its own (libtpu, the CUDA plugin), it runs from
+// start_collecting() to stop_collecting(); this is its trace of the last profile, a serialized
+// XSpace for XProf. Empty otherwise.
+std::string plugin_trace();
 
 // The profiled op running on this thread, as the profiler announces it.
 void push_correlation(uint64_t id);

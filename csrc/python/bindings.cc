@@ -20,11 +20,12 @@
 #include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/profiler/device_trace.h"
 #include "csrc/python/distributed.h"
-#include "torch_tpu_build_info.h"
 #include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
+#include "torch_tpu_build_info.h"
 
 namespace py = pybind11;
 
@@ -141,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
     Runtime::set_unavailable_reason(std::move(reason));
     register_lowered_kernels();
   });
+  m.def("_plugin_trace", [] { return py::bytes(profiler::plugin_trace()); });
   m.def("_built_against_torch", [] { return std::string(TORCH_TPU_BUILT_AGAINST_TORCH); });
   m.def("_pjrt_header_version",
         [] { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });

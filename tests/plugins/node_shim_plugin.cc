@@ -4,6 +4,10 @@
 // (each node puts its entry in the caller's key-value store and waits for every other node's),
 // writes what it saw to $TORCH_TPU_SHIM_REPORT.<node_id> as JSON, then creates the wrapped
 // plugin's single-process client without the node options (the CPU plugin refuses them).
+//
+// With $TORCH_TPU_SHIM_TRACE set to a file, it also offers a profiler extension, as libtpu and
+// the CUDA plugin do: a profile collects that file's bytes (an XSpace), handed back with one
+// padding byte more, as libtpu's buffer has.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -142,6 +146,99 @@ PJRT_Error* shim_create(PJRT_Client_Create_Args* args) {
   return error;
 }
 
+// The profiler extension's ABI (torch_tpu's csrc/pjrt/profiler.cc declares the same; this
+// plugin links nothing of torch_tpu's, as a real one would not).
+struct ShimProfiler {
+  bool started = false, stopped = false;
+  std::string trace;
+};
+struct ProfilerArgs {
+  size_t struct_size;
+  ShimProfiler* profiler;
+};
+struct CreateArgs {
+  size_t struct_size;
+  const char* options;
+  size_t options_size;
+  ShimProfiler* profiler;
+};
+struct CollectArgs {
+  size_t struct_size;
+  ShimProfiler* profiler;
+  uint8_t* buffer;
+  size_t buffer_bytes;
+};
+struct ErrorArgs {
+  size_t struct_size;
+  std::string* error;
+  const char* message;
+  size_t message_size;
+};
+using Call = void* (*)(void*);
+struct ProfilerApi {
+  size_t struct_size;
+  void* priv;
+  Call error_destroy, error_message, error_get_code, create, destroy, start, stop, collect_data;
+};
+struct ProfilerExtension {
+  PJRT_Extension_Base base;
+  const ProfilerApi* api;
+  int64_t traceme_context_id;
+};
+
+template <typename Args, typename Body>
+Call profiler_call(Body body) {
+  return [](void* args) -> void* { return Body{}(static_cast<Args*>(args)); };
+}
+
+const ProfilerApi shim_profiler_api{
+    sizeof(ProfilerApi),
+    nullptr,
+    profiler_call<ErrorArgs>([](ErrorArgs* args) -> void* {
+      delete args->error;
+      return nullptr;
+    }),
+    profiler_call<ErrorArgs>([](ErrorArgs* args) -> void* {
+      args->message = args->error->data();
+      args->message_size = args->error->size();
+      return nullptr;
+    }),
+    nullptr,
+    profiler_call<CreateArgs>([](CreateArgs* args) -> void* {
+      args->profiler = new ShimProfiler;
+      return nullptr;
+    }),
+    profiler_call<ProfilerArgs>([](ProfilerArgs* args) -> void* {
+      delete args->profiler;
+      return nullptr;
+    }),
+    profiler_call<ProfilerArgs>([](ProfilerArgs* args) -> void* {
+      args->profiler->started = true;
+      return nullptr;
+    }),
+    profiler_call<ProfilerArgs>([](ProfilerArgs* args) -> void* {
+      args->profiler->stopped = args->profiler->started;
+      return nullptr;
+    }),
+    profiler_call<CollectArgs>([](CollectArgs* args) -> void* {
+      ShimProfiler& profiler = *args->profiler;
+      if (!profiler.stopped) return new std::string("shim profiler: collect before stop");
+      profiler.trace.clear();
+      if (FILE* in = std::fopen(std::getenv("TORCH_TPU_SHIM_TRACE"), "rb")) {
+        char chunk[4096];
+        for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), in)) > 0;)
+          profiler.trace.append(chunk, n);
+        std::fclose(in);
+      }
+      profiler.trace.push_back('\0');  // the padding byte
+      args->buffer = reinterpret_cast<uint8_t*>(profiler.trace.data());
+      args->buffer_bytes = profiler.trace.size();
+      return nullptr;
+    }),
+};
+ProfilerExtension shim_profiler_extension{
+    {sizeof(ProfilerExtension), PJRT_Extension_Type_Profiler, nullptr}, &shim_profiler_api, 0};
+
 }  // namespace
 
 extern "C" const PJRT_Api* GetPjrtApi() {
@@ -159,5 +256,9 @@ extern "C" const PJRT_Api* GetPjrtApi() {
   shim_api.struct_size = std::min(sizeof(shim_api), target->struct_size);
   target_create = target->PJRT_Client_Create;
   shim_api.PJRT_Client_Create = shim_create;
+  if (std::getenv("TORCH_TPU_SHIM_TRACE") != nullptr) {
+    shim_profiler_extension.base.next = shim_api.extension_start;
+    shim_api.extension_start = &shim_profiler_extension.base;
+  }
   return &shim_api;
 }

@@ -6,6 +6,9 @@ legacy profiler reports device time."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,8 @@ from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trac
 import torch_tpu
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+ROOT = Path(__file__).resolve().parents[2]
+SHIM = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build")) / "node_shim_plugin.so"
 
 
 @pytest.fixture
@@ -138,3 +143,61 @@ def test_host_syncs_appear_where_they_happen(strict: None, tmp_path: Path) -> No
         x.sum().item()
     names = [e["name"] for e in by_category(trace_of(prof, tmp_path), "privateuse1_runtime")]
     assert "sync: reading a tpu tensor" in names
+
+
+def test_without_a_plugin_profiler_no_xplane_is_written(strict: None, tmp_path: Path) -> None:
+    # The CPU plugin has no profiler of its own: the Chrome trace only.
+    x = torch.randn(8, 8, device=TPU)
+    with profile(activities=BOTH, on_trace_ready=tensorboard_trace_handler(str(tmp_path))):
+        (x + 1).cpu()
+    assert torch_tpu.profiler.plugin_trace() == b""
+    assert len(list(tmp_path.glob("*.pt.trace.json"))) == 1
+    assert not (tmp_path / "plugins").exists()
+
+
+def varint(value: int) -> bytes:
+    out = b""
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out += bytes([low | (0x80 if value else 0)])
+        if not value:
+            return out
+
+
+def field(number: int, payload: bytes) -> bytes:  # a length-delimited protobuf field
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def test_a_plugin_profilers_trace_is_written_where_xprof_reads_it(tmp_path: Path) -> None:
+    # The test plugin wraps the CPU plugin and offers a profiler extension whose trace is this
+    # XSpace (one plane named for the device, and a hostname), padded by one byte as libtpu's.
+    xspace = field(1, varint(1 << 3) + varint(7) + field(2, b"/device:TPU:0")) + field(4, b"shim")
+    (tmp_path / "trace.pb").write_bytes(xspace)
+    env = {
+        "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
+        "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
+        "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
+    }
+    code = (
+        "import torch, torch_tpu\n"
+        "from torch.profiler import profile, ProfilerActivity, tensorboard_trace_handler\n"
+        "x = torch.randn(8, 8, device='tpu')\n"
+        "acts = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]\n"
+        f"handler = tensorboard_trace_handler({str(tmp_path / 'tb')!r}, worker_name='w0')\n"
+        "with profile(activities=acts, on_trace_ready=handler):\n"
+        "    (x @ x).cpu()\n"
+        "print(torch_tpu.profiler.plugin_trace().hex())\n"
+    )
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**full_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == xspace.hex()  # the padding byte trimmed off
+    written = list((tmp_path / "tb" / "plugins" / "profile").glob("*/w0.xplane.pb"))
+    assert len(written) == 1 and written[0].read_bytes() == xspace
+    assert len(list((tmp_path / "tb").glob("w0.*.pt.trace.json"))) == 1  # the Chrome trace too

@@ -1,0 +1,155 @@
+#include "csrc/pjrt/profiler.h"
+
+#include <cstdint>
+
+#include "csrc/pjrt/error.h"
+
+namespace torch_tpu::pjrt {
+
+// The profiler extension's ABI, which pjrt_c_api.h does not declare (XLA keeps it in a header of
+// its own, not shipped in any package we can build against). Every argument struct starts with
+// its struct_size, as in the rest of PJRT; the layouts were checked against the XLA CUDA
+// plugin's extension (tests/cpp/plugin_profiler_test.cc).
+namespace {
+
+struct ProfilerError;
+
+struct ErrorDestroyArgs {
+  size_t struct_size;
+  ProfilerError* error;
+};
+struct ErrorMessageArgs {
+  size_t struct_size;
+  const ProfilerError* error;
+  const char* message;  // out, owned by the error
+  size_t message_size;  // out
+};
+struct CreateArgs {
+  size_t struct_size;
+  const char* options;  // a serialized ProfileOptions; empty: the plugin's defaults
+  size_t options_size;
+  void* profiler;  // out
+};
+struct ProfilerArgs {  // destroy, start and stop
+  size_t struct_size;
+  void* profiler;
+};
+struct CollectArgs {
+  size_t struct_size;
+  void* profiler;
+  uint8_t* buffer;      // in: null; out: the plugin's copy, valid until the next call
+  size_t buffer_bytes;  // out
+};
+
+using Call = ProfilerError* (*)(void*);
+
+struct ProfilerExtension {
+  PJRT_Extension_Base base;
+  const ProfilerApi* api;
+};
+
+// The serialized XSpace without what follows its last field: some plugins hand back one more
+// byte than the message holds (a zero, which no field tag can be). Walks the top-level fields.
+std::string trimmed_message(const uint8_t* data, size_t size) {
+  size_t at = 0;
+  auto varint = [&](size_t& cursor) -> uint64_t {
+    uint64_t value = 0;
+    for (int shift = 0; cursor < size && shift < 64; shift += 7) {
+      const uint8_t byte = data[cursor++];
+      value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80u) == 0) break;
+    }
+    return value;
+  };
+  while (at < size) {
+    size_t cursor = at;
+    const uint64_t tag = varint(cursor);
+    if (tag >> 3 == 0) break;  // field 0 does not exist: the padding begins here
+    switch (tag & 7u) {
+      case 0:
+        (void)varint(cursor);
+        break;
+      case 1:
+        cursor += 8;
+        break;
+      case 2:
+        cursor += varint(cursor);
+        break;
+      case 5:
+        cursor += 4;
+        break;
+      default:
+        return std::string(reinterpret_cast<const char*>(data), size);  // not ours to judge
+    }
+    if (cursor > size) break;
+    at = cursor;
+  }
+  return std::string(reinterpret_cast<const char*>(data), at);
+}
+
+}  // namespace
+
+struct ProfilerApi {
+  size_t struct_size;
+  void* priv;
+  Call error_destroy;
+  Call error_message;
+  Call error_get_code;
+  Call create;
+  Call destroy;
+  Call start;
+  Call stop;
+  Call collect_data;
+};
+
+std::unique_ptr<PluginProfiler> PluginProfiler::create(const Plugin& plugin) {
+  const auto* extension =
+      reinterpret_cast<const ProfilerExtension*>(plugin.extension(PJRT_Extension_Type_Profiler));
+  if (extension == nullptr || extension->api == nullptr) return nullptr;
+  const ProfilerApi* api = extension->api;
+  if (api->struct_size < sizeof(ProfilerApi) || api->create == nullptr) return nullptr;
+  CreateArgs args{sizeof(CreateArgs), "", 0, nullptr};
+  std::unique_ptr<PluginProfiler> profiler(new PluginProfiler(api, nullptr));
+  profiler->raise_if_error(api->create(&args), "creating the plugin's profiler");
+  profiler->profiler_ = args.profiler;
+  return profiler;
+}
+
+PluginProfiler::~PluginProfiler() {
+  if (profiler_ == nullptr) return;
+  ProfilerArgs args{sizeof(ProfilerArgs), profiler_};
+  if (ProfilerError* error = api_->destroy(&args)) {
+    ErrorDestroyArgs destroy{sizeof(ErrorDestroyArgs), error};
+    api_->error_destroy(&destroy);
+  }
+}
+
+void PluginProfiler::raise_if_error(void* error, const char* what) const {
+  if (error == nullptr) return;
+  auto* failure = static_cast<ProfilerError*>(error);
+  ErrorMessageArgs message{sizeof(ErrorMessageArgs), failure, nullptr, 0};
+  api_->error_message(&message);
+  std::string text = std::string(what) + ": " + std::string(message.message, message.message_size);
+  ErrorDestroyArgs destroy{sizeof(ErrorDestroyArgs), failure};
+  api_->error_destroy(&destroy);
+  throw Error(std::move(text), PJRT_Error_Code_INTERNAL);
+}
+
+void PluginProfiler::start() {
+  ProfilerArgs args{sizeof(ProfilerArgs), profiler_};
+  raise_if_error(api_->start(&args), "starting the plugin's profiler");
+}
+
+void PluginProfiler::stop() {
+  ProfilerArgs args{sizeof(ProfilerArgs), profiler_};
+  raise_if_error(api_->stop(&args), "stopping the plugin's profiler");
+}
+
+std::string PluginProfiler::collect() {
+  CollectArgs args{sizeof(CollectArgs), profiler_, nullptr, 0};
+  raise_if_error(api_->collect_data(&args), "collecting the plugin's trace");
+  if (args.buffer == nullptr) return "";
+  return trimmed_message(args.buffer, args.buffer_bytes);
+}
+
+}  // namespace torch_tpu::pjrt
