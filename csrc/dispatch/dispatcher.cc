@@ -478,7 +478,8 @@ std::string executable_name(const std::string& op_name) {
 // op seen only there never compiles standalone.
 const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
   std::call_once(entry.compiled, [&entry] {
-    std::string module = hlo::wrap_module(entry.function, entry.helpers);
+    std::string module =
+        hlo::wrap_module(entry.function, entry.helpers, executable_name(entry.op_name));
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }

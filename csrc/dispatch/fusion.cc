@@ -206,7 +206,8 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
   text << "    return " << comma_separated(result_names);
   if (!result_names.empty()) text << " : " << comma_separated(result_types);
   text << "\n  }\n";
-  return hlo::wrap_module(text.str());
+  return hlo::wrap_module(text.str(), {},
+                          "fused_graph_of_" + std::to_string(g.ops.size()) + "_ops");
 }
 
 // A fused graph as the profiler names it: its size and its ops in order (the first 16).

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -224,9 +225,12 @@ class Builder {
 };
 
 // A module holding the given function texts (one of them public @main), then the helpers
-// they call (see Builder::call).
+// they call (see Builder::call). Its name (a symbol: letters, digits, '_' and '.'; anything
+// else in `name` becomes '_') is what XLA names the program, and so what a plugin's profiler
+// shows for its runs.
 std::string wrap_module(const std::string& functions,
-                        const std::map<std::string, std::string>& helpers = {});
+                        const std::map<std::string, std::string>& helpers = {},
+                        std::string_view name = "torch_tpu");
 
 // Throws BuildError with `message` unless `condition` holds.
 inline void require(bool condition, const std::string& message) {

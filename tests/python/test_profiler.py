@@ -201,3 +201,27 @@ def test_a_plugin_profilers_trace_is_written_where_xprof_reads_it(tmp_path: Path
     written = list((tmp_path / "tb" / "plugins" / "profile").glob("*/w0.xplane.pb"))
     assert len(written) == 1 and written[0].read_bytes() == xspace
     assert len(list((tmp_path / "tb").glob("w0.*.pt.trace.json"))) == 1  # the Chrome trace too
+
+
+def test_programs_are_named_after_what_they_hold() -> None:
+    # XLA names a program after its module, and a plugin's profiler shows that name for its
+    # runs: an op's program is named after the op, a fused graph's after its size.
+    code = (
+        "import torch, torch_tpu\n"
+        "x = torch.ones(3, device='tpu')\n"
+        "(x + 1).cpu()\n"
+        "with torch_tpu.eager_mode('defer_and_fuse'):\n"
+        "    ((x * 2).sin() + 1).sum().item()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "TORCH_TPU_DUMP_HLO": "1", "TORCH_TPU_CACHE_DIR": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = [line for line in proc.stderr.splitlines() if line.startswith("module @")]
+    assert "module @aten_add.Tensor {" in modules
+    assert "module @fused_graph_of_4_ops {" in modules
