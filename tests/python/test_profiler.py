@@ -155,6 +155,20 @@ def test_without_a_plugin_profiler_no_xplane_is_written(strict: None, tmp_path: 
     assert not (tmp_path / "plugins").exists()
 
 
+def run_fresh(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`code` in a new process with `env` over this one's, less its torch_tpu settings."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def varint(value: int) -> bytes:
     out = b""
     while True:
@@ -188,15 +202,7 @@ def test_a_plugin_profilers_trace_is_written_where_xprof_reads_it(tmp_path: Path
         "    (x @ x).cpu()\n"
         "print(torch_tpu.profiler.plugin_trace().hex())\n"
     )
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**full_env, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_fresh(code, env)
     assert proc.stdout.split()[-1] == xspace.hex()  # the padding byte trimmed off
     written = list((tmp_path / "tb" / "plugins" / "profile").glob("*/w0.xplane.pb"))
     assert len(written) == 1 and written[0].read_bytes() == xspace
@@ -213,15 +219,7 @@ def test_programs_are_named_after_what_they_hold() -> None:
         "with torch_tpu.eager_mode('defer_and_fuse'):\n"
         "    ((x * 2).sin() + 1).sum().item()\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "TORCH_TPU_DUMP_HLO": "1", "TORCH_TPU_CACHE_DIR": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_fresh(code, {"TORCH_TPU_DUMP_HLO": "1", "TORCH_TPU_CACHE_DIR": ""})
     modules = [line for line in proc.stderr.splitlines() if line.startswith("module @")]
     assert "module @aten_add.Tensor {" in modules
     assert "module @fused_graph_of_4_ops {" in modules
