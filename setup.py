@@ -39,24 +39,23 @@ BUILD_DIR = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build"))
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        build_dir = BUILD_DIR
-        build_dir.mkdir(parents=True, exist_ok=True)
-        if not (build_dir / "build.ninja").exists():
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        if not (BUILD_DIR / "build.ninja").exists():
             subprocess.check_call(
                 [
                     "cmake",
                     "-S",
                     str(ROOT),
                     "-B",
-                    str(build_dir),
+                    str(BUILD_DIR),
                     "-G",
                     "Ninja",
                     f"-DPython3_EXECUTABLE={sys.executable}",
                 ]
             )
         jobs = os.environ.get("TORCH_TPU_BUILD_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
-        built = next(build_dir.glob("_C*.so"))
+        subprocess.check_call(["cmake", "--build", str(BUILD_DIR), "-j", jobs])
+        built = next(BUILD_DIR.glob("_C*.so"))
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         # Copy then rename: overwriting a loaded .so in place crashes processes using it.
