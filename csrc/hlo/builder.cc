@@ -1,11 +1,12 @@
 #include "csrc/hlo/builder.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+
+#include "csrc/hlo/symbol.h"
 
 namespace torch_tpu::hlo {
 namespace {
@@ -848,17 +849,7 @@ std::string Builder::module(const std::vector<Value>& results) const {
 
 std::string wrap_module(const std::string& functions,
                         const std::map<std::string, std::string>& helpers, std::string_view name) {
-  std::string symbol;
-  for (char c : name) {
-    const bool kept = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
-    if (kept) {
-      symbol += c;
-    } else if (symbol.empty() || symbol.back() != '_') {
-      symbol += '_';  // "aten::mm.default" -> "aten_mm.default"
-    }
-  }
-  if (symbol.empty() || std::isdigit(static_cast<unsigned char>(symbol[0]))) symbol.insert(0, "m");
-  std::string text = "module @" + symbol + " {\n" + functions;
+  std::string text = "module @" + module_symbol(name) + " {\n" + functions;
   for (const auto& [name, helper] : helpers) text += helper;
   return text + "}\n";
 }

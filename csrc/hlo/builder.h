@@ -225,9 +225,7 @@ class Builder {
 };
 
 // A module holding the given function texts (one of them public @main), then the helpers
-// they call (see Builder::call). Its name (a symbol: letters, digits, '_' and '.'; anything
-// else in `name` becomes '_') is what XLA names the program, and so what a plugin's profiler
-// shows for its runs.
+// they call (see Builder::call), named module_symbol(name) (symbol.h).
 std::string wrap_module(const std::string& functions,
                         const std::map<std::string, std::string>& helpers = {},
                         std::string_view name = "torch_tpu");

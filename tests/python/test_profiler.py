@@ -5,6 +5,7 @@ legacy profiler reports device time."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -223,3 +224,42 @@ def test_programs_are_named_after_what_they_hold() -> None:
     modules = [line for line in proc.stderr.splitlines() if line.startswith("module @")]
     assert "module @aten_add.Tensor {" in modules
     assert "module @fused_graph_of_4_ops {" in modules
+
+
+def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(tmp_path: Path) -> None:
+    # The test plugin's profiler hands back an XSpace written during the profile: a device plane
+    # whose "XLA Modules" line holds the two matmuls' runs at known times. The trace's kernels
+    # take those times instead of the host's estimate.
+    code = (
+        "import time, torch, torch_tpu\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        f"{inspect.getsource(varint)}\n{inspect.getsource(field)}\n"
+        "def number(n, value): return varint(n << 3) + varint(value)\n"
+        "x = torch.randn(16, 16, device='tpu')\n"
+        "(x @ x).cpu()\n"
+        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:\n"
+        "    base = time.time_ns()\n"
+        "    (x @ x @ x).cpu()\n"
+        "    runs = [(100_000_000, 50_000_000), (300_000_000, 70_000_000)]  # offset, length ps\n"
+        "    line = field(2, b'XLA Modules') + number(3, base) + b''.join(\n"
+        "        field(4, number(1, 7) + number(2, o) + number(3, d)) for o, d in runs)\n"
+        "    name = field(2, b'aten_mm.default(3)')\n"
+        "    metadata = field(4, number(1, 7) + field(2, number(1, 7) + name))\n"
+        "    plane = field(2, b'/device:TPU:0') + field(3, line) + metadata\n"
+        f"    open({str(tmp_path / 'trace.pb')!r}, 'wb').write(field(1, plane))\n"
+        f"prof.export_chrome_trace({str(tmp_path / 'trace.json')!r})\n"
+    )
+    run_fresh(
+        code,
+        {
+            "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
+            "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
+            "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
+        },
+    )
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    kernels = [k for k in by_category(events, "kernel") if k["name"] == "aten::mm.default"]
+    assert len(kernels) == 2
+    first, second = sorted(kernels, key=lambda k: k["ts"])
+    assert (first["dur"], second["dur"]) == pytest.approx((50.0, 70.0), abs=0.01)  # µs
+    assert second["ts"] - first["ts"] == pytest.approx(200.0, abs=0.01)
