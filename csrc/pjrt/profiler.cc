@@ -48,45 +48,6 @@ struct ProfilerExtension {
   const ProfilerApi* api;
 };
 
-// The serialized XSpace without what follows its last field: some plugins hand back one more
-// byte than the message holds (a zero, which no field tag can be). Walks the top-level fields.
-std::string trimmed_message(const uint8_t* data, size_t size) {
-  size_t at = 0;
-  auto varint = [&](size_t& cursor) -> uint64_t {
-    uint64_t value = 0;
-    for (int shift = 0; cursor < size && shift < 64; shift += 7) {
-      const uint8_t byte = data[cursor++];
-      value |= uint64_t{byte & 0x7fu} << shift;
-      if ((byte & 0x80u) == 0) break;
-    }
-    return value;
-  };
-  while (at < size) {
-    size_t cursor = at;
-    const uint64_t tag = varint(cursor);
-    if (tag >> 3 == 0) break;  // field 0 does not exist: the padding begins here
-    switch (tag & 7u) {
-      case 0:
-        (void)varint(cursor);
-        break;
-      case 1:
-        cursor += 8;
-        break;
-      case 2:
-        cursor += varint(cursor);
-        break;
-      case 5:
-        cursor += 4;
-        break;
-      default:
-        return std::string(reinterpret_cast<const char*>(data), size);  // not ours to judge
-    }
-    if (cursor > size) break;
-    at = cursor;
-  }
-  return std::string(reinterpret_cast<const char*>(data), at);
-}
-
 }  // namespace
 
 struct ProfilerApi {
@@ -149,7 +110,7 @@ std::string PluginProfiler::collect() {
   CollectArgs args{sizeof(CollectArgs), profiler_, nullptr, 0};
   raise_if_error(api_->collect_data(&args), "collecting the plugin's trace");
   if (args.buffer == nullptr) return "";
-  return trimmed_message(args.buffer, args.buffer_bytes);
+  return std::string(reinterpret_cast<const char*>(args.buffer), args.buffer_bytes);
 }
 
 }  // namespace torch_tpu::pjrt

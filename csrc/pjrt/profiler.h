@@ -23,7 +23,8 @@ class PluginProfiler {
 
   void start();
   void stop();
-  // The trace since start(), a serialized XSpace (possibly empty); call after stop().
+  // The trace since start(), a serialized XSpace (possibly empty) as the plugin hands it over:
+  // some plugins append a padding byte. Call after stop().
   std::string collect();
 
  private:

@@ -11,6 +11,7 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/pjrt/profiler.h"
+#include "csrc/profiler/xspace.h"
 
 namespace torch_tpu::profiler {
 namespace {
@@ -61,7 +62,7 @@ void stop_plugin_profiler() {
   if (!plugin_profiler) return;
   try {
     plugin_profiler->stop();
-    plugin_trace_bytes = plugin_profiler->collect();
+    plugin_trace_bytes = without_padding(plugin_profiler->collect());
   } catch (const std::exception& error) {
     TORCH_WARN("torch_tpu: the PJRT plugin's trace was lost: ", error.what());
   }

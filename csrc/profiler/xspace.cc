@@ -45,6 +45,7 @@ class Fields {
   }
 
   uint32_t number() const { return number_; }
+  size_t position() const { return at_; }
   uint64_t value() const { return value_; }
   std::string_view bytes() const { return bytes_; }
 
@@ -129,6 +130,12 @@ void read_plane(std::string_view plane, std::vector<ProgramRun>& runs) {
 }
 
 }  // namespace
+
+std::string without_padding(std::string_view trace) {
+  size_t end = 0;
+  for (Fields field(trace); field.next();) end = field.position();
+  return std::string(trace.substr(0, end));
+}
 
 std::vector<ProgramRun> program_runs(std::string_view xspace) {
   std::vector<ProgramRun> runs;

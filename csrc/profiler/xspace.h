@@ -19,6 +19,10 @@ struct ProgramRun {
   int64_t start_ns = 0, end_ns = 0;
 };
 
+// A plugin's serialized XSpace up to its last whole field: libtpu's buffer holds one byte more
+// than the message (a zero, which no field tag can be).
+std::string without_padding(std::string_view trace);
+
 // The program runs in a serialized XSpace, in time order per device; empty if it has none (or
 // is not an XSpace).
 std::vector<ProgramRun> program_runs(std::string_view xspace);
