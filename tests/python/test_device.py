@@ -32,6 +32,11 @@ REPORT = textwrap.dedent(
 )
 
 
+# How a process starts (plugin discovery, import, versions): no eager mode reaches it, so the
+# DeferAndFuse pass of scripts/test.sh leaves these out (conftest.py).
+process_start = pytest.mark.process_start
+
+
 def run_python(
     code: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -231,6 +236,7 @@ def test_plugin_path_points_to_a_file() -> None:
     assert isinstance(metrics, dict) and metrics
 
 
+@process_start
 def test_missing_plugin_path_is_a_clear_error() -> None:
     proc = run_python("import torch", env={"TORCH_TPU_PJRT_PLUGIN": "/nonexistent.so"})
     assert proc.returncode == 1, (proc.returncode, proc.stderr)  # an exception, not a crash
@@ -239,6 +245,7 @@ def test_missing_plugin_path_is_a_clear_error() -> None:
     assert "neither a file nor one of cpu, tpu, cuda" in proc.stderr
 
 
+@process_start
 def test_file_that_is_not_a_plugin_is_a_clear_error(tmp_path: Path) -> None:
     bogus = tmp_path / "not_a_plugin.so"
     bogus.write_bytes(b"\0" * 64)
@@ -248,6 +255,7 @@ def test_file_that_is_not_a_plugin_is_a_clear_error(tmp_path: Path) -> None:
     assert "cannot load PJRT plugin" in proc.stderr
 
 
+@process_start
 @pytest.mark.skipif(
     importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
 )
@@ -261,6 +269,7 @@ def test_tpu_plugin_not_installed_says_how_to_install(tmp_path: Path) -> None:
     assert "pip install 'torch_tpu[tpu]'" in proc.stderr
 
 
+@process_start
 def test_tpu_plugin_without_tpu_devices_is_a_clear_error(tmp_path: Path) -> None:
     env = {"TORCH_TPU_PJRT_PLUGIN": "tpu", "TORCH_TPU_DEV_ROOT": str(tmp_path)}
     proc = run_python("import torch", env=env)
@@ -301,6 +310,7 @@ def fake_libtpu(tmp_path: Path) -> Path:
     return package / "libtpu.so"
 
 
+@process_start
 def test_libtpu_is_skipped_without_tpu_devices(tmp_path: Path, monkeypatch: Any) -> None:
     from torch_tpu import _plugin
 
@@ -357,6 +367,7 @@ def test_copy_from_tpu_into_a_cpu_tensor(make_dst: Any) -> None:
     torch.testing.assert_close(dst, (src * 2).t().to(dst.dtype))
 
 
+@process_start
 def test_import_is_quiet_unless_plugin_logs_are_asked_for() -> None:
     import os
     import subprocess
@@ -384,6 +395,7 @@ def test_import_is_quiet_unless_plugin_logs_are_asked_for() -> None:
     assert "cpu_device_count" in stderr_of("info")
 
 
+@process_start
 def test_cpu_plugin_compiler_flags_are_added_and_user_flags_win(monkeypatch: Any) -> None:
     from torch_tpu import _plugin
 
@@ -405,6 +417,7 @@ def test_cpu_plugin_compiler_flags_are_added_and_user_flags_win(monkeypatch: Any
     assert "XLA_FLAGS" not in os.environ
 
 
+@process_start
 def test_the_cpu_plugin_accepts_its_compiler_flags() -> None:
     # XLA aborts the process on a flag it does not know; the plugin reads them at its first
     # compile. A fused chain ending in a reduction (what the flag is for) matches CPU.
@@ -424,6 +437,7 @@ def test_the_cpu_plugin_accepts_its_compiler_flags() -> None:
     assert "--xla_cpu_experimental_ynn_fusion_type=" in proc.stdout
 
 
+@process_start
 def test_a_torch_release_other_than_the_built_one_is_a_clear_import_error(
     monkeypatch: Any,
 ) -> None:
@@ -437,6 +451,7 @@ def test_a_torch_release_other_than_the_built_one_is_a_clear_import_error(
         torch_tpu._load_extension()
 
 
+@process_start
 def test_version_info_names_torch_the_plugin_and_the_pjrt_versions() -> None:
     import torch_tpu
 
