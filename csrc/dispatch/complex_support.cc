@@ -48,7 +48,9 @@ const std::unordered_set<std::string_view>& complex_ops() {
       // when the operands are read)
       "mm", "bmm",
       // data movement
-      "cat", "constant_pad_nd", "flip", "where",
+      "cat", "constant_pad_nd", "flip", "where", "gather", "scatter", "scatter_add", "index_select",
+      "index_copy", "index_fill", "index_add", "take", "roll", "masked_select", "masked_scatter",
+      "repeat", "tril", "triu",
       // math functions StableHLO defines on complex numbers
       "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward", "pow",
       // comparisons and classification (both parts), statistics and products

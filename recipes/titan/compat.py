@@ -1,0 +1,289 @@
+"""Everything TorchTitan 0.3.0 needs adapting for, in one place.
+
+- **Device.** TorchTitan asks ``torch._utils._get_available_device_type()`` at import time, which
+  answers ``"tpu"`` once torch_tpu is loaded (torch's accelerator hooks). The CPU reference run
+  makes it answer ``"cpu"`` instead, so the same recipe runs on Gloo.
+- **Attention.** The debug model defaults to flex attention, compiled by Inductor, which has no
+  tpu code generator. ``DenseMaskAttention`` takes its place in the config: the same
+  packed-document causal mask (TorchTitan's own mask functions), made dense and handed to
+  ``F.scaled_dot_product_attention``. The block mask itself is built without Inductor too.
+- **Files.** The tokenizer and the C4 sample come from ``assets.py``; datasets runs offline.
+- **Gloo.** The CPU reference reduce-scatters with SUM where FSDP2 would ask Gloo for the
+  PREMUL_SUM it lacks (the factor is 1, so the sums are the same).
+- **torch 2.13.** TorchTitan 0.3.0 was released against torch 2.14 and calls one function 2.13
+  lacks, ``torch.distributed.set_timeout``; it is defined here over the group's own method.
+- **No Triton.** TorchTitan imports its expert-parallel kernels, written in Triton for CUDA, when
+  any model module is imported. Without triton installed (this recipe needs none of them) a
+  placeholder stands in whose kernels raise if called.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def select_device(device: str) -> None:
+    """Makes TorchTitan pick ``device``; must run before torch and torchtitan are imported."""
+    if device == "cpu":
+        # Not even loaded: torch would take tpu as the accelerator of CPU tensors' barriers.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    import torch
+
+    _stand_in_for_triton_kernels()
+    _set_timeout_from_torch_2_14()
+
+    if device == "cpu":
+        import torch._utils
+
+        torch._utils._get_available_device_type = lambda: "cpu"
+        original = torch._utils._get_device_module
+        torch._utils._get_device_module = lambda name: (
+            _host_device_module() if name == "cpu" else original(name)
+        )
+        _sum_reductions_for_gloo()
+        return
+    import torch_tpu  # noqa: F401  (registers the device and tpu_dist)
+
+    if not torch.tpu.is_available():
+        raise RuntimeError("recipes/titan: --device tpu, but torch.tpu.is_available() is False")
+
+
+def _host_device_module() -> Any:
+    """``torch.cpu`` with the memory questions TorchTitan's metrics ask a device, answered."""
+    import platform
+    import types
+
+    import torch
+
+    class HostDeviceModule(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            return getattr(torch.cpu, name)
+
+    host = HostDeviceModule("host_device")
+    host.get_device_name = lambda device=None: platform.processor() or "host"
+    host.get_device_properties = lambda device=None: types.SimpleNamespace(
+        total_memory=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    )
+    host.memory_stats = lambda device=None: {}
+    host.reset_peak_memory_stats = lambda device=None: None
+    host.empty_cache = lambda: None
+    host.current_device = lambda: 0
+    return host
+
+
+def _sum_reductions_for_gloo() -> None:
+    """FSDP2 reduce-scatters with PREMUL_SUM(1.0) once TorchTitan sets the divide factor to 1;
+    Gloo has no PREMUL_SUM, and a plain SUM is the same reduction."""
+    from torch.distributed.fsdp import FSDPModule
+    from torchtitan.distributed import fsdp
+
+    disable_division = fsdp.disable_fsdp_gradient_division
+
+    def disable_division_with_sums(model: Any) -> None:
+        disable_division(model)
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.set_force_sum_reduction_for_comms(True)
+
+    fsdp.disable_fsdp_gradient_division = disable_division_with_sums
+
+
+def _set_timeout_from_torch_2_14() -> None:
+    """``torch.distributed.set_timeout(timeout, group)`` is new in torch 2.14; on 2.13 the same is
+    the group's own ``set_timeout``. TorchTitan calls it after the first step."""
+    import torch.distributed as dist
+
+    if hasattr(dist, "set_timeout"):
+        return
+
+    def set_timeout(timeout: Any, group: Any = None) -> None:
+        (group or dist.distributed_c10d._get_default_group()).set_timeout(timeout)
+
+    dist.set_timeout = set_timeout
+
+
+def _stand_in_for_triton_kernels() -> None:
+    import importlib.util
+    import sys
+    import types
+
+    if importlib.util.find_spec("triton") is not None:
+        return
+    name = "torchtitan.distributed.minimal_async_ep.kernels"
+    placeholder = types.ModuleType(name)
+
+    def kernel(kernel_name: str) -> Any:
+        if kernel_name.startswith("_"):
+            raise AttributeError(kernel_name)
+
+        def unavailable(*args: Any, **kwargs: Any) -> None:
+            raise NotImplementedError(
+                f"{kernel_name} is a Triton kernel and triton is not installed"
+            )
+
+        return unavailable
+
+    placeholder.__getattr__ = kernel  # type: ignore[method-assign]
+    sys.modules[name] = placeholder
+
+
+def debug_model_config(
+    *,
+    tokenizer_dir: Path,
+    dataset_dir: Path,
+    dump_folder: Path,
+    parallel: str,
+    compile: bool,
+    steps: int,
+    seq_len: int,
+    local_batch_size: int,
+    n_layers: int,
+    checkpoint_at: int,
+    seed_checkpoint: Path | None,
+    create_seed_checkpoint: bool = False,
+) -> Any:
+    """TorchTitan's own ``llama3_debugmodel`` config, sized for a test and pointed at our files."""
+    from torchtitan.models.llama3 import model_registry
+    from torchtitan.models.llama3.config_registry import llama3_debugmodel
+
+    config = llama3_debugmodel()
+    spec = model_registry("debugmodel")
+    spec.model.layers = spec.model.layers[:n_layers]
+    attention_class = _dense_mask_attention()
+    for layer in spec.model.layers:
+        layer.attention.inner_attention = attention_class.Config()
+    config.model_spec = spec
+    config.hf_assets_path = str(tokenizer_dir)
+    config.dump_folder = str(dump_folder)
+    config.dataloader.dataset_path = str(dataset_dir)
+
+    config.training.steps = steps
+    config.training.seq_len = seq_len
+    config.training.local_batch_size = local_batch_size
+    # Full precision everywhere, so tpu and the CPU reference can be compared closely.
+    config.training.mixed_precision_param = "float32"
+    config.activation_checkpoint = None
+    config.validator.enable = False
+    config.metrics.log_freq = 1
+    config.debug.seed = 0
+    config.debug.deterministic = True
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    parallelism = config.parallelism
+    parallelism.pipeline_parallel_degree = 1
+    parallelism.spmd_backend = "full_dtensor"
+    if parallel == "fsdp":
+        parallelism.data_parallel_shard_degree = world
+        parallelism.tensor_parallel_degree = 1
+    else:
+        parallelism.data_parallel_shard_degree = 1
+        parallelism.tensor_parallel_degree = world
+
+    if compile:
+        config.compile.enable = True
+        config.compile.backend = "tpu" if _device_type() == "tpu" else "inductor"
+
+    checkpoint = config.checkpoint
+    checkpoint.folder = "checkpoint"
+    checkpoint.last_save_model_only = False
+    checkpoint.enable = checkpoint_at > 0 or seed_checkpoint is not None or create_seed_checkpoint
+    # Without a checkpoint step the run saves only at its end; the seed is loaded, not saved.
+    checkpoint.interval = checkpoint_at or steps
+    checkpoint.create_seed_checkpoint = create_seed_checkpoint
+    if seed_checkpoint is not None:
+        # Every run starts from the same weights: TorchTitan's own seed checkpoint, made once on
+        # CPU. Initialising on each device would draw from different generators.
+        checkpoint.initial_load_path = str(seed_checkpoint.resolve())
+        checkpoint.initial_load_model_only = True
+    return config
+
+
+def create_seed_checkpoint(config: Any) -> None:
+    """Saves step 0 of ``config``'s model (one process, on CPU), as ``torchtitan.train`` does."""
+    trainer = config.build()
+    try:
+        trainer.checkpointer.save(curr_step=0, last_step=True)
+    finally:
+        trainer.close()
+
+
+def _dense_mask_attention() -> type:
+    """A FlexAttention whose forward is dense-masked SDPA; built lazily (imports torchtitan)."""
+    from dataclasses import dataclass
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import create_block_mask, create_mask
+    from torchtitan.models.common import attention
+
+    # The mask is built where the model runs, eagerly; TorchTitan compiles it with Inductor.
+    attention._compiled_create_block_mask = create_block_mask
+
+    class DenseMaskAttention(attention.FlexAttention):
+        @dataclass(kw_only=True, slots=True)
+        class Config(attention.FlexAttention.Config):
+            pass
+
+        def forward(  # type: ignore[override]
+            self,
+            q_BLNH: torch.Tensor,
+            k_BLNH: torch.Tensor,
+            v_BLNH: torch.Tensor,
+            *,
+            attention_masks: Any,
+            score_mod: Any = None,
+            scale: float | None = None,
+            enable_gqa: bool = False,
+            out_transform: Any = None,
+            **kwargs: Any,
+        ) -> torch.Tensor:
+            if score_mod is not None or out_transform is not None:
+                raise NotImplementedError("DenseMaskAttention: score_mod and out_transform")
+            batch, q_len, kv_len = q_BLNH.shape[0], q_BLNH.shape[1], k_BLNH.shape[1]
+            mask = create_mask(
+                attention_masks.mask_mod, batch, None, q_len, kv_len, device=q_BLNH.device
+            )
+            out_BNLH = F.scaled_dot_product_attention(
+                q_BLNH.transpose(1, 2),
+                k_BLNH.transpose(1, 2),
+                v_BLNH.transpose(1, 2),
+                attn_mask=mask,
+                scale=scale,
+                enable_gqa=enable_gqa,
+            )
+            return out_BNLH.transpose(1, 2)
+
+    return DenseMaskAttention
+
+
+def _device_type() -> str:
+    from torchtitan.tools import utils
+
+    return utils.device_type
+
+
+def train(config: Any) -> list[float]:
+    """Builds the trainer, trains, and returns the global average loss of each step it ran."""
+    import torch
+
+    trainer = config.build()
+    losses: list[float] = []
+    log = trainer.metrics_processor.log
+
+    def record(step: int, global_avg_loss: float, *args: Any, **kwargs: Any) -> None:
+        losses.append(float(global_avg_loss))
+        log(step, global_avg_loss, *args, **kwargs)
+
+    trainer.metrics_processor.log = record
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return losses

@@ -1,0 +1,82 @@
+"""TorchTitan's Llama debug model on tpu (or on CPU with Gloo, the reference), from its own config.
+
+Run under torchrun, e.g.::
+
+    torchrun --nproc-per-node 2 recipes/titan/train.py --device tpu --parallel fsdp --out /tmp/t
+
+``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
+parallel, and ``--compile`` compiles the model and loss with torch_tpu's backend. Each run
+writes ``losses.json`` (the global average loss per step, from rank 0) into ``--out``;
+``--checkpoint-at N`` saves a torch.distributed.checkpoint there at step N, and a later run with
+the same ``--out`` resumes from it. Runs that are to be compared start from one seed checkpoint:
+
+    torchrun --nproc-per-node 1 recipes/titan/train.py --device cpu --create-seed-checkpoint \
+        --out /tmp/seed        # then: --seed-checkpoint /tmp/seed/checkpoint/step-0
+
+Everything TorchTitan 0.3.0 needs adapting for this lives in ``compat.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
+    parser.add_argument("--parallel", choices=["fsdp", "tp"], default="fsdp")
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=4, help="local batch size per rank")
+    parser.add_argument(
+        "--layers", type=int, default=2, help="layers of the debug model (6 in full)"
+    )
+    parser.add_argument("--checkpoint-at", type=int, default=0, help="0: no checkpoint")
+    parser.add_argument(
+        "--seed-checkpoint", type=Path, help="start from these weights (a step-0 checkpoint folder)"
+    )
+    parser.add_argument(
+        "--create-seed-checkpoint",
+        action="store_true",
+        help="only write --out/checkpoint/step-0 (one process, --device cpu)",
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    import compat  # noqa: I001  (must run before torchtitan is imported)
+
+    compat.select_device(args.device)
+    from assets import make_assets
+
+    tokenizer_dir, dataset_dir = make_assets(args.out / "assets")
+    config = compat.debug_model_config(
+        tokenizer_dir=tokenizer_dir,
+        dataset_dir=dataset_dir,
+        dump_folder=args.out,
+        parallel=args.parallel,
+        compile=args.compile,
+        steps=args.steps,
+        seq_len=args.seq_len,
+        local_batch_size=args.batch,
+        n_layers=args.layers,
+        checkpoint_at=args.checkpoint_at,
+        seed_checkpoint=args.seed_checkpoint,
+        create_seed_checkpoint=args.create_seed_checkpoint,
+    )
+    if args.create_seed_checkpoint:
+        compat.create_seed_checkpoint(config)
+        return
+    losses = compat.train(config)
+    if int(os.environ.get("RANK", "0")) == 0:
+        (args.out / "losses.json").write_text(json.dumps(losses))
+
+
+if __name__ == "__main__":
+    main()
