@@ -224,10 +224,15 @@ def _dense_mask_attention() -> type:
     # The mask is built where the model runs, eagerly; TorchTitan compiles it with Inductor.
     attention._compiled_create_block_mask = create_block_mask
 
-    class DenseMaskAttention(attention.FlexAttention):
+    # Not a FlexAttention itself (TorchTitan would refuse to compile it with any backend but
+    # Inductor), but configured as one, so that the model builds flex's block masks for it.
+    class DenseMaskAttention(attention.Module):
         @dataclass(kw_only=True, slots=True)
         class Config(attention.FlexAttention.Config):
             pass
+
+        def __init__(self, config: Config) -> None:
+            super().__init__()
 
         def forward(  # type: ignore[override]
             self,
@@ -270,7 +275,9 @@ def _device_type() -> str:
 def train(config: Any) -> list[float]:
     """Builds the trainer, trains, and returns the global average loss of each step it ran."""
     import torch
+    from torchtitan.tools.logging import init_logger
 
+    init_logger()
     trainer = config.build()
     losses: list[float] = []
     log = trainer.metrics_processor.log

@@ -16,24 +16,26 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def torchrun(
-    worker: str,
-    results: Path,
+def run_script(
+    script: Path,
+    args: list[str] | None = None,
     *,
     nproc: int = 2,
     timeout: float = 240,
     env: dict[str, str] | None = None,
-) -> list[list[dict[str, Any]]]:
-    """Runs HERE/worker on `nproc` ranks; returns each rank's JSON-lines results."""
+) -> None:
+    """Runs `script args` under torchrun on `nproc` ranks; raises with every rank's output if it
+    fails or outlives `timeout`."""
     command = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
         f"--nproc-per-node={nproc}",
-        str(HERE / worker),
+        str(script),
+        *(args or []),
     ]
-    full_env = {**os.environ, "DIST_RESULTS": str(results), "OMP_NUM_THREADS": "1", **(env or {})}
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     # A session of its own, so a time-out kills torchrun and every rank it started.
     process = subprocess.Popen(
         command,
@@ -49,12 +51,31 @@ def torchrun(
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         raise AssertionError(
-            f"{worker} did not finish in {timeout} s; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
+            f"{script.name} did not finish in {timeout} s; output:\n{stdout[-6000:]}\n"
+            f"{stderr[-6000:]}"
         ) from None
     if process.returncode != 0:
         raise AssertionError(
-            f"{worker} exited {process.returncode}; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
+            f"{script.name} exited {process.returncode}; output:\n{stdout[-6000:]}\n"
+            f"{stderr[-6000:]}"
         )
+
+
+def torchrun(
+    worker: str,
+    results: Path,
+    *,
+    nproc: int = 2,
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+) -> list[list[dict[str, Any]]]:
+    """Runs HERE/worker on `nproc` ranks; returns each rank's JSON-lines results."""
+    run_script(
+        HERE / worker,
+        nproc=nproc,
+        timeout=timeout,
+        env={"DIST_RESULTS": str(results), **(env or {})},
+    )
     per_rank = []
     for rank in range(nproc):
         lines = Path(f"{results}.{rank}").read_text().splitlines()
