@@ -237,3 +237,35 @@ def test_masked_fill_and_uniform() -> None:
     parts = torch.view_as_real(u.cpu())
     assert parts.min() >= 2.0 and parts.max() < 4.0  # both parts drawn, as CPU draws them
     torch.testing.assert_close(parts.mean(0), torch.tensor([3.0, 3.0]), atol=0.05, rtol=0)
+
+
+# Data movement: gathers, scatters, index ops, masks, rolls and triangles move complex elements
+# as they are (RoPE gathers complex frequencies by position).
+MOVES = {
+    "gather": lambda t, d: torch.gather(t, 1, torch.tensor([[0, 2, 1, 4, 3]] * 4, device=d)),
+    "scatter": lambda t, d: torch.zeros_like(t).scatter(
+        1, torch.tensor([[4, 0, 1, 2, 3]] * 4, device=d), t
+    ),
+    "scatter_add": lambda t, d: torch.zeros_like(t).scatter_add(
+        1, torch.zeros(4, 5, dtype=torch.long, device=d), t
+    ),
+    "index_select": lambda t, d: t.index_select(0, torch.tensor([3, 0, 2], device=d)),
+    "index_copy": lambda t, d: t.index_copy(0, torch.tensor([3, 0, 2], device=d), t[:3] * 2),
+    "index_fill": lambda t, d: t.index_fill(0, torch.tensor([1], device=d), 1 + 2j),
+    "index_add": lambda t, d: t.index_add(0, torch.tensor([3, 3, 2], device=d), t[:3], alpha=2),
+    "take": lambda t, d: t.take(torch.tensor([19, 0, 7], device=d)),
+    "roll": lambda t, d: t.roll(2, 1),
+    "masked_select": lambda t, d: t.masked_select(t.real > 0),
+    "masked_scatter": lambda t, d: t.masked_scatter(t.real > 0, t * 3),
+    "repeat": lambda t, d: t.repeat(2, 1),
+    "tril": lambda t, d: t.tril(),
+    "triu": lambda t, d: t.triu(1),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_data_movement_matches_cpu(name: str, dtype: torch.dtype) -> None:
+    z = randc(4, 5, dtype=dtype)
+    expected = MOVES[name](z, torch.device("cpu"))
+    assert torch.equal(MOVES[name](tpu(z), torch.device(DEVICE)).cpu(), expected)

@@ -195,3 +195,21 @@ def test_embedding_backward_checks_its_indices() -> None:
     grad = torch.ones(2, 3, device=TPU)
     with pytest.raises(IndexError, match="aten::embedding_dense_backward"):
         torch.ops.aten.embedding_dense_backward(grad, ints([0, 4], TPU), 4, -1, False).cpu()
+
+
+def test_assert_async_raises_its_message_at_the_next_sync(mode: str) -> None:
+    """Debug mode raises at the call, as CPU does; the others at the next sync point."""
+    x = torch.arange(3.0)
+    with pytest.raises(RuntimeError, match="must exceed 5"):
+        torch._assert_async(x.max() > 5, "must exceed 5")
+    torch._assert_async(x.to(TPU).max() < 5, "holds")
+    torch.tpu.synchronize()
+    with pytest.raises(RuntimeError, match="_assert_async.msg.*must exceed 5"):
+        torch._assert_async(x.to(TPU).max() > 5, "must exceed 5")
+        torch.tpu.synchronize()
+    with pytest.raises(RuntimeError, match="a zero where a single nonzero value was expected"):
+        torch._assert_async(torch.zeros((), device=TPU))
+        (x.to(TPU) + 1).cpu()
+    torch.testing.assert_close((x.to(TPU) + 1).cpu(), x + 1)
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        torch._assert_async(torch.ones(2, device=TPU))
