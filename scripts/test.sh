@@ -11,8 +11,9 @@
 # (tools/wheel.py --torch 2.14.1: its own venv and build tree); run it before calling
 # coverage, fusion or packaging work done. Extra arguments go to pytest in both passes.
 #
-# Tests marked full_suite (the 20-step TorchTitan recipes) run only with --full. The set-up
-# adds the titan extra, which the TorchTitan test needs.
+# Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
+# wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
+# the recipe tests need.
 #
 # Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
 # would turn another worker's or pass's compiles into disk hits under tests that count
@@ -24,7 +25,7 @@ if [ "${1:-}" = "--full" ]; then
   FULL=1
   shift
 fi
-bash scripts/setup.sh titan
+bash scripts/setup.sh titan ray
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
 PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4

@@ -43,6 +43,7 @@ def metadata(wheel: Path) -> email.message.Message:
         return email.message_from_bytes(archive.read(name))
 
 
+@pytest.mark.full_suite  # 85 s, most of it installing torch into the fresh venv
 def test_the_wheel_installs_and_runs_as_a_user_gets_it(tmp_path: Path) -> None:
     wheel = wheel_tool.build_wheel(Path(sys.executable), tmp_path / "dist")
     torch_pin = f"torch=={torch.__version__.split('+')[0]}"
