@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -272,18 +273,21 @@ def _device_type() -> str:
     return utils.device_type
 
 
-def train(config: Any) -> list[float]:
-    """Builds the trainer, trains, and returns the global average loss of each step it ran."""
+def train(config: Any) -> tuple[list[float], list[float]]:
+    """Builds the trainer and trains; returns the global average loss of each step it ran, and
+    when each step's loss was logged (seconds, a monotonic clock)."""
     import torch
     from torchtitan.tools.logging import init_logger
 
     init_logger()
     trainer = config.build()
     losses: list[float] = []
+    logged_at: list[float] = []
     log = trainer.metrics_processor.log
 
     def record(step: int, global_avg_loss: float, *args: Any, **kwargs: Any) -> None:
-        losses.append(float(global_avg_loss))
+        losses.append(float(global_avg_loss))  # read from the device: the step has finished
+        logged_at.append(time.perf_counter())
         log(step, global_avg_loss, *args, **kwargs)
 
     trainer.metrics_processor.log = record
@@ -293,4 +297,4 @@ def train(config: Any) -> list[float]:
         trainer.close()
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
-    return losses
+    return losses, logged_at

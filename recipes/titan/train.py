@@ -6,7 +6,8 @@ Run under torchrun, e.g.::
 
 ``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
 parallel, and ``--compile`` compiles the model and loss with torch_tpu's backend. Each run
-writes ``losses.json`` (the global average loss per step, from rank 0) into ``--out``;
+writes ``losses.json`` (the global average loss per step, from rank 0) and ``logged_at.json``
+(when each was logged, in seconds) into ``--out``;
 ``--checkpoint-at N`` saves a torch.distributed.checkpoint there at step N, and a later run with
 the same ``--out`` resumes from it. Runs that are to be compared start from one seed checkpoint:
 
@@ -73,9 +74,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.create_seed_checkpoint:
         compat.create_seed_checkpoint(config)
         return
-    losses = compat.train(config)
+    losses, logged_at = compat.train(config)
     if int(os.environ.get("RANK", "0")) == 0:
         (args.out / "losses.json").write_text(json.dumps(losses))
+        (args.out / "logged_at.json").write_text(json.dumps(logged_at))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""The training-framework recipes, timed: TorchTitan's Llama debug model on 2 processes (steps/s
+on tpu next to the same recipe on CPU with Gloo; FSDP2, tensor parallel, compiled blocks), and
+Ray Train's time to recover from a killed worker.
+
+    .venv/bin/python bench/recipes.py [--steps 20] [--skip-ray]
+
+Steps/s counts the steps after the third (compiles and warm-up excluded). Needs the titan and
+ray extras (``bash scripts/setup.sh titan ray``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TITAN = ROOT / "recipes" / "titan" / "train.py"
+RAY = ROOT / "recipes" / "ray" / "train.py"
+WARM_UP = 3
+
+
+def torchrun(nproc: int, *args: str) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    subprocess.run(
+        [*command, f"--nproc-per-node={nproc}", str(TITAN), *args],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+
+
+def titan_steps_per_second(out: Path, seed: Path, steps: int, *args: str) -> float:
+    torchrun(2, "--out", str(out), "--steps", str(steps), "--seed-checkpoint", str(seed), *args)
+    logged = json.loads((out / "logged_at.json").read_text())
+    return (len(logged) - WARM_UP) / (logged[-1] - logged[WARM_UP - 1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--skip-ray", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        torchrun(1, "--out", str(root / "seed"), "--device", "cpu", "--create-seed-checkpoint")
+        seed = root / "seed" / "checkpoint" / "step-0"
+        print("TorchTitan Llama debug model (2 layers, seq 128, batch 4 per rank), 2 processes")
+        print(
+            "| parallelism | CPU + Gloo steps/s | tpu steps/s | tpu compiled steps/s | tpu / CPU |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for parallel in ("fsdp", "tp"):
+            rates = [
+                titan_steps_per_second(root / f"{parallel}-{name}", seed, args.steps, *extra)
+                for name, extra in (
+                    ("cpu", ("--device", "cpu", "--parallel", parallel)),
+                    ("tpu", ("--device", "tpu", "--parallel", parallel)),
+                    ("compiled", ("--device", "tpu", "--parallel", parallel, "--compile")),
+                )
+            ]
+            cells = " | ".join(f"{r:.2f}" for r in rates)
+            print(f"| {parallel} | {cells} | {rates[1] / rates[0]:.2f}x |", flush=True)
+        if args.skip_ray:
+            return
+        out = subprocess.run(
+            [sys.executable, str(RAY), "tpu-ddp", "tpu-ddp-kill4", "--out", str(root / "ray")],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        results = json.loads(out.stdout.strip().splitlines()[-1])
+        print("\nRay Train, 2 workers on a fake TPU host, DDP, 8 epochs")
+        print("| run | seconds | recovery after the kill (s) |")
+        print("| --- | ---: | ---: |")
+        for name, result in results.items():
+            recovery = result.get("recovery_s")
+            recovered = "" if recovery is None else f"{recovery:.1f}"
+            print(f"| {name} | {result['seconds']:.1f} | {recovered} |")
+
+
+if __name__ == "__main__":
+    main()
