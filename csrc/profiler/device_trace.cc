@@ -81,9 +81,14 @@ std::vector<Span> stop_collecting() {
   await_pending();  // every launched run completes, and so records its span
   active = false;
   stop_plugin_profiler();
-  std::lock_guard<std::mutex> lock(spans_mutex);
   std::vector<Span> collected;
-  collected.swap(spans);
+  {
+    std::lock_guard<std::mutex> lock(spans_mutex);
+    collected.swap(spans);
+  }
+  // Every profiler that reads spans (Kineto's session, the legacy autograd profiler) gets the
+  // device's own timestamps where the plugin traced its runs.
+  use_device_times(collected, program_runs(plugin_trace()));
   return collected;
 }
 

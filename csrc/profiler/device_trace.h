@@ -29,7 +29,8 @@ struct Span {
 // otherwise.
 bool collecting();
 void start_collecting();
-// Waits for work in flight (so every launched run has its span), stops, and returns the spans.
+// Waits for work in flight (so every launched run has its span), stops, and returns the spans,
+// with the device's timestamps where the plugin's own trace has them.
 std::vector<Span> stop_collecting();
 // Where the plugin has a profiler of its own (libtpu, the CUDA plugin), it runs from
 // start_collecting() to stop_collecting(); this is its trace of the last profile, a serialized

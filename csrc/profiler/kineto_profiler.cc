@@ -16,7 +16,6 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/profiler/device_trace.h"
-#include "csrc/profiler/xspace.h"
 
 namespace torch_tpu::profiler {
 namespace {
@@ -38,7 +37,6 @@ class Session final : public libkineto::IActivityProfilerSession {
 
   void stop() override {
     collected_ = stop_collecting();
-    use_device_times(collected_, program_runs(plugin_trace()));
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 

@@ -135,6 +135,7 @@ def _stand_in_for_triton_kernels() -> None:
 
 def debug_model_config(
     *,
+    model: str,
     tokenizer_dir: Path,
     dataset_dir: Path,
     dump_folder: Path,
@@ -148,12 +149,14 @@ def debug_model_config(
     seed_checkpoint: Path | None,
     create_seed_checkpoint: bool = False,
 ) -> Any:
-    """TorchTitan's own ``llama3_debugmodel`` config, sized for a test and pointed at our files."""
-    from torchtitan.models.llama3 import model_registry
-    from torchtitan.models.llama3.config_registry import llama3_debugmodel
+    """TorchTitan's own debug-model config for ``model`` (``llama3``; ``deepseek_v3``, whose
+    layers after the first are mixture-of-experts), sized for a test and pointed at our files."""
+    import importlib
 
-    config = llama3_debugmodel()
-    spec = model_registry("debugmodel")
+    registry = importlib.import_module(f"torchtitan.models.{model}")
+    configs = importlib.import_module(f"torchtitan.models.{model}.config_registry")
+    config = getattr(configs, f"{model}_debugmodel")()
+    spec = registry.model_registry("debugmodel")
     spec.model.layers = spec.model.layers[:n_layers]
     attention_class = _dense_mask_attention()
     for layer in spec.model.layers:

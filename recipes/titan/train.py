@@ -28,6 +28,9 @@ from pathlib import Path
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
+    parser.add_argument(
+        "--model", choices=["llama3", "deepseek_v3"], default="llama3", help="deepseek_v3: MoE"
+    )
     parser.add_argument("--parallel", choices=["fsdp", "tp"], default="fsdp")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--steps", type=int, default=20)
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer_dir, dataset_dir = make_assets(args.out / "assets")
     config = compat.debug_model_config(
+        model=args.model,
         tokenizer_dir=tokenizer_dir,
         dataset_dir=dataset_dir,
         dump_folder=args.out,

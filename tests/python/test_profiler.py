@@ -226,7 +226,17 @@ def test_programs_are_named_after_what_they_hold() -> None:
     assert "module @fused_graph_of_4_ops {" in modules
 
 
-def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "profiler",
+    [
+        "profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])",
+        "torch.autograd.profiler.profile(use_device='tpu', use_kineto=True)",
+    ],
+    ids=["kineto", "legacy"],
+)
+def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(
+    profiler: str, tmp_path: Path
+) -> None:
     # The test plugin's profiler hands back an XSpace written during the profile: a device plane
     # whose "XLA Modules" line holds the two matmuls' runs at known times. The trace's kernels
     # take those times instead of the host's estimate.
@@ -237,7 +247,7 @@ def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(tmp_path
         "def number(n, value): return varint(n << 3) + varint(value)\n"
         "x = torch.randn(16, 16, device='tpu')\n"
         "(x @ x).cpu()\n"
-        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:\n"
+        f"with {profiler} as prof:\n"
         "    base = time.time_ns()\n"
         "    (x @ x @ x).cpu()\n"
         "    runs = [(100_000_000, 50_000_000), (300_000_000, 70_000_000)]  # offset, length ps\n"
@@ -248,8 +258,10 @@ def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(tmp_path
         "    plane = field(2, b'/device:TPU:0') + field(3, line) + metadata\n"
         f"    open({str(tmp_path / 'trace.pb')!r}, 'wb').write(field(1, plane))\n"
         f"prof.export_chrome_trace({str(tmp_path / 'trace.json')!r})\n"
+        "device_us = {e.key: e.device_time_total for e in prof.key_averages()}\n"
+        "print(device_us['aten::mm'])\n"
     )
-    run_fresh(
+    proc = run_fresh(
         code,
         {
             "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
@@ -257,6 +269,7 @@ def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(tmp_path
             "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
         },
     )
+    assert float(proc.stdout.split()[-1]) == pytest.approx(120.0, abs=0.01)  # µs, both matmuls
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
     kernels = [k for k in by_category(events, "kernel") if k["name"] == "aten::mm.default"]
     assert len(kernels) == 2

@@ -1,7 +1,8 @@
-"""TorchTitan's Llama debug model (recipes/titan) on tpu under torchrun with 2 ranks: its losses
-follow the same recipe on CPU with Gloo, from the same seed checkpoint, with FSDP2, tensor
-parallel and compiled blocks; a run resumed from its torch.distributed.checkpoint continues with
-the same losses. Needs the titan extra, which scripts/test.sh installs."""
+"""TorchTitan's debug models (recipes/titan: Llama, and DeepSeek V3's mixture of experts) on tpu
+under torchrun with 2 ranks: their losses follow the same recipe on CPU with Gloo, from the same
+seed checkpoint, with FSDP2, tensor parallel and compiled blocks; a run resumed from its
+torch.distributed.checkpoint continues with the same losses. Needs the titan extra, which
+scripts/test.sh installs."""
 
 from __future__ import annotations
 
@@ -23,18 +24,24 @@ def train(out: Path, *args: str, nproc: int = 2) -> list[float]:
     return json.loads((out / "losses.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def seed_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
-    out = tmp_path_factory.mktemp("titan_seed")
-    args = ["--device", "cpu", "--create-seed-checkpoint", "--out", str(out)]
-    run_script(RECIPE, args, nproc=1, timeout=600)
-    return str(out / "checkpoint" / "step-0")
+_seeds: dict[str, str] = {}
+
+
+def seed_checkpoint(model: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """TorchTitan's step-0 checkpoint of `model`, made once (on CPU, one process)."""
+    if model not in _seeds:
+        out = tmp_path_factory.mktemp(f"titan_seed_{model}")
+        args = ["--model", model, "--device", "cpu", "--create-seed-checkpoint", "--out", str(out)]
+        run_script(RECIPE, args, nproc=1, timeout=600)
+        _seeds[model] = str(out / "checkpoint" / "step-0")
+    return _seeds[model]
 
 
 def test_fsdp_follows_gloo_and_resumes_from_its_checkpoint(
-    seed_checkpoint: str, tmp_path: Path
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    recipe = ["--parallel", "fsdp", "--steps", "6", "--seed-checkpoint", seed_checkpoint]
+    seed = seed_checkpoint("llama3", tmp_path_factory)
+    recipe = ["--parallel", "fsdp", "--steps", "6", "--seed-checkpoint", seed]
     reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
     run = tmp_path / "tpu"
     losses = train(run, "--device", "tpu", "--checkpoint-at", "3", *recipe)
@@ -49,14 +56,24 @@ def test_fsdp_follows_gloo_and_resumes_from_its_checkpoint(
 
 @pytest.mark.full_suite
 @pytest.mark.parametrize(
-    "parallel, compile",
-    [("tp", False), ("fsdp", True), ("tp", True)],
-    ids=["tp", "fsdp-compiled", "tp-compiled"],
+    "model, parallel, compile",
+    [
+        ("llama3", "tp", False),
+        ("llama3", "fsdp", True),
+        ("llama3", "tp", True),
+        ("deepseek_v3", "fsdp", False),  # mixture of experts
+    ],
+    ids=["tp", "fsdp-compiled", "tp-compiled", "moe-fsdp"],
 )
 def test_20_steps_follow_gloo(
-    parallel: str, compile: bool, seed_checkpoint: str, tmp_path: Path
+    model: str,
+    parallel: str,
+    compile: bool,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    recipe = ["--parallel", parallel, "--steps", "20", "--seed-checkpoint", seed_checkpoint]
+    seed = seed_checkpoint(model, tmp_path_factory)
+    recipe = ["--model", model, "--parallel", parallel, "--steps", "20", "--seed-checkpoint", seed]
     reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
     losses = train(
         tmp_path / "tpu", "--device", "tpu", *recipe, *(["--compile"] if compile else [])
