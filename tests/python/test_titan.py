@@ -37,21 +37,27 @@ def seed_checkpoint(model: str, tmp_path_factory: pytest.TempPathFactory) -> str
     return _seeds[model]
 
 
+@pytest.mark.parametrize(
+    "steps, checkpoint_at",
+    [(6, 3), pytest.param(20, 10, marks=pytest.mark.full_suite)],
+    ids=["6-steps", "20-steps"],
+)
 def test_fsdp_follows_gloo_and_resumes_from_its_checkpoint(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    steps: int, checkpoint_at: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     seed = seed_checkpoint("llama3", tmp_path_factory)
-    recipe = ["--parallel", "fsdp", "--steps", "6", "--seed-checkpoint", seed]
+    recipe = ["--parallel", "fsdp", "--steps", str(steps), "--seed-checkpoint", seed]
     reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
     run = tmp_path / "tpu"
-    losses = train(run, "--device", "tpu", "--checkpoint-at", "3", *recipe)
-    assert len(losses) == 6 and losses[-1] < losses[0]
+    losses = train(run, "--device", "tpu", "--checkpoint-at", str(checkpoint_at), *recipe)
+    assert len(losses) == steps and losses[-1] < losses[0]
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
 
-    # The run saved steps 3 and 6; without step 6 it resumes from step 3.
-    shutil.rmtree(run / "checkpoint" / "step-6")
-    resumed = train(run, "--device", "tpu", "--checkpoint-at", "3", *recipe)
-    torch.testing.assert_close(resumed, losses[3:], rtol=1e-5, atol=0)
+    # The run saved a checkpoint at `checkpoint_at` and at its end; without the last it resumes
+    # from the first.
+    shutil.rmtree(run / "checkpoint" / f"step-{steps}")
+    resumed = train(run, "--device", "tpu", "--checkpoint-at", str(checkpoint_at), *recipe)
+    torch.testing.assert_close(resumed, losses[checkpoint_at:], rtol=1e-5, atol=0)
 
 
 @pytest.mark.full_suite
