@@ -12,7 +12,7 @@ each worker. ``--device cpu`` runs the same recipe on CPU with Gloo, the referen
 
 runs each named run on one cluster (``-kill4``: a worker dies at epoch 4) and prints one JSON
 line: per run, the loss after each epoch, the backend and where batches landed, the run's time,
-and the time to recover when a worker was killed.
+and the time to recover when a worker was killed; and the labels Ray gave the fake host.
 """
 
 from __future__ import annotations
@@ -226,6 +226,7 @@ def main() -> None:
     cluster = fake_tpu_cluster()
     try:
         results = {run["name"]: fit(run, args.out / run["name"]) for run in args.runs}
+        results["node_labels"] = ray.nodes()[0]["Labels"]
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -61,7 +61,12 @@ def single_process_losses() -> list[float]:
 
 
 def test_ddp_recovers_a_killed_worker_with_single_process_losses(tmp_path: Path) -> None:
-    result = run_recipe(tmp_path, "tpu-ddp-kill4")["tpu-ddp-kill4"]
+    results = run_recipe(tmp_path, "tpu-ddp-kill4")
+    # What Ray itself made of the fake host: the labels a v5e host in a 2x2 slice carries.
+    labels = results["node_labels"]
+    assert labels["ray.io/accelerator-type"] == "TPU-V5LITEPOD"
+    assert labels["ray.io/tpu-topology"] == "2x2"
+    result = results["tpu-ddp-kill4"]
     assert (result["backend"], result["batch_device"]) == ("tpu_dist", "tpu")
     assert result["recovery_s"] > 0  # a worker died, and the run went on
     torch.testing.assert_close(result["losses"], single_process_losses(), rtol=1e-5, atol=0)
