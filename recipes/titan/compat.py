@@ -10,8 +10,11 @@
 - **Files.** The tokenizer and the C4 sample come from ``assets.py``; datasets runs offline.
 - **Gloo.** The CPU reference reduce-scatters with SUM where FSDP2 would ask Gloo for the
   PREMUL_SUM it lacks (the factor is 1, so the sums are the same).
-- **torch 2.13.** TorchTitan 0.3.0 was released against torch 2.14 and calls one function 2.13
-  lacks, ``torch.distributed.set_timeout``; it is defined here over the group's own method.
+- **torch 2.13.** TorchTitan 0.3.0 was released against torch 2.14. It calls
+  ``torch.distributed.set_timeout``, which 2.13 lacks; it is defined here over the group's own
+  method. Its default SPMD backend (``spmd_types``) hands FSDP2 plain parameters with mesh
+  dimensions, which 2.13's ``fully_shard`` refuses (on Gloo as on tpu); the recipe selects its
+  ``full_dtensor`` backend.
 - **No Triton.** TorchTitan imports its expert-parallel kernels, written in Triton for CUDA, when
   any model module is imported. Without triton installed (this recipe needs none of them) a
   placeholder stands in whose kernels raise if called.
@@ -180,7 +183,7 @@ def debug_model_config(
     world = int(os.environ.get("WORLD_SIZE", "1"))
     parallelism = config.parallelism
     parallelism.pipeline_parallel_degree = 1
-    parallelism.spmd_backend = "full_dtensor"
+    parallelism.spmd_backend = "full_dtensor"  # see the module's note on torch 2.13
     if parallel == "fsdp":
         parallelism.data_parallel_shard_degree = world
         parallelism.tensor_parallel_degree = 1

@@ -1,20 +1,21 @@
-"""TorchTitan's Llama debug model on tpu (or on CPU with Gloo, the reference), from its own config.
+"""TorchTitan's debug models on tpu (or on CPU with Gloo, the reference), from their own configs.
 
 Run under torchrun, e.g.::
 
     torchrun --nproc-per-node 2 recipes/titan/train.py --device tpu --parallel fsdp --out /tmp/t
 
+``--model`` picks Llama 3's debug model (the default) or DeepSeek V3's, a mixture of experts.
 ``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
 parallel, and ``--compile`` compiles the model and loss with torch_tpu's backend. Each run
 writes ``losses.json`` (the global average loss per step, from rank 0) and ``logged_at.json``
-(when each was logged, in seconds) into ``--out``;
-``--checkpoint-at N`` saves a torch.distributed.checkpoint there at step N, and a later run with
-the same ``--out`` resumes from it. Runs that are to be compared start from one seed checkpoint:
+(when each was logged, in seconds) into ``--out``. ``--checkpoint-at N`` saves a
+torch.distributed.checkpoint there at step N, and a later run with the same ``--out`` resumes
+from the newest. Runs that are to be compared start from one seed checkpoint:
 
     torchrun --nproc-per-node 1 recipes/titan/train.py --device cpu --create-seed-checkpoint \
         --out /tmp/seed        # then: --seed-checkpoint /tmp/seed/checkpoint/step-0
 
-Everything TorchTitan 0.3.0 needs adapting for this lives in ``compat.py``.
+Everything TorchTitan 0.3.0 needs adapting for lives in ``compat.py``.
 """
 
 from __future__ import annotations
