@@ -2,19 +2,23 @@
 (``Adam(fused=True)``, and the ``adamw_torch_fused`` optimizer transformers' Trainer picks by
 default) and GradScaler's ``_amp_foreach_non_finite_check_and_unscale_`` / ``_amp_update_scale_``.
 
-The update is written with ordinary tensor ops, so it runs on device: each op is one cached
-executable in Strict mode, and the whole step fuses into one graph under DeferAndFuse. The
-arithmetic follows ATen's CPU fused kernel, including its two AMP details: with ``grad_scale``
-the grads are unscaled in place, and with ``found_inf`` set nothing at all is written (here as
-a select on device, so the step never waits for the host).
+The update is written with ordinary tensor ops, so it runs on device, recorded into one
+executable (in Strict and DeferAndFuse modes). The arithmetic follows ATen's CPU fused kernel,
+including its two AMP details: with ``grad_scale`` the grads are unscaled in place, and with
+``found_inf`` set nothing at all is written (here as a select on device, so the step never
+waits for the host).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
+
+from . import _C
 
 _library = torch.library.Library("aten", "IMPL")
 
@@ -70,8 +74,23 @@ def _adam_step(
             target.copy_(value if keep is None else torch.where(keep, value, target))
 
 
+def _in_one_executable(step: Callable[..., None]) -> Callable[..., None]:
+    """The step's ops (about fifteen per parameter) are recorded and run as one fused
+    executable, the same every step, so it is compiled once: in Strict mode they would run one
+    by one, and DeferAndFuse would cut its graph where the per-parameter sequence repeats.
+    Debug runs them one by one, on purpose."""
+
+    def kernel(*args: Any, **kwargs: Any) -> None:
+        if _C._get_eager_mode() != "debug":
+            _C._run_recorded(functools.partial(step, *args, **kwargs))
+        else:
+            step(*args, **kwargs)
+
+    return kernel
+
+
 def _register(name: str, decoupled: bool) -> None:
-    kernel = functools.partial(_adam_step, decoupled=decoupled)
+    kernel = _in_one_executable(functools.partial(_adam_step, decoupled=decoupled))
     _library.impl(name, kernel, "PrivateUse1")
     _library.impl(name + ".tensor_lr", kernel, "PrivateUse1")
 

@@ -423,6 +423,35 @@ def test_fused_adam_matches_cpu(optimizer: type, options: dict) -> None:
             torch.testing.assert_close(tpu_opt.state[q][key].cpu(), cpu_opt.state[p][key])
 
 
+def test_fused_adamw_update_runs_as_one_executable() -> None:
+    params = [torch.randn(5, 3, device=TPU) for _ in range(8)]
+    grads = [torch.randn_like(p) for p in params]
+    moments = [torch.zeros_like(p) for p in params]
+    squares = [torch.zeros_like(p) for p in params]
+    steps = [torch.ones((), device=TPU) for _ in params]
+    expected = [p.cpu() for p in params]
+    torch._fused_adamw_(
+        expected, [g.cpu() for g in grads], [m.cpu() for m in moments],
+        [s.cpu() for s in squares], [], [s.cpu() for s in steps], lr=1e-3, beta1=0.9,
+        beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
+    )  # fmt: skip
+    for call in range(2):
+        torch.tpu.synchronize()
+        torch_tpu.reset_metrics()
+        torch._fused_adamw_(
+            params, grads, moments, squares, [], steps, lr=1e-3, beta1=0.9, beta2=0.999,
+            weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
+        )  # fmt: skip
+        torch.tpu.synchronize()
+        metrics = torch_tpu.metrics()
+        assert metrics["executions"] == 1, metrics  # not one per op and parameter
+        if call == 0:
+            for p, e in zip(params, expected, strict=True):
+                torch.testing.assert_close(p.cpu(), e, atol=1e-6, rtol=1e-6)
+        else:
+            assert metrics["compiles"] == 0, metrics  # the same executable every step
+
+
 @pytest.mark.parametrize("fused", [True, False])
 def test_grad_scaler_skips_overflow_steps(fused: bool) -> None:
     results = {}
