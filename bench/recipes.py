@@ -35,13 +35,22 @@ def torchrun(nproc: int, *args: str, env: dict[str, str] | None = None) -> None:
     )
 
 
-def titan_steps_per_second(
+def titan_steps(
     out: Path, seed: Path, steps: int, *args: str, env: dict[str, str] | None = None
-) -> float:
+) -> tuple[float, str]:
+    """Steps/s after the warm-up, and on tpu the executions and host syncs per step."""
     common = ("--out", str(out), "--steps", str(steps), "--seed-checkpoint", str(seed))
     torchrun(2, *common, *args, env=env)
-    logged = json.loads((out / "logged_at.json").read_text())
-    return (len(logged) - WARM_UP) / (logged[-1] - logged[WARM_UP - 1])
+    per_step = json.loads((out / "steps.json").read_text())
+    logged = per_step["logged_at"]
+    measured = len(logged) - WARM_UP
+    rate = measured / (logged[-1] - logged[WARM_UP - 1])
+    counts = [
+        (per_step[name][-1] - per_step[name][WARM_UP - 1]) / measured
+        for name in ("executions", "host_syncs")
+        if name in per_step
+    ]
+    return rate, " / ".join(f"{c:.0f}" for c in counts)
 
 
 def main() -> None:
@@ -60,13 +69,13 @@ def main() -> None:
         root = Path(folder)
         torchrun(1, "--out", str(root / "seed"), "--device", "cpu", "--create-seed-checkpoint")
         seed = root / "seed" / "checkpoint" / "step-0"
-        print("TorchTitan Llama debug model (2 layers, seq 128, batch 4 per rank), 2 processes,")
-        print("steps/s after the third step")
+        print("TorchTitan Llama debug model (2 layers, seq 128, batch 4 per rank), 2 processes:")
+        print("steps/s after the third step (tpu: and executions / host syncs per step)")
         print(f"| parallelism | {' | '.join(columns)} | best tpu / CPU |")
         print("| --- |" + " ---: |" * (len(columns) + 1))
         for parallel in ("fsdp", "tp"):
-            rates = [
-                titan_steps_per_second(
+            results = [
+                titan_steps(
                     root / f"{parallel}-{i}",
                     seed,
                     args.steps,
@@ -77,7 +86,10 @@ def main() -> None:
                 )
                 for i, (extra, env) in enumerate(columns.values())
             ]
-            cells = " | ".join(f"{r:.2f}" for r in rates)
+            cells = " | ".join(
+                f"{rate:.2f} ({counts})" if counts else f"{rate:.2f}" for rate, counts in results
+            )
+            rates = [rate for rate, _ in results]
             print(f"| {parallel} | {cells} | {max(rates[1:]) / rates[0]:.2f}x |", flush=True)
         if args.skip_ray:
             return

@@ -279,21 +279,29 @@ def _device_type() -> str:
     return utils.device_type
 
 
-def train(config: Any) -> tuple[list[float], list[float]]:
-    """Builds the trainer and trains; returns the global average loss of each step it ran, and
-    when each step's loss was logged (seconds, a monotonic clock)."""
+def train(config: Any) -> tuple[list[float], dict[str, list[float]]]:
+    """Builds the trainer and trains. Returns the global average loss of each step it ran, and
+    per step: when its loss was logged (seconds, a monotonic clock) and, on tpu, torch_tpu's
+    running counts of executions and host syncs."""
     import torch
     from torchtitan.tools.logging import init_logger
 
     init_logger()
     trainer = config.build()
     losses: list[float] = []
-    logged_at: list[float] = []
+    per_step: dict[str, list[float]] = {"logged_at": []}
+    counters = ("executions", "host_syncs") if _device_type() == "tpu" else ()
     log = trainer.metrics_processor.log
 
     def record(step: int, global_avg_loss: float, *args: Any, **kwargs: Any) -> None:
         losses.append(float(global_avg_loss))  # read from the device: the step has finished
-        logged_at.append(time.perf_counter())
+        per_step["logged_at"].append(time.perf_counter())
+        if counters:
+            import torch_tpu
+
+            metrics = torch_tpu.metrics()
+            for name in counters:
+                per_step.setdefault(name, []).append(metrics[name])
         log(step, global_avg_loss, *args, **kwargs)
 
     trainer.metrics_processor.log = record
@@ -303,4 +311,4 @@ def train(config: Any) -> tuple[list[float], list[float]]:
         trainer.close()
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
-    return losses, logged_at
+    return losses, per_step

@@ -7,8 +7,9 @@ Run under torchrun, e.g.::
 ``--model`` picks Llama 3's debug model (the default) or DeepSeek V3's, a mixture of experts.
 ``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
 parallel, and ``--compile`` compiles the model and loss with torch_tpu's backend. Each run
-writes ``losses.json`` (the global average loss per step, from rank 0) and ``logged_at.json``
-(when each was logged, in seconds) into ``--out``. ``--checkpoint-at N`` saves a
+writes ``losses.json`` (the global average loss per step, from rank 0) and ``steps.json`` (when
+each was logged, in seconds, and on tpu the running counts of executions and host syncs) into
+``--out``. ``--checkpoint-at N`` saves a
 torch.distributed.checkpoint there at step N, and a later run with the same ``--out`` resumes
 from the newest. Runs that are to be compared start from one seed checkpoint:
 
@@ -79,10 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.create_seed_checkpoint:
         compat.create_seed_checkpoint(config)
         return
-    losses, logged_at = compat.train(config)
+    losses, per_step = compat.train(config)
     if int(os.environ.get("RANK", "0")) == 0:
         (args.out / "losses.json").write_text(json.dumps(losses))
-        (args.out / "logged_at.json").write_text(json.dumps(logged_at))
+        (args.out / "steps.json").write_text(json.dumps(per_step))
 
 
 if __name__ == "__main__":
