@@ -86,7 +86,7 @@ std::vector<Span> stop_collecting() {
     std::lock_guard<std::mutex> lock(spans_mutex);
     collected.swap(spans);
   }
-  // Every profiler that reads spans (Kineto's session, the legacy autograd profiler) gets the
+  // Every Kineto session (torch.profiler, and the autograd profiler with use_kineto=True) gets the
   // device's own timestamps where the plugin traced its runs.
   use_device_times(collected, program_runs(plugin_trace()));
   return collected;
