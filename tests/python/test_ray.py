@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from dist_workers.launch import run_bounded
 
 pytest.importorskip("ray.train")
 
@@ -28,19 +26,10 @@ recipe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(recipe)
 
 
-def run_recipe(out: Path, *runs: str, timeout: float = 600) -> dict[str, Any]:
+def run_recipe(out: Path, *runs: str) -> dict[str, Any]:
     """The recipe's runs on one fresh cluster, in a process (and session) of their own."""
     command = [sys.executable, str(RECIPE), *runs, "--out", str(out)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        raise AssertionError(f"recipe did not finish in {timeout} s:\n{stderr[-6000:]}") from None
-    assert process.returncode == 0, f"recipe exited {process.returncode}:\n{stderr[-6000:]}"
+    stdout = run_bounded("recipes/ray/train.py", command, timeout=600)
     return json.loads(stdout.strip().splitlines()[-1])
 
 

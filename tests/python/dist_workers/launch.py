@@ -16,30 +16,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def run_script(
-    script: Path,
-    args: list[str] | None = None,
-    *,
-    nproc: int = 2,
-    timeout: float = 240,
-    env: dict[str, str] | None = None,
-) -> None:
-    """Runs `script args` under torchrun on `nproc` ranks; raises with every rank's output if it
-    fails or outlives `timeout`."""
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(script),
-        *(args or []),
-    ]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    # A session of its own, so a time-out kills torchrun and every rank it started.
+def run_bounded(
+    name: str, command: list[str], *, timeout: float, env: dict[str, str] | None = None
+) -> str:
+    """Runs `command` (`name` in messages) in a session of its own, so that a time-out kills it
+    and every process it started; returns its stdout, or raises with its output if it fails or
+    outlives `timeout`."""
     process = subprocess.Popen(
         command,
-        env=full_env,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -51,14 +36,29 @@ def run_script(
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         raise AssertionError(
-            f"{script.name} did not finish in {timeout} s; output:\n{stdout[-6000:]}\n"
-            f"{stderr[-6000:]}"
+            f"{name} did not finish in {timeout} s; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
         ) from None
     if process.returncode != 0:
         raise AssertionError(
-            f"{script.name} exited {process.returncode}; output:\n{stdout[-6000:]}\n"
-            f"{stderr[-6000:]}"
+            f"{name} exited {process.returncode}; output:\n{stdout[-6000:]}\n{stderr[-6000:]}"
         )
+    return stdout
+
+
+def run_script(
+    script: Path,
+    args: list[str] | None = None,
+    *,
+    nproc: int = 2,
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Runs `script args` under torchrun on `nproc` ranks; raises with every rank's output if it
+    fails or outlives `timeout`."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command = [*launcher, f"--nproc-per-node={nproc}", str(script), *(args or [])]
+    env = {"OMP_NUM_THREADS": "1", **(env or {})}
+    run_bounded(script.name, command, timeout=timeout, env=env)
 
 
 def torchrun(
