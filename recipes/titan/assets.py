@@ -3,8 +3,9 @@
 TorchTitan's debug recipe reads a tokenizer from ``tests/assets/tokenizer`` and a tiny C4 sample
 from ``tests/assets/c4_test``; neither ships in ``torchtitan==0.3.0``'s wheel, and this machine
 has no hub access. ``make_assets(dir)`` writes both, deterministically: a byte-level BPE
-tokenizer trained here on generated text (vocabulary 2048, the debug model's), and a JSON-lines
-corpus that ``datasets.load_dataset(dir, split="train")`` reads offline.
+tokenizer trained here on generated text (at most 2048 tokens, the debug model's vocabulary;
+the small corpus fills about 500), and a JSON-lines corpus that
+``datasets.load_dataset(dir, split="train")`` reads offline.
 """
 
 from __future__ import annotations
