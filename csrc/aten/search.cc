@@ -4,6 +4,7 @@
 // channel_shuffle (a reshape and transpose).
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <optional>
 
 #include "csrc/aten/common.h"
@@ -59,43 +60,73 @@ Value binary_search(Builder& b, const Value& boundaries, const Value& values, bo
   return low;
 }
 
+// CPU copies non-contiguous arguments of searchsorted and bucketize to contiguous ones first,
+// and warns (once per program, or on every call under torch.set_warn_always) on each call
+// that does.
+enum class SearchArgument { InputValue, Boundary, Sorter };
+void warn_if_not_contiguous(const c10::IValue& value, SearchArgument argument) {
+  static std::atomic<bool> warned[3];
+  if (!value.isTensor() || value.toTensor().is_contiguous()) return;
+  if (warned[static_cast<int>(argument)].exchange(true) && !c10::WarningUtils::get_warnAlways())
+    return;
+  static const char* const names[] = {"input value", "boundary", "sorter"};
+  const char* name = names[static_cast<int>(argument)];
+  TORCH_WARN("torch.searchsorted(): ", name,
+             " tensor is non-contiguous; it is copied to a contiguous tensor first, which lowers "
+             "performance. Pass a contiguous ",
+             name, " tensor if possible. This message will only appear once per program.");
+}
+
 // searchsorted(sorted_sequence, self, out_int32, right, side, sorter).
-LOWER({"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
-       "searchsorted.Scalar_out"},
-      [](LoweringContext& ctx) {
-        Builder& b = ctx.b;
-        Value sequence = ctx.tensor(0);
-        TORCH_CHECK(sequence.rank() >= 1,
-                    "torch.searchsorted(): boundaries tensor should have positive dimension");
-        c10::ScalarType type = promoted_type(ctx, {0, 1});
-        ElementType t = et(type);
-        Value values = ctx.arg(1).isTensor() ? b.convert(ctx.tensor(1), t) : ctx.scalar(1, t);
-        if (values.rank() == 0 && sequence.rank() > 1) {
-          TORCH_CHECK(false,
-                      "torch.searchsorted(): input value can be a scalar only when "
-                      "boundaries tensor dimension is 1");
-        }
-        bool right = ctx.arg(3).toBool();
-        if (!ctx.arg(4).isNone()) right = ctx.arg(4).toStringRef() == "right";
-        sequence = b.convert(sequence, t);
-        ElementType out_type = ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64;
-        if (sequence.shape.back() == 0) return Values{splat(b, 0, out_type, values.shape)};
-        return Values{
-            b.convert(binary_search(b, sequence, values, right, ctx.optional_tensor(5)), out_type)};
-      });
+LOWER(
+    {"searchsorted.Tensor", "searchsorted.Tensor_out", "searchsorted.Scalar",
+     "searchsorted.Scalar_out"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value sequence = ctx.tensor(0);
+      TORCH_CHECK(sequence.rank() >= 1,
+                  "torch.searchsorted(): boundaries tensor should have positive dimension");
+      c10::ScalarType type = promoted_type(ctx, {0, 1});
+      ElementType t = et(type);
+      Value values = ctx.arg(1).isTensor() ? b.convert(ctx.tensor(1), t) : ctx.scalar(1, t);
+      if (values.rank() == 0 && sequence.rank() > 1) {
+        TORCH_CHECK(false,
+                    "torch.searchsorted(): input value can be a scalar only when "
+                    "boundaries tensor dimension is 1");
+      }
+      bool right = ctx.arg(3).toBool();
+      if (!ctx.arg(4).isNone()) right = ctx.arg(4).toStringRef() == "right";
+      sequence = b.convert(sequence, t);
+      ElementType out_type = ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64;
+      if (sequence.shape.back() == 0) return Values{splat(b, 0, out_type, values.shape)};
+      return Values{
+          b.convert(binary_search(b, sequence, values, right, ctx.optional_tensor(5)), out_type)};
+    },
+    {},
+    [](const std::vector<c10::IValue>& args) {
+      warn_if_not_contiguous(args[1], SearchArgument::InputValue);
+      warn_if_not_contiguous(args[0], SearchArgument::Boundary);
+      warn_if_not_contiguous(args[5], SearchArgument::Sorter);
+    });
 // bucketize(self, boundaries, out_int32, right): searchsorted with 1-d boundaries.
-LOWER({"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"},
-      [](LoweringContext& ctx) {
-        Builder& b = ctx.b;
-        Value boundaries = ctx.tensor(1);
-        TORCH_CHECK(boundaries.rank() == 1, "boundaries tensor must be 1 dimension, but got dim(",
-                    boundaries.rank(), ")");
-        ElementType t = et(promoted_type(ctx, {0, 1}));
-        Value values = ctx.arg(0).isTensor() ? b.convert(ctx.tensor(0), t) : ctx.scalar(0, t);
-        Value counts =
-            binary_search(b, b.convert(boundaries, t), values, ctx.arg(3).toBool(), std::nullopt);
-        return Values{b.convert(counts, ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64)};
-      });
+LOWER(
+    {"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value boundaries = ctx.tensor(1);
+      TORCH_CHECK(boundaries.rank() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+                  boundaries.rank(), ")");
+      ElementType t = et(promoted_type(ctx, {0, 1}));
+      Value values = ctx.arg(0).isTensor() ? b.convert(ctx.tensor(0), t) : ctx.scalar(0, t);
+      Value counts =
+          binary_search(b, b.convert(boundaries, t), values, ctx.arg(3).toBool(), std::nullopt);
+      return Values{b.convert(counts, ctx.arg(2).toBool() ? ElementType::S32 : ElementType::S64)};
+    },
+    {},
+    [](const std::vector<c10::IValue>& args) {
+      warn_if_not_contiguous(args[0], SearchArgument::InputValue);
+      warn_if_not_contiguous(args[1], SearchArgument::Boundary);
+    });
 
 // histc(self, bins, min, max): counts in `bins` equal bins over [min, max]; min = max = 0 takes
 // the data's range, and an empty range widens by one on each side, as on CPU.

@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <mutex>
+#include <set>
 #include <string_view>
 #include <unordered_set>
 
@@ -67,13 +70,35 @@ const std::unordered_set<std::string_view>& complex_ops() {
   return ops;
 }
 
+std::atomic<bool> survey_on{false};
+std::mutex survey_mutex;
+std::set<std::string>& surveyed_ops() {
+  static std::set<std::string> ops;
+  return ops;
+}
+
 }  // namespace
 
 bool refuses_complex(const std::string& op_name, const std::vector<c10::IValue>& args) {
   bool any_complex = false;
   for (const c10::IValue& value : args) any_complex = any_complex || is_complex_tensor(value);
-  return any_complex &&
-         (op_name.rfind("aten::abs_.", 0) == 0 || complex_ops().count(base_name(op_name)) == 0);
+  bool refused = any_complex && (op_name.rfind("aten::abs_.", 0) == 0 ||
+                                 complex_ops().count(base_name(op_name)) == 0);
+  if (refused && survey_on.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(survey_mutex);
+    surveyed_ops().emplace(base_name(op_name));
+    return false;
+  }
+  return refused;
+}
+
+void set_complex_survey(bool on) { survey_on = on; }
+
+std::vector<std::string> take_complex_survey() {
+  std::lock_guard<std::mutex> lock(survey_mutex);
+  std::vector<std::string> ops(surveyed_ops().begin(), surveyed_ops().end());
+  surveyed_ops().clear();
+  return ops;
 }
 
 void check_complex_support(const std::string& op_name, const std::vector<c10::IValue>& args) {

@@ -603,6 +603,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
+  if (lowering.each_call) lowering.each_call(args);
   OutputLayouts layouts;
   bool checked = false;
   for (int attempt = 0;; ++attempt) {
@@ -790,9 +791,9 @@ std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
 }
 
 void register_lowering(std::initializer_list<const char*> names, Lowering lowering,
-                       std::vector<int> static_scalars) {
+                       std::vector<int> static_scalars, EachCall each_call) {
   for (const char* name : names) {
-    pending_lowerings().emplace_back(name, LoweringEntry{lowering, static_scalars});
+    pending_lowerings().emplace_back(name, LoweringEntry{lowering, static_scalars, each_call});
   }
 }
 

@@ -62,24 +62,28 @@ class LoweringContext {
 };
 
 using Lowering = std::function<std::vector<hlo::Value>(LoweringContext&)>;
+// Runs on every call, cache hits included, before anything else: for what CPU does on each
+// call and a cached executable cannot (a warning about the arguments' layout).
+using EachCall = std::function<void(const std::vector<c10::IValue>&)>;
 
 struct LoweringEntry {
   Lowering fn;
   // Scalar arguments whose value shapes the computation (a norm's order): these are part of
   // the cache key. Every other Scalar is a runtime input.
   std::vector<int> static_scalars;
+  EachCall each_call;
 };
 
 // Registers `lowering` for each named aten overload ("add.Tensor", "add_.Tensor", "add.out").
 // Arguments are read by their schema position; in-place and out= variants share a lowering with
 // the functional form, and the dispatcher writes results into the mutated arguments.
 void register_lowering(std::initializer_list<const char*> names, Lowering lowering,
-                       std::vector<int> static_scalars = {});
+                       std::vector<int> static_scalars = {}, EachCall each_call = {});
 
 struct LoweringRegistrar {
   LoweringRegistrar(std::initializer_list<const char*> names, Lowering lowering,
-                    std::vector<int> static_scalars = {}) {
-    register_lowering(names, std::move(lowering), std::move(static_scalars));
+                    std::vector<int> static_scalars = {}, EachCall each_call = {}) {
+    register_lowering(names, std::move(lowering), std::move(static_scalars), std::move(each_call));
   }
 };
 

@@ -12,6 +12,7 @@
 #include "csrc/device/pinned_memory.h"
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
+#include "csrc/dispatch/complex_support.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
@@ -195,6 +196,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_size", &cache_size);
   m.def("_clear_cache", &clear_cache);
   m.def("_lowered_ops", &lowered_op_names);
+  m.def("_set_complex_survey", &set_complex_survey);
+  m.def("_take_complex_survey", &take_complex_survey);
   m.def(
       "_compile",
       [](const std::string& mlir_text) {

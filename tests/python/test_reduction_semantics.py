@@ -89,6 +89,31 @@ def test_searchsorted_is_cpu_binary_search_step_for_step() -> None:
     assert torch.equal(got.cpu(), torch.bucketize(many, boundaries, right=True))
 
 
+def test_searchsorted_warns_on_each_non_contiguous_call_as_on_cpu() -> None:
+    values = torch.tensor([[[1, 3, 5], [2, 4, 6]], [[1, 2, 3], [4, 5, 6]]])
+    boundaries = values.permute(2, 1, 0).to(torch.float64)
+    permuted = values.permute(2, 1, 0).to(torch.int32)
+    expected = torch.searchsorted(boundaries, permuted)
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # what PyTorch's tests do: warn-once messages on every call
+    try:
+        for call in range(2):  # the second call is a cache hit
+            for device in ("cpu", TPU):
+                with pytest.warns(UserWarning) as record:
+                    got = torch.searchsorted(boundaries.to(device), permuted.to(device))
+                kinds = sorted(
+                    text.split("(): ")[1].split(" tensor")[0]
+                    for text in (str(w.message) for w in record)
+                    if "non-contiguous" in text
+                )
+                assert kinds == ["boundary", "input value"], (call, device, kinds)
+                assert torch.equal(got.cpu(), expected)
+        with pytest.warns(UserWarning, match="input value tensor is non-contiguous"):
+            torch.bucketize(permuted.to(TPU), torch.tensor([1, 2, 3], device=TPU))
+    finally:
+        torch.set_warn_always(always)
+
+
 @pytest.mark.parametrize("op", [torch.std, torch.var, torch.var_mean, torch.std_mean])
 def test_no_degrees_of_freedom_warns_as_on_cpu(op: Callable[..., object]) -> None:
     x = torch.randn(10, 20)
