@@ -440,6 +440,90 @@ Value log_add_exp(Builder& b, const Value& a, const Value& c) {
                   b.unary("log_plus_one", b.unary("exponential", gap)));
 }
 
+// CPU's log(exp(x) + exp(acc)) for complex numbers, special values included. Its operands are
+// ordered by real part (a NaN in either part wins); a NaN anywhere gives NaN; two equal
+// infinite real parts give the smaller operand (-inf) or log(exp(min) + exp(max)) (+inf, with
+// C's special values, which XLA's complex exp and log do not follow); otherwise
+// max + log1p(exp(min - max)).
+Value complex_log_add_exp(Builder& b, const Value& x, const Value& acc) {
+  ElementType real_type = x.type == ElementType::C128 ? ElementType::F64 : ElementType::F32;
+  auto is_nan = [&](const Value& z) {
+    return b.binary("or", b.compare("NE", b.real(z), b.real(z)),
+                    b.compare("NE", b.imag(z), b.imag(z)));
+  };
+  Value acc_nan = is_nan(acc), x_nan = is_nan(x);
+  Value x_first = b.compare("LT", b.real(x), b.real(acc));
+  Value low = b.select(acc_nan, acc, b.select(x_nan, x, b.select(x_first, x, acc)));
+  Value high = b.select(acc_nan, acc, b.select(x_nan, x, b.select(x_first, acc, x)));
+  Value low_re = b.real(low), high_re = b.real(high);
+  const Shape& shape = low_re.shape;
+  Value inf = splat(b, INFINITY, real_type, shape);
+  Value zero = splat(b, 0, real_type, shape);
+  Value nan = splat(b, NAN, real_type, shape);
+
+  Value general =
+      b.binary("add", high,
+               b.unary("log_plus_one", b.unary("exponential", b.binary("subtract", low, high))));
+  // Both real parts +inf: exp(inf + i t) is inf (cos t + i sin t), inf + i t for t = 0, and
+  // inf + i nan for an infinite t; log's real part is inf when either part is infinite.
+  auto exp_at_infinity = [&](const Value& t) {
+    Value finite = b.compare("LT", b.unary("abs", t), inf);
+    Value is_zero = b.compare("EQ", t, zero);
+    Value re = b.select(is_zero, inf, b.binary("multiply", inf, b.unary("cosine", t)));
+    Value im = b.select(is_zero, t, b.binary("multiply", inf, b.unary("sine", t)));
+    return std::pair{b.select(finite, re, inf), b.select(finite, im, nan)};
+  };
+  auto [low_exp_re, low_exp_im] = exp_at_infinity(b.imag(low));
+  auto [high_exp_re, high_exp_im] = exp_at_infinity(b.imag(high));
+  Value sum_re = b.binary("add", low_exp_re, high_exp_re);
+  Value sum_im = b.binary("add", low_exp_im, high_exp_im);
+  Value any_infinite = b.binary("or", b.compare("EQ", b.unary("abs", sum_re), inf),
+                                b.compare("EQ", b.unary("abs", sum_im), inf));
+  Value log_re =
+      b.select(any_infinite, inf,
+               b.unary("log", b.unary("sqrt", b.binary("add", b.binary("multiply", sum_re, sum_re),
+                                                       b.binary("multiply", sum_im, sum_im)))));
+  Value at_plus_infinity = b.complex(log_re, b.binary("atan2", sum_im, sum_re));
+
+  Value both_infinite = b.binary("and", b.compare("EQ", b.unary("abs", low_re), inf),
+                                 b.compare("EQ", low_re, high_re));
+  Value minus = b.compare("LT", low_re, zero);
+  Value result = b.select(both_infinite, b.select(minus, low, at_plus_infinity), general);
+  return b.select(is_nan(low), b.complex(nan, nan), result);
+}
+
+// Complex logcumsumexp, one position at a time as CPU accumulates it (from -inf + 0i): its
+// special values depend on the order of accumulation, so no parallel scan gives them.
+Value complex_logcumsumexp(Builder& b, const Value& x0, int64_t dim) {
+  std::vector<int64_t> to_front = {dim};
+  for (int64_t d = 0; d < x0.rank(); ++d)
+    if (d != dim) to_front.push_back(d);
+  Value x = b.transpose(x0, to_front);
+  Shape row(x.shape.begin() + 1, x.shape.end());
+  Shape one_row = x.shape;
+  one_row[0] = 1;
+  ElementType real_type = x.type == ElementType::C128 ? ElementType::F64 : ElementType::F32;
+  Value start = b.complex(splat(b, -INFINITY, real_type, row), splat(b, 0, real_type, row));
+  const int64_t n = x.shape[0];
+  auto state = b.while_loop(
+      {b.constant_int(0, ElementType::S64), start, x, x},
+      [n](Builder& r, const std::vector<Value>& s) {
+        return std::vector<Value>{r.compare("LT", s[0], r.constant_int(n, ElementType::S64))};
+      },
+      [&](Builder& r, const std::vector<Value>& s) {
+        std::vector<Value> starts(s[2].rank(), r.constant_int(0, ElementType::S64));
+        starts[0] = s[0];
+        Value xi = r.reshape(r.dynamic_slice(s[2], starts, one_row), row);
+        Value acc = complex_log_add_exp(r, xi, s[1]);
+        Value out = r.dynamic_update_slice(s[3], r.reshape(acc, one_row), starts);
+        return std::vector<Value>{r.binary("add", s[0], r.constant_int(1, ElementType::S64)), acc,
+                                  s[2], out};
+      });
+  std::vector<int64_t> back(x0.rank());
+  for (int64_t i = 0; i < x0.rank(); ++i) back[to_front[i]] = i;
+  return b.transpose(state[3], back);
+}
+
 // logcumsumexp(self, dim) = m + log(cumsum(exp(x - m))), m the slice's finite maximum. Where
 // a prefix lies so far below m that its sum underflows ([-1000, 0] gave [-inf, 0]), a scan
 // with log_add_exp in log2(n) doubling steps (each element combining with the partial result
@@ -452,6 +536,7 @@ LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"}
         int64_t dim = wrap_dim(ctx.arg(1).toInt(), x0.rank());
         const int64_t n = x0.shape[dim];
         if (n == 0) return Values{x0};
+        if (hlo::is_complex(x0.type)) return Values{complex_logcumsumexp(b, x0, dim)};
         ElementType m = opmath(x0.type);
         Value x = b.convert(x0, m);
         Value top = reduce_extremum(b, x, {dim}, true);

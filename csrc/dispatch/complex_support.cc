@@ -58,7 +58,7 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sgn", "silu", "unfold_backward", "pow",
       // comparisons and classification (both parts), statistics and products
       "eq", "ne", "isnan", "isinf", "isfinite", "mean", "var", "std", "var_mean", "std_mean",
-      "prod", "cumsum",
+      "prod", "cumsum", "logcumsumexp", "_logcumsumexp",
       // samplers, and a select
       "normal", "uniform", "masked_fill",
       // advanced indexing: gathers and scatters (accumulating with a complex add)

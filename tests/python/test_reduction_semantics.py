@@ -138,3 +138,44 @@ def test_logcumsumexp_over_any_range_as_on_cpu(values: list[float]) -> None:
     for dim in (0, 1):
         got = torch.logcumsumexp(wide.to("tpu"), dim).cpu()
         torch.testing.assert_close(got, torch.logcumsumexp(wide, dim))
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_logcumsumexp_as_on_cpu(dtype: torch.dtype) -> None:
+    def standard(t: torch.Tensor) -> torch.Tensor:
+        # The phase modulo 2 pi; a -inf real part makes the phase meaningless (zeroed).
+        t = torch.complex(t.real, torch.remainder(t.imag, 2 * torch.pi))
+        lost = torch.isneginf(t.real)
+        return torch.where(lost, torch.complex(t.real, torch.zeros_like(t.real)), t)
+
+    cases = [
+        torch.randn(5, 10, dtype=dtype, generator=torch.Generator().manual_seed(0)),
+        torch.tensor([1e3 + 0j, 1e-18 + 1e4j, 1e2 + 1e-8j], dtype=dtype),
+        # Special values: CPU's accumulation order decides these.
+        torch.tensor(
+            [
+                -INF + 4j,
+                -INF + 1j,
+                1.2 + 2.1j,
+                1e10 + 1e20j,
+                INF + 0j,
+                INF + 1j,
+                INF + 3j,
+                NAN + 2j,
+            ],
+            dtype=dtype,
+        ),
+        torch.tensor(
+            [complex(-INF, INF), complex(-INF, INF), -INF + 1j, 1.2 + 2.1j, complex(2.4, INF)],
+            dtype=dtype,
+        ),
+    ]
+    for x in cases:
+        for dim in range(x.ndim):
+            got = torch.logcumsumexp(x.to(TPU), dim).cpu()
+            want = torch.logcumsumexp(x, dim)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(standard(got), standard(want), equal_nan=True)
