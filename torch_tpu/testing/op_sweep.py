@@ -54,8 +54,8 @@ NONDETERMINISTIC = (
 
 # Set aside: layouts and dtypes the device does not offer.
 SET_ASIDE = {
-    "sparse": "sparse layouts are not offered by the tpu device",
-    "to_sparse": "sparse layouts are not offered by the tpu device",
+    "sparse.": "compressed sparse layouts (CSR, CSC, BSR) are not offered by the tpu device "
+    "(COO is)",
     "nested": "nested tensors are not offered by the tpu device",
     "quantized": "quantized dtypes are not offered by the tpu device",
 }
