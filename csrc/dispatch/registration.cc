@@ -71,6 +71,7 @@ void register_lowered_kernels() {
       }
       library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
     }
+    register_foreach_kernels();
   });
 }
 
