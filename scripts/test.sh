@@ -5,9 +5,11 @@
 #
 # The operator-coverage gate checks every op_db entry the report lists as passing, at most 2
 # samples of each, evenly spread, in the Strict pass; and every 16th entry, at most 4 samples,
-# in the DeferAndFuse pass; the bad-input gate checks every 4th entry. `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes,
-# every sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an
-# hour on two cores), and the wheel built and run against the other supported torch release
+# in the DeferAndFuse pass; the bad-input gate checks every 4th entry, and the complex64 gate
+# (tests/python/test_complex_coverage.py) every 8th (16th under DeferAndFuse).
+# `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes, every
+# sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an hour on
+# two cores), and the wheel built and run against the other supported torch release
 # (tools/wheel.py --torch 2.14.1: its own venv and build tree); run it before calling
 # coverage, fusion or packaging work done. Extra arguments go to pytest in both passes.
 #
@@ -41,8 +43,9 @@ if [ "$FULL" = 1 ]; then
   "$PY" tools/wheel.py --torch 2.14.1
 else
   echo "[test] Python suite (pytest), Strict mode"
-  "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 --bad-input-every 4 "$@"
+  "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 --bad-input-every 4 \
+    --complex-gate-every 8 "$@"
   echo "[test] What fusion can change, under TPU_DEFER_AND_FUSE=1"
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" -m "not full_suite" --fusion-subset --op-gate-every 16 \
-    --op-gate-samples 4 "$@"
+    --complex-gate-every 16 --op-gate-samples 4 "$@"
 fi

@@ -210,7 +210,9 @@ def eager_mode(mode: EagerMode) -> Iterator[None]:
 
 
 def metrics() -> dict[str, int]:
-    """Dispatcher counters: compiles, cache_hits, cache_misses, executions, host_syncs, ..."""
+    """Dispatcher counters: compiles, cache_hits, cache_misses, executions, host_syncs, ...; and
+    max_in_flight, the most executions enqueued and not yet finished at any launch (above 1,
+    the host ran ahead of the device)."""
     from . import _C
 
     return dict(_C._metrics())

@@ -483,17 +483,18 @@ LOWER({"silu_backward", "silu_backward.grad_input"}, [](LoweringContext& ctx) {
                      b.binary("add", one, b.binary("multiply", x, b.binary("subtract", one, s))));
   return Values{b.binary("multiply", grad, d)};
 });
+// For complex numbers autograd wants grad * conj(derivative); conj is the identity on reals.
 LOWER({"sigmoid_backward", "sigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), y = ctx.tensor(1);
   Value d = b.binary("multiply", y, b.binary("subtract", splat(b, 1, y.type, y.shape), y));
-  return Values{b.binary("multiply", grad, d)};
+  return Values{b.binary("multiply", grad, b.conj(d))};
 });
 LOWER({"tanh_backward", "tanh_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), y = ctx.tensor(1);
   Value d = b.binary("subtract", splat(b, 1, y.type, y.shape), b.binary("multiply", y, y));
-  return Values{b.binary("multiply", grad, d)};
+  return Values{b.binary("multiply", grad, b.conj(d))};
 });
 LOWER({"leaky_relu", "leaky_relu_", "leaky_relu.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;

@@ -65,10 +65,12 @@ LOWER({"sinc", "sinc_", "sinc.out"}, [](LoweringContext& ctx) {
   return Values{b.convert(b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), r), t)};
 });
 
-// angle of a real number: pi below zero, NaN for NaN, else 0.
+// angle of a real number: pi below zero, NaN for NaN, else 0; of a complex one, its argument
+// atan2(imag, real), a real number.
 LOWER({"angle", "angle.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
+  if (hlo::is_complex(x0.type)) return Values{b.binary("atan2", b.imag(x0), b.real(x0))};
   ElementType t = et(float_type(to_scalar_type(x0.type)));
   Value x = b.convert(x0, t);
   Value r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, 3.14159265358979323846, x), c(b, 0, x));

@@ -47,17 +47,19 @@ LOWER({"bmm", "bmm.out"}, [](LoweringContext& ctx) {
   check_matmul(a, c, "bmm", 3);
   return Values{bmm(ctx.b, a, c)};
 });
-// vdot conjugates its first argument: the same as dot for real dtypes (complex inputs are
-// refused before they get here, see complex_support.cc).
-LOWER({"dot", "dot.out", "vdot", "vdot.out"}, [](LoweringContext& ctx) {
+// dot(a, c), and vdot, which conjugates its first argument (the identity on reals).
+Values dot(LoweringContext& ctx, bool conjugate_first) {
   Value a = ctx.tensor(0), c = ctx.tensor(1);
   TORCH_CHECK(a.rank() == 1 && c.rank() == 1, "1D tensors expected, but got ", a.rank(), "D and ",
               c.rank(), "D tensors");
   TORCH_CHECK(a.shape == c.shape, "inconsistent tensor size, expected tensor [", a.shape[0],
               "] and src [", c.shape[0], "] to have the same number of elements, but got ",
               a.shape[0], " and ", c.shape[0], " elements respectively");
+  if (conjugate_first) a = ctx.b.conj(a);
   return Values{ctx.b.dot_general(a, c, {}, {}, {0}, {0}, a.type)};
-});
+}
+LOWER({"dot", "dot.out"}, [](LoweringContext& ctx) { return dot(ctx, false); });
+LOWER({"vdot", "vdot.out"}, [](LoweringContext& ctx) { return dot(ctx, true); });
 LOWER({"mv", "mv.out"}, [](LoweringContext& ctx) {
   Value a = ctx.tensor(0), v = ctx.tensor(1);
   TORCH_CHECK(a.rank() == 2 && v.rank() == 1 && a.shape[1] == v.shape[0],

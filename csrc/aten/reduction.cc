@@ -592,7 +592,7 @@ LOWER({"trace", "trace.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   TORCH_CHECK(x.rank() == 2, "trace: expected a matrix, but got tensor with dim ", x.rank());
-  ElementType t = hlo::is_float(x.type) ? x.type : ElementType::S64;
+  ElementType t = hlo::is_float(x.type) || hlo::is_complex(x.type) ? x.type : ElementType::S64;
   Value diagonal =
       b.compare("EQ", b.iota(x.shape, ElementType::S64, 0), b.iota(x.shape, ElementType::S64, 1));
   Value v = b.convert(x, opmath(t));

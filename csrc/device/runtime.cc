@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -73,11 +74,27 @@ namespace {
 std::mutex pending_mutex;
 std::condition_variable pending_done;
 int64_t pending_count = 0;
+int64_t most_pending = 0;
 }  // namespace
 
 void pending_started() {
   std::lock_guard<std::mutex> lock(pending_mutex);
-  ++pending_count;
+  most_pending = std::max(most_pending, ++pending_count);
+}
+
+int64_t in_flight() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  return pending_count;
+}
+
+int64_t max_in_flight() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  return most_pending;
+}
+
+void reset_max_in_flight() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  most_pending = pending_count;
 }
 
 void pending_finished() {

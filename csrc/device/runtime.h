@@ -40,6 +40,11 @@ class Runtime {
 // device-wide fence, so the dispatcher reports each enqueue and each completion.
 void pending_started();
 void pending_finished();
+// Executions enqueued and not finished: now, and the most at any launch since the last reset.
+// Above 1, the host ran ahead of the device (Strict mode enqueues and returns).
+int64_t in_flight();
+int64_t max_in_flight();
+void reset_max_in_flight();
 void await_pending();
 // Waits for enqueued executions only (not for DeferAndFuse's unflushed graph).
 void await_in_flight();

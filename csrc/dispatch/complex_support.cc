@@ -65,6 +65,20 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "index", "_index_put_impl_", "index_put",
       // truth tests and norms (a complex value is true when either part is nonzero)
       "count_nonzero", "logical_not", "all", "any", "linalg_vector_norm",
+      // shown to compute complex operands as CPU does by the complex64 OpInfo sweep
+      // (tools/complex_coverage.py, docs/complex_coverage.md)
+      "acos", "acosh", "asin", "atanh", "cosh", "sinh", "tan", "exp2", "expm1", "log10", "log1p",
+      "log2", "reciprocal", "rsqrt", "sigmoid", "sinc", "addbmm", "addcdiv", "addcmul", "addmm",
+      "addmv", "baddbmm", "dot", "mv", "lerp", "linalg_cross", "cumprod", "norm", "renorm",
+      "logical_and", "logical_or", "logical_xor", "nonzero_static", "put", "channel_shuffle",
+      "col2im", "im2col", "reflection_pad1d", "reflection_pad1d_backward", "reflection_pad2d",
+      "reflection_pad2d_backward", "reflection_pad3d", "reflection_pad3d_backward",
+      "replication_pad1d", "replication_pad1d_backward", "replication_pad2d",
+      "replication_pad2d_backward", "replication_pad3d", "replication_pad3d_backward",
+      "triangular_solve",
+      // fixed for complex operands after that sweep: conjugated derivatives, vdot's conjugate,
+      // angle's real argument, trace's complex sum
+      "sigmoid_backward", "tanh_backward", "vdot", "angle", "trace",
       // jax kernels: jax lowered them for their complex operands
       "torch_tpu::jax_call"};
   return ops;

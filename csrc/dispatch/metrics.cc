@@ -1,5 +1,7 @@
 #include "csrc/dispatch/metrics.h"
 
+#include "csrc/device/runtime.h"
+
 namespace torch_tpu {
 
 Metrics& metrics() {
@@ -17,7 +19,8 @@ std::map<std::string, int64_t> Metrics::snapshot() const {
           {"uploads", uploads},
           {"downloads", downloads},
           {"disk_cache_hits", disk_cache_hits},
-          {"disk_cache_writes", disk_cache_writes}};
+          {"disk_cache_writes", disk_cache_writes},
+          {"max_in_flight", max_in_flight()}};
 }
 
 void Metrics::reset() {
@@ -25,6 +28,7 @@ void Metrics::reset() {
                         &uploads, &downloads, &disk_cache_hits, &disk_cache_writes}) {
     counter->store(0);
   }
+  reset_max_in_flight();
 }
 
 }  // namespace torch_tpu

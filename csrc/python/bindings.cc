@@ -193,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });
   m.def("_reset_metrics", [] { metrics().reset(); });
+  m.def("_in_flight", &in_flight);
   m.def("_cache_size", &cache_size);
   m.def("_clear_cache", &clear_cache);
   m.def("_lowered_ops", &lowered_op_names);

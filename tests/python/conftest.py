@@ -209,6 +209,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only the bad-input gate entries whose op_db index is a multiple of N",
     )
     parser.addoption(
+        "--complex-gate-every",
+        type=int,
+        default=1,
+        help="run only the complex-coverage gate entries whose op_db index is a multiple of N",
+    )
+    parser.addoption(
         "--fusion-subset",
         action="store_true",
         help="run only the tests whose results fusion can change (DeferAndFuse's pass in "
@@ -271,6 +277,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for gate_file, option in (
         ("test_op_coverage.py", "--op-gate-every"),
         ("test_bad_input.py", "--bad-input-every"),
+        ("test_complex_coverage.py", "--complex-gate-every"),
     ):
         every: int = config.getoption(option)
         if every > 1:

@@ -269,3 +269,20 @@ def test_data_movement_matches_cpu(name: str, dtype: torch.dtype) -> None:
     z = randc(4, 5, dtype=dtype)
     expected = MOVES[name](z, torch.device("cpu"))
     assert torch.equal(MOVES[name](tpu(z), torch.device(DEVICE)).cpu(), expected)
+
+
+def test_formulas_fixed_after_the_complex_sweep_match_cpu() -> None:
+    """vdot conjugates its first operand, angle and trace keep complex semantics (a real angle,
+    a complex sum), and tanh/sigmoid gradients use the conjugate derivative, as on CPU."""
+    a, b = randc(6), randc(2, 3).flatten()
+    torch.testing.assert_close(torch.vdot(tpu(a), tpu(b)).cpu(), torch.vdot(a, b))
+    torch.testing.assert_close(torch.angle(tpu(a)).cpu(), torch.angle(a))
+    m = randc(4).reshape(2, 2)
+    torch.testing.assert_close(torch.trace(tpu(m)).cpu(), torch.trace(m))
+    for fn in (torch.tanh, torch.sigmoid):
+        x = randc(5).requires_grad_()
+        x_t = tpu(x.detach()).requires_grad_()
+        fn(x).abs().sum().backward()
+        fn(x_t).abs().sum().backward()
+        assert x_t.grad is not None and x.grad is not None
+        torch.testing.assert_close(x_t.grad.cpu(), x.grad)
