@@ -1,9 +1,10 @@
 """torch's _foreach_* ops (multi-tensor optimizer updates, gradient clipping) on tpu: each call
-runs as one executable in Strict mode, not one per tensor, with CPU's values."""
+runs as one executable in Strict mode, not one per tensor, with CPU's values. (DeferAndFuse fuses
+them with the ops around them instead; these counts are Strict's, so the tests pin that mode.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -32,6 +33,12 @@ def tensors(device: torch.device | str) -> tuple[list[torch.Tensor], list[torch.
     xs = [torch.randn(s, generator=g).to(device) for s in shapes]
     ys = [torch.randn(s, generator=g).to(device) for s in shapes]
     return xs, ys
+
+
+@pytest.fixture(autouse=True)
+def strict_mode() -> Iterator[None]:
+    with torch_tpu.eager_mode("strict"):
+        yield
 
 
 @pytest.mark.parametrize("name", list(CALLS))
