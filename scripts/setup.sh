@@ -14,9 +14,11 @@ DEPS=$ROOT/.deps
 
 say() { echo "[setup] $*"; }
 
-# 1. System packages: a compiler toolchain, CMake, Ninja and GoogleTest (Debian's packages).
+# 1. System packages: a compiler toolchain, CMake, Ninja, ccache (rebuilds of unchanged sources,
+# fresh clones included, come from its cache) and GoogleTest (Debian's packages).
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ccache >/dev/null || need_apt+=(ccache)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v g++ >/dev/null || need_apt+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
