@@ -45,6 +45,11 @@ fi
 # 3. What the extras name: the XLA CPU PJRT plugin (cpu), jax (kernels), the Hugging Face stack
 # (hf; models are built from configs), and the extras asked for. pip skips what is installed.
 EXTRAS=(cpu jax hf "$@")
+if [[ " $* " == *" serving "* ]]; then
+  # vLLM 0.32 pins transformers below the hf extra's release, so serving has its own environment
+  # (scripts/setup_serving.sh) with vLLM's transformers and without the hf stack.
+  EXTRAS=(cpu "$@")
+fi
 if [[ " ${EXTRAS[*]} " == *" tpu "* ]] && ! compgen -G "/dev/accel*" >/dev/null \
    && ! compgen -G "/dev/vfio/[0-9]*" >/dev/null; then
   # libtpu on a machine without TPU chips queries the cloud metadata service when loaded.
@@ -53,7 +58,25 @@ if [[ " ${EXTRAS[*]} " == *" tpu "* ]] && ! compgen -G "/dev/accel*" >/dev/null 
 fi
 mapfile -t extra_requirements < <("$PY" scripts/extra_requirements.py "${EXTRAS[@]}")
 say "extras ${EXTRAS[*]}: ${extra_requirements[*]}"
+# vLLM is built from its sdist (below): its PyPI wheels are CUDA builds.
+vllm_requirement=""
+for i in "${!extra_requirements[@]}"; do
+  if [[ ${extra_requirements[$i]} == vllm==* ]]; then
+    vllm_requirement=${extra_requirements[$i]}
+    unset "extra_requirements[$i]"
+  fi
+done
 pip_install "${extra_requirements[@]}"
+if [ -n "$vllm_requirement" ] && ! "$PY" -c "import importlib.metadata as m, sys; \
+    sys.exit(m.version('vllm') != '${vllm_requirement#vllm==}')" 2>/dev/null; then
+  say "building $vllm_requirement from its sdist as a device-neutral package"
+  pip_install "setuptools>=77.0.3,<81" setuptools-scm setuptools-rust wheel jinja2
+  # VLLM_TARGET_DEVICE=empty: no CUDA/CPU kernels; the version override drops the "+empty"
+  # suffix that pip would reject as not the version asked for; cargo stays offline (the Rust
+  # front end is optional and its crates are not on this machine's registries).
+  VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE=${vllm_requirement#vllm==} \
+    CARGO_NET_OFFLINE=true pip_install --no-build-isolation --no-binary vllm "$vllm_requirement"
+fi
 
 # 4. The PJRT C API header, extracted from a registry sdist that ships it (never committed).
 HEADER=$DEPS/include/xla/pjrt/c/pjrt_c_api.h

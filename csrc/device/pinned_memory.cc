@@ -1,5 +1,6 @@
 #include "csrc/device/pinned_memory.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
@@ -30,6 +31,7 @@ struct Blocks {
   std::map<std::uintptr_t, std::size_t> live;  // start -> block size
   std::multimap<std::size_t, void*> cached;    // block size -> start
   std::size_t cached_bytes = 0;
+  std::size_t live_bytes = 0;
 };
 
 Blocks& blocks() {
@@ -44,6 +46,7 @@ void free_pinned(void* ptr) {
   if (it == state.live.end()) return;
   const std::size_t size = it->second;
   state.live.erase(it);
+  state.live_bytes -= size;
   if (state.cached_bytes + size > kMaxCachedBytes) {
     c10::free_cpu(ptr);
     return;
@@ -52,7 +55,9 @@ void free_pinned(void* ptr) {
   state.cached_bytes += size;
 }
 
-class PinnedMemoryAllocator final : public c10::Allocator {
+// Registered as PrivateUse1's host allocator, which torch.accelerator's host-memory calls
+// (empty_host_cache, host_memory_stats) reach.
+class PinnedMemoryAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(std::size_t nbytes) override {
     const c10::Device cpu(c10::DeviceType::CPU);
@@ -72,6 +77,7 @@ class PinnedMemoryAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(state.mutex);
       state.live[reinterpret_cast<std::uintptr_t>(ptr)] = size;
+      state.live_bytes += size;
     }
     return {ptr, ptr, &free_pinned, cpu};
   }
@@ -79,14 +85,29 @@ class PinnedMemoryAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
+  // Transfers from these blocks complete before the copy returns, so no block waits on a stream.
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return true; }
+  void empty_cache() override { empty_pinned_memory_cache(); }
+  at::HostStats get_stats() override {
+    Blocks& state = blocks();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    at::HostStats stats;
+    stats.active_requests.current = static_cast<int64_t>(state.live.size());
+    stats.active_bytes.current = static_cast<int64_t>(state.live_bytes);
+    stats.allocations.current = static_cast<int64_t>(state.live.size() + state.cached.size());
+    stats.allocated_bytes.current = static_cast<int64_t>(state.live_bytes + state.cached_bytes);
+    return stats;
+  }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 };
+
+PinnedMemoryAllocator pinned_allocator;
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &pinned_allocator)
 
 }  // namespace
 
-c10::Allocator* pinned_memory_allocator() {
-  static PinnedMemoryAllocator allocator;
-  return &allocator;
-}
+c10::Allocator* pinned_memory_allocator() { return &pinned_allocator; }
 
 bool is_pinned(const void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);

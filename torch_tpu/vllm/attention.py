@@ -1,0 +1,203 @@
+"""Paged attention for vLLM on ``tpu``, written in PyTorch ops.
+
+One batch holds prefills and decodes together. Each layer's cache is vLLM's page table of
+``[blocks, kv_heads, block_size, 2 * head_size]`` (keys then values in the last dimension),
+stored token-major within a block (layout LBNHC) so that a token's slot is one row.
+
+A step writes its new keys and values at their slots, then every query token attends over the
+pages of its request, gathered through the block table. The number of pages gathered is padded
+to a power of two and masked by position, so a request's growing context reuses one compiled
+executable per power of two rather than compiling at every token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from vllm.v1.attention.backend import (
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+)
+from vllm.v1.kv_cache_layout import KVCacheLayout
+
+
+class TpuAttentionBackend(AttentionBackend):
+    # forward() writes the step's keys and values into the cache itself.
+    forward_includes_kv_cache_update: bool = True
+    supported_dtypes: ClassVar[list[torch.dtype]] = [
+        torch.bfloat16,
+        torch.float16,
+        torch.float32,
+    ]
+    supported_kv_cache_dtypes: ClassVar[list[Any]] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return "CUSTOM"
+
+    @staticmethod
+    def get_impl_cls() -> type[TpuAttentionImpl]:
+        return TpuAttentionImpl
+
+    @staticmethod
+    def get_builder_cls() -> type[TpuAttentionMetadataBuilder]:
+        return TpuAttentionMetadataBuilder
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        return []  # any head size
+
+    @classmethod
+    def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
+        return (KVCacheLayout.LBNHC,)
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == AttentionType.DECODER
+
+
+@dataclass
+class TpuAttentionMetadata:
+    num_actual_tokens: int
+    # Per query token: its request's row in `block_table` and its position in the sequence.
+    token_request: torch.Tensor
+    token_position: torch.Tensor
+    # [requests, pages] block ids; pages padded to a power of two (padding entries masked).
+    block_table: torch.Tensor
+    slot_mapping: torch.Tensor
+
+
+def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
+    pages = max(1, -(-max_seq_len // block_size))
+    return min(1 << (pages - 1).bit_length(), width)
+
+
+class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
+    def __init__(
+        self,
+        kv_cache_spec: Any,
+        layer_names: list[str],
+        vllm_config: Any,
+        device: torch.device,
+    ) -> None:
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.block_size = kv_cache_spec.block_size
+
+    def build(
+        self,
+        common_prefix_len: int,
+        common_attn_metadata: CommonAttentionMetadata,
+        fast_build: bool = False,
+    ) -> TpuAttentionMetadata:
+        meta = common_attn_metadata
+        num_reqs = meta.num_reqs
+        tokens = meta.num_actual_tokens
+        starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
+        token_request = np.repeat(np.arange(num_reqs, dtype=np.int64), np.diff(starts))
+        if meta.positions is not None:
+            token_position = meta.positions[:tokens].to(torch.int64)
+        else:
+            # A request's tokens are the last of its sequence.
+            seq_lens = meta.seq_lens[:num_reqs].to(torch.int64)
+            query_lens = torch.from_numpy(np.diff(starts)).to(seq_lens.device)
+            first = seq_lens - query_lens
+            offsets = torch.from_numpy(np.arange(tokens) - np.repeat(starts[:-1], np.diff(starts)))
+            request = torch.from_numpy(token_request).to(seq_lens.device)
+            token_position = first[request] + offsets.to(seq_lens.device)
+        table = meta.block_table_tensor
+        pages = _pages_for(meta.max_seq_len, self.block_size, table.shape[1])
+        return TpuAttentionMetadata(
+            num_actual_tokens=tokens,
+            token_request=torch.from_numpy(token_request).to(table.device),
+            token_position=token_position,
+            block_table=table[:num_reqs, :pages],
+            slot_mapping=meta.slot_mapping[:tokens],
+        )
+
+
+class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int | None = None,
+        alibi_slopes: list[float] | None = None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = AttentionType.DECODER,
+        kv_sharing_target_layer_name: str | None = None,
+        **unsupported: Any,
+    ) -> None:
+        refused = {
+            "ALiBi": alibi_slopes is not None,
+            "a sliding window": sliding_window is not None,
+            "logit soft-capping": bool(logits_soft_cap),
+            f"attention type {attn_type}": attn_type != AttentionType.DECODER,
+            f"KV cache dtype {kv_cache_dtype}": kv_cache_dtype != "auto",
+            "attention sinks": unsupported.get("sinks") is not None,
+        }
+        named = [what for what, present in refused.items() if present]
+        if named:
+            raise NotImplementedError(f"tpu paged attention does not support {', '.join(named)}")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.attn_type = attn_type
+
+    def forward(
+        self,
+        layer: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: TpuAttentionMetadata | None,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("tpu paged attention has no fused output quantization")
+        if attn_metadata is None:  # a profiling run before the cache exists
+            return output.fill_(0)
+        tokens = attn_metadata.num_actual_tokens
+        d = self.head_size
+        # [blocks, block_size, kv_heads, 2 * head_size]: one row per token slot.
+        cache = kv_cache.permute(0, 2, 1, 3)
+        block_size = cache.shape[1]
+        if self.kv_sharing_target_layer_name is None:
+            slots = attn_metadata.slot_mapping
+            entry = torch.cat([key[:tokens], value[:tokens]], dim=-1).to(cache.dtype)
+            cache[slots // block_size, slots % block_size] = entry
+
+        # Each query token's request context: [tokens, pages * block_size, kv_heads, 2 * d].
+        pages = cache[attn_metadata.block_table]
+        requests, num_pages = attn_metadata.block_table.shape
+        context = pages.reshape(requests, num_pages * block_size, self.num_kv_heads, 2 * d)
+        context = context[attn_metadata.token_request]
+        keys, values = context[..., :d], context[..., d:]
+
+        group = self.num_heads // self.num_kv_heads
+        q = query[:tokens].reshape(tokens, self.num_kv_heads, group, d)
+        scores = torch.einsum("tkgd,tlkd->tkgl", q.float(), keys.float()) * self.scale
+        visible = (
+            torch.arange(context.shape[1], device=q.device)[None, :]
+            <= (attn_metadata.token_position[:, None])
+        )
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        attended = torch.einsum("tkgl,tlkd->tkgd", probs, values.float())
+        out = output.view(output.shape[0], self.num_heads, d)
+        out[:tokens] = attended.reshape(tokens, self.num_heads, d).to(out.dtype)
+        return output

@@ -1,0 +1,135 @@
+"""The vLLM ``Platform`` for the ``tpu`` device (PrivateUse1)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms.interface import Platform, PlatformEnum
+
+import torch_tpu.distributed
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+logger = init_logger(__name__)
+
+ATTENTION_BACKEND = "torch_tpu.vllm.attention.TpuAttentionBackend"
+WORKER = "torch_tpu.vllm.worker.TpuWorker"
+
+
+class TpuPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tpu"
+    device_type: str = "tpu"
+    dispatch_key: str = "PrivateUse1"
+    # Ray schedules tpu workers on its TPU resource.
+    ray_device_key: str = "TPU"
+    device_control_env_var: str = "TPU_VISIBLE_CHIPS"
+    # vLLM compiles small helpers with torch.compile: our Dynamo backend compiles for tpu.
+    simple_compile_backend: str = "tpu"
+    dist_backend: str = torch_tpu.distributed.BACKEND_NAME
+    supported_quantization: list[str] = []
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        # vLLM's compiled ops (vllm._C) are CUDA/CPU builds; every layer this platform runs
+        # has a PyTorch implementation, which vLLM's CustomOp picks for out-of-tree platforms.
+        return
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        from torch_tpu.vllm import kernels
+
+        kernels.register()
+
+    @classmethod
+    def get_attn_backend_cls(
+        cls,
+        selected_backend: Any,
+        attn_selector_config: Any,
+        num_heads: int | None = None,
+    ) -> str:
+        if attn_selector_config.use_mla or attn_selector_config.use_sparse:
+            raise ValueError("the tpu platform has no MLA or sparse attention backend")
+        if selected_backend is not None and selected_backend.name != "CUSTOM":
+            logger.warning_once(
+                "attention backend %s is not available on tpu; using torch_tpu's paged attention",
+                selected_backend.name,
+            )
+        return ATTENTION_BACKEND
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.tpu.get_device_name(device_id)
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return torch.tpu.get_device_properties(device_id).total_memory
+
+    @classmethod
+    def get_device_capability(cls, device_id: int = 0) -> None:
+        # CUDA compute capabilities mean nothing here; None makes vLLM skip its checks.
+        return None
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.tpu.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.tpu.manual_seed_all(seed)
+
+    @classmethod
+    def inference_mode(cls) -> Any:
+        return torch.no_grad()
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return False
+
+    @classmethod
+    def device_count(cls) -> int:
+        return torch.tpu.device_count()
+
+    @classmethod
+    def get_current_memory_usage(cls, device: Any = None) -> float:
+        torch.tpu.reset_peak_memory_stats(device)
+        return float(torch.tpu.max_memory_allocated(device))
+
+    @classmethod
+    def support_hybrid_kv_cache(cls) -> bool:
+        return False
+
+    @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        return False
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        from vllm.config import CompilationMode, CUDAGraphMode
+
+        compilation = vllm_config.compilation_config
+        # The runner executes the model eagerly in DeferAndFuse mode: each step's ops fuse into
+        # one executable per distinct padded shape, cached across steps (see model_runner.py).
+        # vLLM's own graph capture (Dynamo + Inductor passes, CUDA graphs) targets other devices.
+        compilation.mode = CompilationMode.NONE
+        compilation.cudagraph_mode = CUDAGraphMode.NONE
+        if compilation.compile_sizes is None:
+            compilation.compile_sizes = []
+        if vllm_config.model_config is not None:
+            vllm_config.model_config.enforce_eager = True
+        parallel = vllm_config.parallel_config
+        if parallel.worker_cls == "auto":
+            parallel.worker_cls = WORKER
+        # The engine core starts its worker in a fresh process: forking a process whose PJRT
+        # client has threads would copy them in a broken state.
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        return (
+            "vllm.distributed.device_communicators.base_device_communicator.DeviceCommunicatorBase"
+        )

@@ -1,0 +1,85 @@
+"""vLLM's worker for ``tpu``: one process per device, running :class:`TpuModelRunner`."""
+
+from __future__ import annotations
+
+import gc
+import os
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+from vllm.config import set_current_vllm_config
+from vllm.logger import init_logger
+from vllm.platforms import current_platform
+from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
+
+import torch_tpu
+from torch_tpu.vllm.model_runner import TpuModelRunner
+
+# The eager mode the model runs in (TORCH_TPU_VLLM_EAGER_MODE overrides): DeferAndFuse gathers a
+# whole step, forward and sampling, into one executable that is compiled once per distinct
+# batch shape and replayed at every later step of that shape.
+DEFAULT_EAGER_MODE = "defer_and_fuse"
+
+logger = init_logger(__name__)
+
+
+class TpuWorker(Worker):
+    def init_device(self) -> None:
+        self.device = torch.device("tpu", self.local_rank)
+        torch.tpu.set_device(self.device)
+        torch_tpu.set_eager_mode(os.environ.get("TORCH_TPU_VLLM_EAGER_MODE", DEFAULT_EAGER_MODE))
+        init_worker_distributed_environment(
+            self.vllm_config,
+            self.rank,
+            self.distributed_init_method,
+            self.local_rank,
+            current_platform.dist_backend,
+        )
+        set_random_seed(self.model_config.seed)
+        gc.collect()
+        torch.tpu.empty_cache()
+        self._init_workspace_and_model_runner()
+
+    def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager[Any]:
+        # Sleep mode's tagged memory pools are CUDA/XPU allocators; tpu has none.
+        return nullcontext()
+
+    def _make_model_runner(self) -> TpuModelRunner:
+        return TpuModelRunner(self.vllm_config, self.device)
+
+    def determine_available_memory(self) -> int:
+        """Bytes for the KV cache: ``kv_cache_memory_bytes`` when given, otherwise
+        ``gpu_memory_utilization`` of the device's memory less the peak of a profiling run at
+        the largest batch (which also compiles that batch's executables)."""
+        torch.tpu.reset_peak_memory_stats(self.device)
+        with set_current_vllm_config(self.vllm_config):
+            self.model_runner.profile_run()
+        torch.tpu.synchronize(self.device)
+        requested = self.cache_config.kv_cache_memory_bytes
+        if requested:
+            return int(requested)
+        _, total = torch.tpu.mem_get_info(self.device)
+        peak = torch.tpu.max_memory_allocated(self.device)
+        available = int(total * self.cache_config.gpu_memory_utilization) - peak
+        if available <= 0:
+            raise ValueError(
+                f"no device memory left for the KV cache: the profiling run peaked at {peak} "
+                f"bytes of {total}; raise gpu_memory_utilization or set kv_cache_memory_bytes"
+            )
+        logger.info("KV cache gets %.2f GiB of tpu memory", available / 2**30)
+        return available
+
+    def compile_or_warm_up_model(self) -> Any:
+        # No CUDA graphs to capture; the profiling run already compiled the largest batch.
+        from vllm.v1.worker.worker_base import CompilationTimes
+
+        set_random_seed(self.model_config.seed)
+        return CompilationTimes(language_model=0.0, encoder=0.0)
+
+    def sleep(self, level: int = 1) -> None:
+        raise NotImplementedError("sleep mode is not available on tpu")
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        raise NotImplementedError("sleep mode is not available on tpu")
