@@ -10,8 +10,9 @@
 # `scripts/test.sh --full` runs the full matrix instead: the whole suite in both modes, every
 # sample of every gate entry in Strict and up to 32 of each under DeferAndFuse (over an hour on
 # two cores), and the wheel built and run against the other supported torch release
-# (tools/wheel.py --torch 2.14.1: its own venv and build tree); run it before calling
-# coverage, fusion or packaging work done. Extra arguments go to pytest in both passes.
+# (tools/wheel.py --torch 2.14.1: its own venv and build tree), and the serving tests
+# (scripts/test_serving.sh: vLLM in .venv-serving); run it before calling coverage, fusion,
+# packaging or serving work done. Extra arguments go to pytest in both passes.
 #
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
 # wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
@@ -41,6 +42,8 @@ if [ "$FULL" = 1 ]; then
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" --op-gate-samples 32 "$@"
   echo "[test] The wheel against torch 2.14.1"
   "$PY" tools/wheel.py --torch 2.14.1
+  echo "[test] Serving: vLLM on tpu (its own environment, .venv-serving)"
+  bash scripts/test_serving.sh
 else
   echo "[test] Python suite (pytest), Strict mode"
   "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 --bad-input-every 4 \

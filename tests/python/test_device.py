@@ -350,6 +350,21 @@ def test_pinned_memory_is_cached_and_released_by_empty_cache() -> None:
     assert C._host_cache_bytes() == 0
 
 
+def test_torch_accelerator_empties_the_tpu_host_cache() -> None:
+    # torch.accelerator's host-memory calls reach the device's registered host allocator;
+    # without one, empty_host_cache() dereferenced null and killed the process (vLLM calls it).
+    import torch_tpu._C as C
+
+    torch.ones(1, device="tpu").cpu()  # (a no-op, as on CUDA, until the device is initialized)
+    pinned = torch.arange(4096.0).pin_memory()
+    del pinned
+    assert C._host_cache_bytes() > 0
+    torch.accelerator.empty_host_cache()
+    assert C._host_cache_bytes() == 0
+    again = torch.ones(8).pin_memory()
+    assert again.is_pinned() and torch.equal(again, torch.ones(8))
+
+
 @pytest.mark.parametrize(
     "make_dst",
     [

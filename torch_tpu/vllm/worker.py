@@ -78,6 +78,12 @@ class TpuWorker(Worker):
         set_random_seed(self.model_config.seed)
         return CompilationTimes(language_model=0.0, encoder=0.0)
 
+    def torch_tpu_metrics(self) -> dict[str, int]:
+        """torch_tpu's dispatcher counters in this worker (compiles, executions, host syncs):
+        a server in dev mode (VLLM_SERVER_DEV_MODE=1) returns them from
+        ``POST /collective_rpc {"method": "torch_tpu_metrics"}``."""
+        return torch_tpu.metrics()
+
     def sleep(self, level: int = 1) -> None:
         raise NotImplementedError("sleep mode is not available on tpu")
 

@@ -1,0 +1,199 @@
+"""Serving on tpu, timed: `vllm serve` with torch_tpu's platform plugin under 1, 8 and 32
+concurrent streamed completions (output tokens/s and time to first token), next to
+transformers' `generate` on tpu with the same model and batch; and the compiles the server made
+during the measured runs, after a warm-up of the same load (should be 0).
+
+    .venv-serving/bin/python bench/serving.py [--tokens 32] [--layers 4 --hidden 256]
+
+Needs the serving set-up (``bash scripts/setup_serving.sh``). The model is a Llama built from a
+config with seeded weights (torch_tpu.testing.tiny_llama), written to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from torch_tpu.testing.tiny_llama import make_tiny_llama  # noqa: E402
+
+CONCURRENCY = (1, 8, 32)
+PROMPT_WORDS = "tensor graph kernel token model cache batch request stream queue".split()
+
+
+def prompts(count: int) -> list[str]:
+    # Different lengths, as in real traffic: 4 to 13 words.
+    return [" ".join(PROMPT_WORDS[: 4 + i % 10]) + f" {i}" for i in range(count)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return json.loads(response.read())
+
+
+def streamed_completion(url: str, prompt: str, tokens: int) -> tuple[float, int]:
+    """(seconds to the first token, tokens received) of one streamed completion."""
+    body = {
+        "model": "bench",
+        "prompt": prompt,
+        "max_tokens": tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        url + "/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    first = None
+    received = 0
+    with urllib.request.urlopen(request, timeout=300) as response:
+        for line in response:
+            text = line.decode().strip()
+            if not text.startswith("data: ") or text == "data: [DONE]":
+                continue
+            chunk = json.loads(text[len("data: ") :])
+            if chunk.get("usage"):
+                received = chunk["usage"]["completion_tokens"]
+            elif first is None and chunk["choices"] and chunk["choices"][0]["text"]:
+                first = time.perf_counter() - start
+    return (first if first is not None else float("nan")), received
+
+
+def server_load(url: str, concurrency: int, tokens: int) -> tuple[float, float]:
+    """(output tokens/s, median time to first token in ms) at this concurrency."""
+    batch = prompts(concurrency)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(lambda p: streamed_completion(url, p, tokens), batch))
+    elapsed = time.perf_counter() - start
+    ttfts = sorted(r[0] for r in results)
+    return sum(r[1] for r in results) / elapsed, 1000 * ttfts[len(ttfts) // 2]
+
+
+def server_compiles(url: str) -> int:
+    return int(post(url + "/collective_rpc", {"method": "torch_tpu_metrics"})["results"][0]["compiles"])
+
+
+def hf_generate(model_dir: Path, concurrency: int, tokens: int) -> tuple[float, float]:
+    """transformers' greedy generate on tpu, the same prompts as one left-padded batch:
+    (output tokens/s, ms to the first token, timed as a one-token generate)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to("tpu")
+    batch = tokenizer(prompts(concurrency), return_tensors="pt", padding=True).to("tpu")
+
+    def run(new_tokens: int) -> float:
+        start = time.perf_counter()
+        out = model.generate(
+            **batch,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.eos_token_id,
+        )
+        out.cpu()
+        return time.perf_counter() - start
+
+    run(tokens)  # compiles
+    run(1)
+    elapsed = run(tokens)
+    return concurrency * tokens / elapsed, 1000 * run(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=256)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="torch_tpu_serving_bench_"))
+    model_dir = make_tiny_llama(work, layers=args.layers, hidden=args.hidden)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (work / "serve.log").open("w")
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
+            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "bench",
+            "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "32",
+            "--max-num-batched-tokens", "1024", "--kv-cache-memory-bytes", str(256 << 20),
+        ],  # fmt: skip
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if server.poll() is not None:
+                raise SystemExit(f"vllm serve exited; see {work / 'serve.log'}")
+            try:
+                urllib.request.urlopen(url + "/health", timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("vllm serve did not start in 300 s") from None
+                time.sleep(1)
+        for concurrency in CONCURRENCY:  # warm-up: the same loads, compiling their shapes
+            server_load(url, concurrency, args.tokens)
+        compiles_before = server_compiles(url)
+        served = {c: server_load(url, c, args.tokens) for c in CONCURRENCY}
+        compiles_during = server_compiles(url) - compiles_before
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+    generated = {c: hf_generate(model_dir, c, args.tokens) for c in CONCURRENCY}
+
+    print(
+        f"Llama {args.layers} layers x {args.hidden} hidden, float32, {args.tokens} output "
+        f"tokens per request, greedy; eager mode of the server's worker: defer_and_fuse"
+    )
+    print("| concurrent requests | vllm serve tok/s | TTFT ms (median) | "
+          "HF generate on tpu tok/s | HF TTFT ms | serve / HF |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for c in CONCURRENCY:
+        rate, ttft = served[c]
+        hf_rate, hf_ttft = generated[c]
+        print(
+            f"| {c} | {rate:.0f} | {ttft:.1f} | {hf_rate:.0f} | {hf_ttft:.1f} | "
+            f"{rate / hf_rate:.2f}x |"
+        )
+    print(f"compiles in the server during the measured runs (after warm-up): {compiles_during}")
+
+
+if __name__ == "__main__":
+    main()

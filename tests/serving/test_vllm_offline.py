@@ -1,0 +1,117 @@
+"""vLLM's offline engine on tpu: greedy tokens equal transformers' on CPU, prefix caching, seeded
+sampling, and no compiles once a batch shape has run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import torch_tpu
+from serving_helpers import PROMPTS, cpu_greedy
+
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_llama: Path) -> Iterator[Any]:
+    # In-process engine core, so this process's torch_tpu.metrics() count its compiles.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM
+
+    engine = LLM(
+        model=str(tiny_llama),
+        dtype="float32",
+        max_model_len=256,
+        max_num_batched_tokens=256,
+        max_num_seqs=8,
+        kv_cache_memory_bytes=32 << 20,
+        enable_prefix_caching=True,
+        seed=0,
+        disable_log_stats=False,  # get_metrics() reads prefix-cache hits
+    )
+    yield engine
+    del engine
+
+
+def _generate(llm: Any, prompts: list[str], **params: Any) -> list[list[int]]:
+    from vllm import SamplingParams
+
+    outputs = llm.generate(prompts, SamplingParams(**params), use_tqdm=False)
+    return [list(out.outputs[0].token_ids) for out in outputs]
+
+
+def test_the_platform_is_torch_tpus_and_the_model_runs_on_tpu(llm: Any) -> None:
+    from vllm.platforms import current_platform
+
+    from torch_tpu.vllm.platform import TpuPlatform
+
+    assert isinstance(current_platform, TpuPlatform)
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    weights = list(runner.get_model().parameters())
+    assert weights and all(w.device.type == "tpu" for w in weights)
+    assert torch_tpu.get_eager_mode() == "defer_and_fuse"
+
+
+def test_greedy_batch_of_different_lengths_matches_transformers_on_cpu(
+    llm: Any, tiny_llama: Path
+) -> None:
+    expected = cpu_greedy(tiny_llama, PROMPTS, MAX_TOKENS)
+    assert _generate(llm, PROMPTS, temperature=0, max_tokens=MAX_TOKENS) == expected
+
+
+def test_prefix_cache_hits_give_the_same_tokens(llm: Any, tiny_llama: Path) -> None:
+    # Prompts longer than a block (16 tokens) that share their first blocks: the second
+    # request of each pair reads the shared prefix from the cache.
+    base = " ".join(["tensor graph kernel token model cache batch request"] * 4)
+    prompts = [base + " stream queue", base + " router load metric"]
+    expected = cpu_greedy(tiny_llama, prompts, MAX_TOKENS)
+    llm.reset_prefix_cache()
+    first = _generate(llm, prompts[:1], temperature=0, max_tokens=MAX_TOKENS)
+    stats_before = llm.llm_engine.get_metrics()
+    second = _generate(llm, prompts, temperature=0, max_tokens=MAX_TOKENS)
+    assert first == expected[:1]
+    assert second == expected
+    hits = _prefix_cache_hits(llm.llm_engine.get_metrics()) - _prefix_cache_hits(stats_before)
+    assert hits >= 16, f"the shared prefix was not read from the cache ({hits} hit tokens)"
+
+
+def _prefix_cache_hits(metrics: list[Any]) -> float:
+    return sum(
+        getattr(m, "value", 0) for m in metrics if m.name == "vllm:prefix_cache_hits"
+    )
+
+
+def test_seeded_sampling_repeats_and_stays_in_the_top_k(llm: Any, tiny_llama: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    params = dict(temperature=1.0, top_p=0.9, top_k=5, seed=7, max_tokens=MAX_TOKENS)
+    first = _generate(llm, PROMPTS, **params)
+    again = _generate(llm, PROMPTS, **params)
+    greedy = _generate(llm, PROMPTS, temperature=0, max_tokens=MAX_TOKENS)
+    assert first == again
+    assert first != greedy
+    # top_k=5: each sampled token is among the 5 likeliest next tokens (CPU model) after the
+    # prompt and the tokens sampled before it.
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.float32)
+    for prompt, sampled in zip(PROMPTS, first):
+        prompt_ids = tokenizer(prompt).input_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt_ids + sampled])).logits[0]
+        top5 = logits[len(prompt_ids) - 1 : len(prompt_ids) - 1 + len(sampled)].topk(5).indices
+        assert all(token in row.tolist() for token, row in zip(sampled, top5))
+
+
+def test_a_repeated_batch_compiles_nothing(llm: Any) -> None:
+    _generate(llm, PROMPTS, temperature=0, max_tokens=MAX_TOKENS)
+    before = torch_tpu.metrics()
+    _generate(llm, PROMPTS, temperature=0, max_tokens=MAX_TOKENS)
+    after = torch_tpu.metrics()
+    assert after["compiles"] == before["compiles"]
+    assert after["executions"] > before["executions"]
+    torch.tpu.synchronize()

@@ -1,0 +1,242 @@
+"""`vllm serve` on tpu: OpenAI completions and streamed chat, concurrent requests, the
+Prometheus gauges a router scores endpoints on, vLLM's HTTP errors for bad input, and a clean
+shutdown. The server runs on a loopback port for the module; every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serving_helpers import PROMPTS, cpu_greedy
+
+MODEL = "tiny"
+MAX_TOKENS = 12
+START_TIMEOUT_S = 180
+REQUEST_TIMEOUT_S = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    def __init__(self, model_dir: Path, log: Path) -> None:
+        self.url = f"http://127.0.0.1:{_free_port()}"
+        self.log = log
+        command = [
+            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
+            "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
+            "--served-model-name", MODEL, "--dtype", "float32", "--max-model-len", "256",
+            "--max-num-batched-tokens", "256", "--max-num-seqs", "8",
+            "--kv-cache-memory-bytes", str(32 << 20), "--enable-prefix-caching", "--seed", "0",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # Dev mode serves /collective_rpc, through which the test reads the worker's counters.
+            env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"},
+        )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"vllm serve exited:\n{self.log.read_text()[-4000:]}")
+            try:
+                if self.get("/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"vllm serve not ready in {START_TIMEOUT_S} s")
+
+    def get(self, path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
+            return response.status, response.read().decode()
+
+    def post(self, path: str, body: bytes | dict[str, Any]) -> tuple[int, Any]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def stop(self) -> int:
+        """SIGINT, as Ctrl-C; the process group is killed if it is not gone in 60 s."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                return self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+                raise AssertionError("vllm serve did not stop within 60 s of SIGINT") from None
+        return int(self.process.returncode)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    instance = Server(tiny_llama, tmp_path_factory.mktemp("server") / "serve.log")
+    try:
+        instance.wait_ready()
+        yield instance
+    finally:
+        if instance.process.poll() is None:
+            instance.stop()
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_llama: Path) -> dict[str, str]:
+    """Each prompt's greedy completion text from transformers on CPU."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    tokens = cpu_greedy(tiny_llama, PROMPTS, MAX_TOKENS)
+    return {
+        prompt: tokenizer.decode(ids, skip_special_tokens=True)
+        for prompt, ids in zip(PROMPTS, tokens)
+    }
+
+
+def _complete(server: Server, prompt: str) -> str:
+    status, body = server.post(
+        "/v1/completions",
+        {"model": MODEL, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0},
+    )
+    assert status == 200, body
+    return str(json.loads(body)["choices"][0]["text"])
+
+
+def test_completion_matches_transformers_on_cpu(server: Server, expected: dict[str, str]) -> None:
+    assert _complete(server, PROMPTS[1]) == expected[PROMPTS[1]]
+
+
+def test_a_repeated_request_compiles_nothing_on_the_server(
+    server: Server, expected: dict[str, str]
+) -> None:
+    _complete(server, PROMPTS[3])
+    before = _counter(server, "torch_tpu:compiles")
+    assert _complete(server, PROMPTS[3]) == expected[PROMPTS[3]]
+    assert _counter(server, "torch_tpu:compiles") == before
+    assert before > 0  # the gauge is live: the server compiled its first requests
+
+
+def _counter(server: Server, name: str) -> int:
+    status, body = server.post("/collective_rpc", {"method": "torch_tpu_metrics"})
+    assert status == 200, body
+    return int(json.loads(body)["results"][0][name.removeprefix("torch_tpu:")])
+
+
+def test_streamed_chat_completion_assembles_the_greedy_reply(
+    server: Server, tiny_llama: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    messages = [{"role": "user", "content": "the cache"}]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    want = tokenizer.decode(cpu_greedy(tiny_llama, [prompt], 8)[0], skip_special_tokens=True)
+
+    body = {"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0}
+    request = urllib.request.Request(
+        server.url + "/v1/chat/completions",
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    chunks = []
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+        for line in response:
+            text = line.decode().strip()
+            if text.startswith("data: ") and text != "data: [DONE]":
+                chunks.append(json.loads(text[len("data: ") :]))
+    pieces = [c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]]
+    assert len(chunks) > 2, "the reply came in one piece, not streamed"
+    assert "".join(pieces) == want
+
+
+def test_eight_concurrent_requests_all_answered_while_metrics_show_the_load(
+    server: Server, expected: dict[str, str]
+) -> None:
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(8)]
+    gauges: list[dict[str, float]] = []
+    done = threading.Event()
+
+    def scrape() -> None:
+        while not done.is_set():
+            gauges.append(_gauges(server.get("/metrics")[1]))
+            time.sleep(0.05)
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda p: _complete(server, p), prompts))
+    finally:
+        done.set()
+        scraper.join(timeout=REQUEST_TIMEOUT_S)
+    assert answers == [expected[p] for p in prompts]
+    assert gauges, "no /metrics sample was taken during the load"
+    assert max(g["vllm:num_requests_running"] for g in gauges) >= 2, "no batching seen"
+    assert all(0.0 <= g["vllm:kv_cache_usage_perc"] <= 1.0 for g in gauges)
+    assert max(g["vllm:kv_cache_usage_perc"] for g in gauges) > 0.0
+    assert all(g["vllm:num_requests_waiting"] >= 0 for g in gauges)
+    idle = _gauges(server.get("/metrics")[1])
+    assert idle["vllm:num_requests_running"] == 0
+
+
+def _gauges(text: str) -> dict[str, float]:
+    names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+    found = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0]
+        if name in names:
+            found[name] = float(line.rsplit(" ", 1)[1])
+    assert set(found) == set(names), f"missing gauges: {set(names) - set(found)}"
+    return found
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"model": "unknown", "prompt": "the", "max_tokens": 2}, 404),
+        (b'{"model": "tiny", "prompt": ', 400),
+        ({"model": MODEL, "prompt": "the " * 300, "max_tokens": 2}, 400),
+    ],
+    ids=["unknown-model", "malformed-json", "prompt-longer-than-context"],
+)
+def test_bad_requests_get_vllms_errors_and_the_server_keeps_serving(
+    server: Server, expected: dict[str, str], body: bytes | dict[str, Any], status: int
+) -> None:
+    got, text = server.post("/v1/completions", body)
+    assert got == status, text
+    assert "error" in json.loads(text)
+    assert _complete(server, PROMPTS[0]) == expected[PROMPTS[0]]
+
+
+def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:
+    assert server.stop() == 0
+    log = server.log.read_text()
+    # (Tracebacks of the rejected requests above are logged by design in dev mode.)
+    for failure in ("Segfault", "EngineDeadError", "engine core exited unexpectedly"):
+        assert failure not in log
