@@ -97,7 +97,9 @@ def server_load(url: str, concurrency: int, tokens: int) -> tuple[float, float]:
 
 
 def server_compiles(url: str) -> int:
-    return int(post(url + "/collective_rpc", {"method": "torch_tpu_metrics"})["results"][0]["compiles"])
+    return int(
+        post(url + "/collective_rpc", {"method": "torch_tpu_metrics"})["results"][0]["compiles"]
+    )
 
 
 def hf_generate(model_dir: Path, concurrency: int, tokens: int) -> tuple[float, float]:
@@ -143,10 +145,27 @@ def main() -> None:
     log = (work / "serve.log").open("w")
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
-            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "bench",
-            "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "32",
-            "--max-num-batched-tokens", "1024", "--kv-cache-memory-bytes", str(256 << 20),
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.cli.main",
+            "serve",
+            str(model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            "bench",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "512",
+            "--max-num-seqs",
+            "32",
+            "--max-num-batched-tokens",
+            "1024",
+            "--kv-cache-memory-bytes",
+            str(256 << 20),
         ],  # fmt: skip
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -28,6 +28,9 @@ struct PendingSlot {
   int value = -1;      // the value's index in that graph
   hlo::ElementType type = hlo::ElementType::F32;
   DeviceStorage* owner = nullptr;  // cleared (under pending_slots_mutex) when the storage dies
+  // The buffer the storage held before the graph first wrote it: the graph may write the new
+  // value into that buffer's memory (donation) when nothing else holds it.
+  std::weak_ptr<pjrt::Buffer> replaces;
 };
 
 // Held while a pending slot's owner is read or cleared.

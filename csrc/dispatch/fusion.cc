@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <sstream>
@@ -93,6 +94,13 @@ std::shared_ptr<pjrt::Executable> fused_insert(const std::string& key,
 // must not change the graph's key, or a loop would recompile when values repeat.
 int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::string& type,
                  ExternalSource source) {
+  // A buffer read by several ops is one parameter, so that it can be donated (see flush_locked).
+  // Not while recording: there each parameter keeps the source it was read from.
+  if (!recording()) {
+    for (size_t j = 0; j < g.externals.size(); ++j) {
+      if (g.externals[j] == buffer && g.external_types[j] == type) return static_cast<int>(j);
+    }
+  }
   int index = static_cast<int>(g.externals.size());
   g.externals.push_back(std::move(buffer));
   g.external_types.push_back(type);
@@ -156,8 +164,16 @@ std::string first_failed_check(const Graph& g) {
   return text.str();
 }
 
+// An external whose buffer the result at `result` may take over (tf.aliasing_output): the
+// storage that result becomes held that buffer before the graph wrote it.
+struct Alias {
+  int external;
+  int result;
+};
+
 // Returns the `returned` values, then the first failed check (s32) if the graph has checks.
-std::string fused_module(const Graph& g, const std::vector<int>& returned) {
+std::string fused_module(const Graph& g, const std::vector<int>& returned,
+                         const std::vector<Alias>& aliases) {
   std::ostringstream text;
   std::unordered_map<uint64_t, bool> defined;
   std::unordered_map<std::string, bool> defined_helpers;
@@ -176,6 +192,11 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned) {
   text << "  func.func public @main(";
   for (size_t i = 0; i < g.externals.size(); ++i) {
     text << (i ? ", " : "") << "%e" << i << ": " << g.external_types[i];
+    for (const Alias& alias : aliases) {
+      if (alias.external == static_cast<int>(i)) {
+        text << " {tf.aliasing_output = " << alias.result << " : i32}";
+      }
+    }
   }
   std::vector<std::string> result_types;
   std::vector<std::string> result_names;
@@ -259,6 +280,30 @@ void flush_locked(Graph& g) {
     returned.push_back(slot->value);
     key += std::to_string(slot->value) + ",";
   }
+  // An in-place write (a KV cache update, an optimizer step) makes a storage's new value from
+  // its old buffer: aliasing the two lets XLA update the buffer instead of copying all of it.
+  std::vector<Alias> aliases;
+  for (size_t i = 0; i < live.size(); ++i) {
+    std::shared_ptr<pjrt::Buffer> old = live[i]->replaces.lock();
+    if (!old) continue;
+    int found = -1;
+    int uses = 0;
+    for (size_t j = 0; j < g.externals.size(); ++j) {
+      if (g.externals[j] == old) {
+        found = static_cast<int>(j);
+        ++uses;
+      }
+    }
+    // A buffer passed twice cannot be donated, nor taken over by two results (storages that
+    // shared it); the types must match for the memory to be reused.
+    auto taken = [&](const Alias& alias) { return alias.external == found; };
+    if (uses != 1 || g.external_types[found] != g.value_types[live[i]->value] ||
+        std::any_of(aliases.begin(), aliases.end(), taken)) {
+      continue;
+    }
+    aliases.push_back({found, static_cast<int>(i)});
+    key += "a" + std::to_string(found) + ":" + std::to_string(i);
+  }
 
   std::shared_ptr<pjrt::Executable> executable;
   {
@@ -267,11 +312,19 @@ void flush_locked(Graph& g) {
   }
   const size_t op_count = g.ops.size();
   std::string module;
-  if (!executable) module = fused_module(g, returned);
+  if (!executable) module = fused_module(g, returned, aliases);
   // The graph's device, not a live slot's owner's: another thread (autograd's, dropping its
   // last references) may destroy that storage once pending_slots_mutex is released.
   const int device = g.device;
   auto externals = std::move(g.externals);
+  // Donated only where the graph holds the last reference: no storage, no execution in flight
+  // and no recording of a compiled graph (which replays with its own inputs) still reads it.
+  std::vector<int64_t> donated;
+  for (const Alias& alias : aliases) {
+    if (capture == nullptr && externals[alias.external].use_count() == 1) {
+      donated.push_back(alias.external);
+    }
+  }
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
   std::vector<CheckedOp> check_ops = std::move(g.check_ops);
@@ -314,8 +367,9 @@ void flush_locked(Graph& g) {
     capture->op_names = op_names;
     capture->check_ops = check_ops;
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> results = run_fused(
-      *executable, std::move(externals), device, op_names, std::move(check_ops), live.size());
+  std::vector<std::shared_ptr<pjrt::Buffer>> results =
+      run_fused(*executable, std::move(externals), device, op_names, std::move(check_ops),
+                live.size(), donated);
   std::lock_guard<std::mutex> lock(pending_slots_mutex());
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& slot = live[i];
@@ -388,6 +442,10 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
         plan.new_tensor ? new_output_tensor(plan, device) : args[plan.arg].toTensor();
     DeviceStorage& storage = device_storage(target);
     slot->owner = &storage;
+    DeviceStorage::Contents previous = storage.contents();
+    slot->replaces = previous.pending && previous.pending->epoch == g.epoch
+                         ? previous.pending->replaces
+                         : std::weak_ptr<pjrt::Buffer>(previous.buffer);
     storage.assign_pending(slot);
     g.slots.push_back(slot);
     outputs.emplace_back(plan.new_tensor ? c10::IValue(target) : args[plan.arg]);
@@ -398,14 +456,14 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
 std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
     int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
-    size_t result_count) {
+    size_t result_count, std::span<const int64_t> donated) {
   metrics().fused_ops += static_cast<int64_t>(op_names.size());
   metrics().executions++;
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(externals.size());
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
   auto timer = profiler::RunTimer::launch([&op_names] { return graph_label(op_names); }, device);
-  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device));
+  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device), donated);
   if (timer) timer->launched();
   pending_started();
   std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";

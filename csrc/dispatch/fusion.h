@@ -7,6 +7,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,12 @@ struct FusedRun {
 void capture_fused_runs(FusedRun* run);
 
 // Enqueues a fused executable on `externals`; returns its first `result_count` results (the
-// runtime checks' flag, if `check_ops` is not empty, follows them and is watched).
+// runtime checks' flag, if `check_ops` is not empty, follows them and is watched). `donated`
+// externals' buffers may become results' memory (see Executable::execute).
 std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
     int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
-    size_t result_count);
+    size_t result_count, std::span<const int64_t> donated = {});
 
 // Records one op; returns its outputs as execution would, their storages pending.
 std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,

@@ -1,5 +1,6 @@
 #include "csrc/pjrt/executable.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -104,12 +105,18 @@ Executable::~Executable() {
   if (error != nullptr) (void)to_exception(api_, error, "PJRT_LoadedExecutable_Destroy");
 }
 
-ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments,
-                                  PJRT_Device* device) const {
+ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_Device* device,
+                                  std::span<const int64_t> donated) const {
   auto options = make_args<PJRT_ExecuteOptions>();
-  // Inputs are storage buffers that other tensors still alias: never let XLA reuse them.
-  std::vector<int64_t> non_donatable(arguments.size());
-  for (std::size_t i = 0; i < arguments.size(); ++i) non_donatable[i] = static_cast<int64_t>(i);
+  // Inputs are storage buffers that other tensors may still alias: XLA reuses only those the
+  // caller donates.
+  std::vector<int64_t> non_donatable;
+  non_donatable.reserve(arguments.size());
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    if (std::find(donated.begin(), donated.end(), static_cast<int64_t>(i)) == donated.end()) {
+      non_donatable.push_back(static_cast<int64_t>(i));
+    }
+  }
   options.non_donatable_input_indices = non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
 

@@ -27,7 +27,10 @@ class Executable {
   std::size_t num_outputs() const { return num_outputs_; }
   // Enqueues one run on `device`; returns at once. Output buffers become defined when the run
   // finishes; reading them waits for that. Arguments are not donated.
-  ExecuteResult execute(std::span<PJRT_Buffer* const> arguments, PJRT_Device* device) const;
+  // `donated`: indices of arguments whose buffers the execution may take over (their memory
+  // becomes an aliased output's; the argument buffers are unusable afterwards).
+  ExecuteResult execute(std::span<PJRT_Buffer* const> arguments, PJRT_Device* device,
+                        std::span<const int64_t> donated = {}) const;
   // Launches an executable compiled with replicated_compile_options on all its devices in one
   // PJRT_LoadedExecutable_Execute call (so its collectives can meet): arguments_per_device[i]
   // are replica i's arguments, on that replica's device. Returns one result per replica, in

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from serving_helpers import PROMPTS, cpu_greedy
 
 import torch_tpu
-from serving_helpers import PROMPTS, cpu_greedy
 
 MAX_TOKENS = 16
 
@@ -81,9 +81,7 @@ def test_prefix_cache_hits_give_the_same_tokens(llm: Any, tiny_llama: Path) -> N
 
 
 def _prefix_cache_hits(metrics: list[Any]) -> float:
-    return sum(
-        getattr(m, "value", 0) for m in metrics if m.name == "vllm:prefix_cache_hits"
-    )
+    return sum(getattr(m, "value", 0) for m in metrics if m.name == "vllm:prefix_cache_hits")
 
 
 def test_seeded_sampling_repeats_and_stays_in_the_top_k(llm: Any, tiny_llama: Path) -> None:
@@ -99,12 +97,12 @@ def test_seeded_sampling_repeats_and_stays_in_the_top_k(llm: Any, tiny_llama: Pa
     # prompt and the tokens sampled before it.
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
     model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.float32)
-    for prompt, sampled in zip(PROMPTS, first):
+    for prompt, sampled in zip(PROMPTS, first, strict=True):
         prompt_ids = tokenizer(prompt).input_ids
         with torch.no_grad():
             logits = model(torch.tensor([prompt_ids + sampled])).logits[0]
         top5 = logits[len(prompt_ids) - 1 : len(prompt_ids) - 1 + len(sampled)].topk(5).indices
-        assert all(token in row.tolist() for token, row in zip(sampled, top5))
+        assert all(token in row.tolist() for token, row in zip(sampled, top5, strict=True))
 
 
 def test_a_repeated_batch_compiles_nothing(llm: Any) -> None:

@@ -14,9 +14,7 @@ import pytest
 
 OURS = "torch_tpu.vllm.platform.TpuPlatform"
 VLLM_TPU = "vllm.platforms.tpu.TpuPlatform"
-RESOLVE = (
-    "from vllm.platforms import resolve_current_platform_cls_qualname as r; print(r())"
-)
+RESOLVE = "from vllm.platforms import resolve_current_platform_cls_qualname as r; print(r())"
 
 
 def _resolve(env: dict[str, str], code: str = RESOLVE) -> str:

@@ -115,7 +115,7 @@ def expected(tiny_llama: Path) -> dict[str, str]:
     tokens = cpu_greedy(tiny_llama, PROMPTS, MAX_TOKENS)
     return {
         prompt: tokenizer.decode(ids, skip_special_tokens=True)
-        for prompt, ids in zip(PROMPTS, tokens)
+        for prompt, ids in zip(PROMPTS, tokens, strict=True)
     }
 
 

@@ -27,8 +27,9 @@ def _sentences(count: int, seed: int) -> list[str]:
 def make_tiny_llama(root: str | Path, *, layers: int = 2, hidden: int = 64) -> Path:
     """Writes the model directory under ``root`` (idempotent) and returns its path."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from torch_tpu.testing.bpe import train_byte_level_bpe
 
     path = Path(root) / f"tiny-llama-{layers}x{hidden}"
     if (path / "model.safetensors").exists() and (path / "tokenizer.json").exists():
@@ -36,16 +37,7 @@ def make_tiny_llama(root: str | Path, *, layers: int = 2, hidden: int = 64) -> P
     path.mkdir(parents=True, exist_ok=True)
 
     special = ["<s>", "</s>"]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_sentences(500, seed=0), trainer=trainer)
+    tokenizer = train_byte_level_bpe(_sentences(500, seed=0), VOCAB_SIZE, special)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token=special[0], eos_token=special[1]
     )

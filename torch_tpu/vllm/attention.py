@@ -177,9 +177,8 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         cache = kv_cache.permute(0, 2, 1, 3)
         block_size = cache.shape[1]
         if self.kv_sharing_target_layer_name is None:
-            slots = attn_metadata.slot_mapping
             entry = torch.cat([key[:tokens], value[:tokens]], dim=-1).to(cache.dtype)
-            cache[slots // block_size, slots % block_size] = entry
+            _write_slots(kv_cache, cache, attn_metadata.slot_mapping, entry)
 
         # Each query token's request context: [tokens, pages * block_size, kv_heads, 2 * d].
         pages = cache[attn_metadata.block_table]
@@ -201,3 +200,26 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         out = output.view(output.shape[0], self.num_heads, d)
         out[:tokens] = attended.reshape(tokens, self.num_heads, d).to(out.dtype)
         return output
+
+
+def _write_slots(
+    kv_cache: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor
+) -> None:
+    """Writes each token's [kv_heads, 2 * head_size] row at its slot.
+
+    The layer's cache is a view into vLLM's one buffer for all layers. Written through that
+    view, a few rows would rewrite the whole view; written as a scatter into the flat buffer
+    at the rows' element offsets, they cost what they write (the fused graph updates the
+    buffer in place).
+    """
+    if not cache.is_contiguous():  # a layout other than the one this backend asks for
+        block_size = cache.shape[1]
+        cache[slots // block_size, slots % block_size] = entry
+        return
+    row = cache.shape[2] * cache.shape[3]
+    flat = kv_cache.as_strided(
+        (kv_cache.untyped_storage().nbytes() // kv_cache.element_size(),), (1,), 0
+    )
+    columns = torch.arange(row, device=slots.device)
+    offsets = (kv_cache.storage_offset() + slots * row)[:, None] + columns[None, :]
+    flat[offsets] = entry.reshape(entry.shape[0], row)
