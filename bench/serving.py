@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="passes of the same loads before the measured one"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="torch_tpu_serving_bench_"))
@@ -184,8 +187,9 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise SystemExit("vllm serve did not start in 300 s") from None
                 time.sleep(1)
-        for concurrency in CONCURRENCY:  # warm-up: the same loads, compiling their shapes
-            server_load(url, concurrency, args.tokens)
+        for _ in range(args.warmup):  # the same loads, compiling the shapes they make
+            for concurrency in CONCURRENCY:
+                server_load(url, concurrency, args.tokens)
         compiles_before = server_compiles(url)
         served = {c: server_load(url, c, args.tokens) for c in CONCURRENCY}
         compiles_during = server_compiles(url) - compiles_before
@@ -211,7 +215,10 @@ def main() -> None:
             f"| {c} | {rate:.0f} | {ttft:.1f} | {hf_rate:.0f} | {hf_ttft:.1f} | "
             f"{rate / hf_rate:.2f}x |"
         )
-    print(f"compiles in the server during the measured runs (after warm-up): {compiles_during}")
+    print(
+        f"compiles in the server during the measured runs (after {args.warmup} warm-up passes "
+        f"of the same loads): {compiles_during}"
+    )
 
 
 if __name__ == "__main__":

@@ -207,6 +207,10 @@ PYBIND11_MODULE(_C, m) {
         Runtime::get().client().compile(mlir_text, pjrt::single_device_compile_options());
       },
       "Compiles a StableHLO module on the current plugin (a diagnostic; nothing is cached).");
+  // Enqueues the ops DeferAndFuse holds as one executable now, without waiting for it: where a
+  // program's shapes split (vLLM: a forward by token bucket, sampling by request count), each
+  // part then compiles per its own shapes.
+  m.def("_materialize_pending", &materialize_pending);
   m.def("_set_eager_mode", [](const std::string& name) {
     EagerMode mode = parse_eager_mode(name);
     py::gil_scoped_release release;

@@ -238,5 +238,5 @@ def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:
     assert server.stop() == 0
     log = server.log.read_text()
     # (Tracebacks of the rejected requests above are logged by design in dev mode.)
-    for failure in ("Segfault", "EngineDeadError", "engine core exited unexpectedly"):
+    for failure in ("Segfault", "EngineDeadError", "force killing", "exited unexpectedly"):
         assert failure not in log

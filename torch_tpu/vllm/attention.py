@@ -68,7 +68,7 @@ class TpuAttentionMetadata:
     # Per query token: its request's row in `block_table` and its position in the sequence.
     token_request: torch.Tensor
     token_position: torch.Tensor
-    # [requests, pages] block ids; pages padded to a power of two (padding entries masked).
+    # [max requests, pages] block ids; pages padded to a power of two (padding entries masked).
     block_table: torch.Tensor
     slot_mapping: torch.Tensor
 
@@ -97,26 +97,23 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     ) -> TpuAttentionMetadata:
         meta = common_attn_metadata
         num_reqs = meta.num_reqs
+        # The runner pads the step's tokens to a bucket (model_runner.padded_token_count); the
+        # padding tokens read request 0 at position 0 and write the null block's slot 0.
         tokens = meta.num_actual_tokens
         starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
-        token_request = np.repeat(np.arange(num_reqs, dtype=np.int64), np.diff(starts))
-        if meta.positions is not None:
-            token_position = meta.positions[:tokens].to(torch.int64)
-        else:
-            # A request's tokens are the last of its sequence.
-            seq_lens = meta.seq_lens[:num_reqs].to(torch.int64)
-            query_lens = torch.from_numpy(np.diff(starts)).to(seq_lens.device)
-            first = seq_lens - query_lens
-            offsets = torch.from_numpy(np.arange(tokens) - np.repeat(starts[:-1], np.diff(starts)))
-            request = torch.from_numpy(token_request).to(seq_lens.device)
-            token_position = first[request] + offsets.to(seq_lens.device)
+        token_request = np.zeros(tokens, dtype=np.int64)
+        token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
+        if meta.positions is None:
+            raise NotImplementedError("tpu paged attention needs the tokens' positions")
+        token_position = meta.positions[:tokens].to(torch.int64)
         table = meta.block_table_tensor
         pages = _pages_for(meta.max_seq_len, self.block_size, table.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=tokens,
             token_request=torch.from_numpy(token_request).to(table.device),
             token_position=token_position,
-            block_table=table[:num_reqs, :pages],
+            # Every row: each token picks its request's, so no shape follows the request count.
+            block_table=table[:, :pages],
             slot_mapping=meta.slot_mapping[:tokens],
         )
 
@@ -181,10 +178,10 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             _write_slots(kv_cache, cache, attn_metadata.slot_mapping, entry)
 
         # Each query token's request context: [tokens, pages * block_size, kv_heads, 2 * d].
-        pages = cache[attn_metadata.block_table]
-        requests, num_pages = attn_metadata.block_table.shape
-        context = pages.reshape(requests, num_pages * block_size, self.num_kv_heads, 2 * d)
-        context = context[attn_metadata.token_request]
+        token_pages = attn_metadata.block_table[attn_metadata.token_request]
+        context = cache[token_pages].reshape(
+            tokens, token_pages.shape[1] * block_size, self.num_kv_heads, 2 * d
+        )
         keys, values = context[..., :d], context[..., d:]
 
         group = self.num_heads // self.num_kv_heads
@@ -214,8 +211,10 @@ def _write_slots(
     """
     if not cache.is_contiguous():  # a layout other than the one this backend asks for
         block_size = cache.shape[1]
+        slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
         cache[slots // block_size, slots % block_size] = entry
         return
+    slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
     row = cache.shape[2] * cache.shape[3]
     flat = kv_cache.as_strided(
         (kv_cache.untyped_storage().nbytes() // kv_cache.element_size(),), (1,), 0

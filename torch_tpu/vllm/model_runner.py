@@ -7,12 +7,15 @@ is built and steps, those names point at ``torch.tpu``'s streams and events.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+from torch_tpu import _C
 
 
 def _event(*args: Any, blocking: bool | None = None, **kwargs: Any) -> torch.Event:
@@ -44,6 +47,16 @@ def cuda_names_on_tpu() -> Iterator[None]:
             setattr(torch.cuda, name, previous)
 
 
+MIN_TOKENS = 8
+
+
+def padded_token_count(tokens: int, limit: int) -> int:
+    """The step's token count rounded up to a power of two (at least MIN_TOKENS, at most
+    `limit`): a step's executable is compiled per distinct shape, and traffic makes every
+    count."""
+    return min(max(MIN_TOKENS, 1 << (tokens - 1).bit_length()), max(limit, tokens))
+
+
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config: Any, device: torch.device) -> None:
         with cuda_names_on_tpu():
@@ -56,6 +69,26 @@ class TpuModelRunner(GPUModelRunner):
     def sample_tokens(self, *args: Any, **kwargs: Any) -> Any:
         with cuda_names_on_tpu():
             return super().sample_tokens(*args, **kwargs)
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        super().load_model(*args, **kwargs)
+        # The forward's shapes follow the padded token count and pages; the input preparation
+        # before it and the logits and sampling after it follow the request count. Fused into
+        # one graph, every combination of the two would compile: the model's forward runs as
+        # a graph of its own (the same one for a step and for the warm-up's dummy runs).
+        self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
+        self.model.register_forward_hook(lambda *_: _C._materialize_pending())
+
+    def _determine_batch_execution_and_padding(
+        self, num_tokens: int, num_reqs: int, *args: Any, **kwargs: Any
+    ) -> Any:
+        mode, descriptor, *rest = super()._determine_batch_execution_and_padding(
+            num_tokens, num_reqs, *args, **kwargs
+        )
+        padded = padded_token_count(descriptor.num_tokens, self.max_num_tokens)
+        if padded != descriptor.num_tokens:
+            descriptor = dataclasses.replace(descriptor, num_tokens=padded)
+        return (mode, descriptor, *rest)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
         # The GPU runner copies through a pinned buffer and a CUDA event; one device-to-host

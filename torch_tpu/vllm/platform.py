@@ -124,6 +124,10 @@ class TpuPlatform(Platform):
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = WORKER
+        # A stopping server lets the engine core finish and release the device (PJRT client,
+        # compile cache writes) instead of killing it at once, vLLM's default.
+        if vllm_config.shutdown_timeout == 0:
+            vllm_config.shutdown_timeout = 5
         # The engine core starts its worker in a fresh process: forking a process whose PJRT
         # client has threads would copy them in a broken state.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")

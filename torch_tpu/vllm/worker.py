@@ -72,7 +72,8 @@ class TpuWorker(Worker):
         return available
 
     def compile_or_warm_up_model(self) -> Any:
-        # No CUDA graphs to capture; the profiling run already compiled the largest batch.
+        # No CUDA graphs to capture. Shapes compile when traffic first makes them (the profiling
+        # run made the largest batch's); fused graphs persist in the compile cache.
         from vllm.v1.worker.worker_base import CompilationTimes
 
         set_random_seed(self.model_config.seed)
