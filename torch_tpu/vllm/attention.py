@@ -209,12 +209,11 @@ def _write_slots(
     at the rows' element offsets, they cost what they write (the fused graph updates the
     buffer in place).
     """
+    slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
     if not cache.is_contiguous():  # a layout other than the one this backend asks for
         block_size = cache.shape[1]
-        slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
         cache[slots // block_size, slots % block_size] = entry
         return
-    slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
     row = cache.shape[2] * cache.shape[3]
     flat = kv_cache.as_strided(
         (kv_cache.untyped_storage().nbytes() // kv_cache.element_size(),), (1,), 0

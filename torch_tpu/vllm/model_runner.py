@@ -75,7 +75,7 @@ class TpuModelRunner(GPUModelRunner):
         # The forward's shapes follow the padded token count and pages; the input preparation
         # before it and the logits and sampling after it follow the request count. Fused into
         # one graph, every combination of the two would compile: the model's forward runs as
-        # a graph of its own (the same one for a step and for the warm-up's dummy runs).
+        # a graph of its own (the same one for a step and for vLLM's dummy profiling run).
         self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
         self.model.register_forward_hook(lambda *_: _C._materialize_pending())
 

@@ -112,9 +112,10 @@ class TpuPlatform(Platform):
         from vllm.config import CompilationMode, CUDAGraphMode
 
         compilation = vllm_config.compilation_config
-        # The runner executes the model eagerly in DeferAndFuse mode: each step's ops fuse into
-        # one executable per distinct padded shape, cached across steps (see model_runner.py).
-        # vLLM's own graph capture (Dynamo + Inductor passes, CUDA graphs) targets other devices.
+        # The runner executes the model eagerly in DeferAndFuse mode: a step's ops fuse into a
+        # few executables, compiled per distinct padded shape and cached across steps (see
+        # worker.py). vLLM's own graph capture (Dynamo + Inductor passes, CUDA graphs) targets
+        # other devices.
         compilation.mode = CompilationMode.NONE
         compilation.cudagraph_mode = CUDAGraphMode.NONE
         if compilation.compile_sizes is None:

@@ -18,8 +18,9 @@ import torch_tpu
 from torch_tpu.vllm.model_runner import TpuModelRunner
 
 # The eager mode the model runs in (TORCH_TPU_VLLM_EAGER_MODE overrides): DeferAndFuse gathers a
-# whole step, forward and sampling, into one executable that is compiled once per distinct
-# batch shape and replayed at every later step of that shape.
+# step into three executables (input preparation, the model's forward, logits and sampling; see
+# TpuModelRunner.load_model), each compiled once per distinct shape and replayed at every later
+# step of that shape.
 DEFAULT_EAGER_MODE = "defer_and_fuse"
 
 logger = init_logger(__name__)
