@@ -34,7 +34,7 @@ def _sentences(count: int, seed: int) -> list[str]:
 
 def make_assets(root: str | Path) -> tuple[Path, Path]:
     """Writes ``root/tokenizer`` and ``root/c4_test``; returns their paths. Idempotent."""
-    from torch_tpu.testing.bpe import train_byte_level_bpe
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     root = Path(root)
     tokenizer_dir, dataset_dir = root / "tokenizer", root / "c4_test"
@@ -44,8 +44,19 @@ def make_assets(root: str | Path) -> tuple[Path, Path]:
     dataset_dir.mkdir(parents=True, exist_ok=True)
 
     documents = _sentences(2000, seed=0)
+    # (torch_tpu.testing.bpe trains the same way, but importing torch_tpu would load the device
+    # into the CPU reference run, which must run without it: see compat.select_device.)
     special = ["<|begin_of_text|>", "<|end_of_text|>"]
-    tokenizer = train_byte_level_bpe(documents, VOCAB_SIZE, special)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(documents, trainer=trainer)
     tokenizer.save(str(tokenizer_dir / "tokenizer.json"))
     config = {
         "bos_token": special[0],

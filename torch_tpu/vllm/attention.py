@@ -78,6 +78,21 @@ def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
     return min(1 << (pages - 1).bit_length(), width)
 
 
+def page_buckets(max_model_len: int, block_size: int) -> list[int]:
+    """Every page count _pages_for gives for sequences of 1 to max_model_len tokens."""
+    width = -(-max_model_len // block_size)
+    powers = [1 << k for k in range(width.bit_length())]
+    return sorted({min(p, width) for p in powers} | {width})
+
+
+def _all_rows(table: torch.Tensor) -> torch.Tensor:
+    """The runner's block table with a row for every request slot, not only the batch's: each
+    token picks its request's row, and no shape then follows the batch's request count."""
+    elements = table.untyped_storage().nbytes() // table.element_size() - table.storage_offset()
+    rows = elements // table.stride(0)
+    return table.as_strided((rows, table.shape[1]), table.stride())
+
+
 class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
     def __init__(
         self,
@@ -112,8 +127,7 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
             num_actual_tokens=tokens,
             token_request=torch.from_numpy(token_request).to(table.device),
             token_position=token_position,
-            # Every row: each token picks its request's, so no shape follows the request count.
-            block_table=table[:, :pages],
+            block_table=_all_rows(table)[:, :pages],
             slot_mapping=meta.slot_mapping[:tokens],
         )
 
