@@ -237,6 +237,8 @@ def test_bad_requests_get_vllms_errors_and_the_server_keeps_serving(
 def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:
     assert server.stop() == 0
     log = server.log.read_text()
-    # (Tracebacks of the rejected requests above are logged by design in dev mode.)
-    for failure in ("Segfault", "EngineDeadError", "force killing", "exited unexpectedly"):
+    # The engine core drained and left by itself. (vLLM's API server may still log an
+    # EngineDeadError from its output handler once the engine is gone: its shutdown order.)
+    assert "EngineCore: request processing complete" in log
+    for failure in ("Segfault", "Fatal Python error", "force killing", "exited unexpectedly"):
         assert failure not in log

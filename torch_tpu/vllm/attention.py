@@ -78,13 +78,6 @@ def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
     return min(1 << (pages - 1).bit_length(), width)
 
 
-def page_buckets(max_model_len: int, block_size: int) -> list[int]:
-    """Every page count _pages_for gives for sequences of 1 to max_model_len tokens."""
-    width = -(-max_model_len // block_size)
-    powers = [1 << k for k in range(width.bit_length())]
-    return sorted({min(p, width) for p in powers} | {width})
-
-
 def _all_rows(table: torch.Tensor) -> torch.Tensor:
     """The runner's block table with a row for every request slot, not only the batch's: each
     token picks its request's row, and no shape then follows the batch's request count."""

@@ -57,12 +57,6 @@ def padded_token_count(tokens: int, limit: int) -> int:
     return min(max(MIN_TOKENS, 1 << (tokens - 1).bit_length()), max(limit, tokens))
 
 
-def token_buckets(limit: int) -> list[int]:
-    """Every count padded_token_count gives for steps of 1 to `limit` tokens."""
-    powers = [1 << k for k in range(limit.bit_length())]
-    return sorted({padded_token_count(tokens, limit) for tokens in [*powers, limit]})
-
-
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config: Any, device: torch.device) -> None:
         with cuda_names_on_tpu():
@@ -81,7 +75,7 @@ class TpuModelRunner(GPUModelRunner):
         # The forward's shapes follow the padded token count and pages; the input preparation
         # before it and the logits and sampling after it follow the request count. Fused into
         # one graph, every combination of the two would compile: the model's forward runs as
-        # a graph of its own (the same one for a step and for the warm-up's dummy runs).
+        # a graph of its own (the same one at every step of the same token and page buckets).
         self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
         self.model.register_forward_hook(lambda *_: _C._materialize_pending())
 

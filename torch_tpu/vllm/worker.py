@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -74,33 +73,14 @@ class TpuWorker(Worker):
         return available
 
     def compile_or_warm_up_model(self) -> Any:
-        """Compiles the model's forward for every shape a step can give it before serving:
-        each token bucket (model_runner.token_buckets) at each page bucket
-        (attention.page_buckets). Fused graphs persist in the compile cache, so a restarted
-        server loads them. TORCH_TPU_VLLM_WARMUP=0 skips this; shapes then compile when traffic
-        first makes them. (Input preparation and sampling, small graphs, compile per request
-        count as it comes.)"""
-        from vllm.config import CUDAGraphMode
+        # No CUDA graphs to capture. Shapes compile when traffic first makes them (the profiling
+        # run made the largest batch's); fused graphs persist in the compile cache. (A warm-up
+        # of vLLM's dummy runs over every token and page bucket compiles graphs that real steps
+        # do not reuse: their forward's ops differ, so it is not done.)
         from vllm.v1.worker.worker_base import CompilationTimes
 
-        from torch_tpu.vllm.attention import page_buckets
-        from torch_tpu.vllm.model_runner import token_buckets
-
-        start = time.perf_counter()
-        if os.environ.get("TORCH_TPU_VLLM_WARMUP", "1") != "0":
-            runner = self.model_runner
-            block_size = self.cache_config.block_size
-            for pages in page_buckets(self.model_config.max_model_len, block_size):
-                for tokens in token_buckets(runner.max_num_tokens):
-                    runner._dummy_run(
-                        tokens,
-                        cudagraph_runtime_mode=CUDAGraphMode.NONE,
-                        force_attention=True,
-                        profile_seq_lens=pages * block_size,
-                    )
-            torch.tpu.synchronize(self.device)
         set_random_seed(self.model_config.seed)
-        return CompilationTimes(language_model=time.perf_counter() - start, encoder=0.0)
+        return CompilationTimes(language_model=0.0, encoder=0.0)
 
     def torch_tpu_metrics(self) -> dict[str, int]:
         """torch_tpu's dispatcher counters in this worker (compiles, executions, host syncs):
