@@ -95,6 +95,9 @@ def _start_runtime(kind: str, path: str) -> None:
     # expose one device per core group.
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0
     options, key_value = _multi_process.client_setup(kind)  # a torchrun job's XLA engine
+    if kind == "cuda":
+        _plugin.preload_cuda_libraries()
+        options = {**_plugin.gpu_client_options(), **options}
     _C._initialize(path, count, options, key_value)
 
 

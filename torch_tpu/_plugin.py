@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 ENV_VAR = "TORCH_TPU_PJRT_PLUGIN"
@@ -51,6 +52,79 @@ def apply_xla_flags(kind: str) -> None:
         os.environ["XLA_FLAGS"] = " ".join([current, *added]).strip()
 
 
+# The XLA CUDA plugin's allocator, set as PyTorch users expect of a GPU: memory is taken as
+# tensors need it (a caching allocator), not three quarters of the card at start-up, which is
+# the plugin's default and would leave nothing to another framework (or another client) in the
+# same process. These variables override it, with the plugin's own option values.
+_GPU_OPTION_VARS = {
+    "TORCH_TPU_GPU_PREALLOCATE": ("preallocate", bool),
+    "TORCH_TPU_GPU_MEMORY_FRACTION": ("memory_fraction", float),
+    "TORCH_TPU_GPU_ALLOCATOR": ("allocator", str),  # default (BFC), platform, cuda_async
+}
+
+
+def gpu_client_options(env: Mapping[str, str] = os.environ) -> dict[str, object]:
+    """PJRT_Client_Create options for the XLA CUDA plugin's memory, from the environment."""
+    options: dict[str, object] = {"preallocate": False}
+    for var, (name, kind) in _GPU_OPTION_VARS.items():
+        raw = env.get(var, "").strip()
+        if not raw:
+            continue
+        if kind is bool:
+            if raw.lower() not in ("0", "1", "true", "false"):
+                raise ValueError(f"torch_tpu: {var}={raw!r}; expected true or false")
+            options[name] = raw.lower() in ("1", "true")
+        elif kind is float:
+            try:
+                fraction = float(raw)
+            except ValueError:
+                fraction = -1.0
+            if not 0.0 < fraction <= 1.0:
+                raise ValueError(f"torch_tpu: {var}={raw!r}; expected a fraction in (0, 1]")
+            options[name] = fraction
+        else:
+            options[name] = raw
+    return options
+
+
+# The CUDA libraries the plugin links by name, found in NVIDIA's pip packages (CUDA 13 puts
+# them all in nvidia/cu13/lib). Loaded first, as jax's own loader for this plugin does: the
+# plugin has no search path of its own that reaches site-packages.
+_CUDA_LIBRARIES = (
+    "libcudart.so.13",
+    "libnvrtc.so.13",
+    "libcublasLt.so.13",
+    "libcublas.so.13",
+    "libnccl.so.2",
+    "libcupti.so.13",
+    "libcusparse.so.12",
+    "libcusolver.so.12",
+    "libcufft.so.12",
+    "libnvshmem_host.so.3",
+    "libcudnn.so.9",
+)
+
+
+def preload_cuda_libraries() -> None:
+    """Loads the CUDA libraries from NVIDIA's pip packages where they are installed; a library
+    not found there is left to the system's loader path."""
+    import ctypes
+
+    roots = [
+        path / "lib"
+        for name in ("cu13", "cuda_runtime", "cublas", "nccl", "cudnn", "cufft", "cusolver")
+        if (path := _package_dir(f"nvidia.{name}")) is not None
+    ]
+    for library in _CUDA_LIBRARIES:
+        for root in roots:
+            if (root / library).exists():
+                try:
+                    ctypes.CDLL(str(root / library), mode=ctypes.RTLD_GLOBAL)
+                except OSError:
+                    continue
+                break
+
+
 class PluginNotFoundError(RuntimeError):
     """No PJRT plugin could be found; the message says how to install one."""
 
@@ -62,7 +136,10 @@ class NoPluginInstalledError(PluginNotFoundError):
 
 
 def _package_dir(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # a dotted name whose parent package is not installed
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))

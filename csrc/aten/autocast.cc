@@ -8,6 +8,7 @@ namespace torch_tpu::aten {
 namespace {
 
 // The shared lists spell signatures with unqualified ATen names.
+using at::DimnameList;  // torch 2.11's lists name it unqualified
 using at::Scalar;
 using at::ScalarType;
 using at::Tensor;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The checks a session runs on a lent NVIDIA machine through the XLA CUDA plugin, in one call
+# (the device tool's `run`, with `carry: [".deps"]`, the PJRT C API header scripts/setup.sh
+# extracted there):
+#
+#     bash scripts/device_check.sh [STAGE ...]     # default: every stage, in this order
+#
+# That machine has its own python3 with torch (CUDA), jax and the CUDA PJRT plugin
+# (jax-cuda13-pjrt) and no package registry: the extension is built there against that torch,
+# in build-device/, and run from the checkout. Each stage has a time limit and its output goes
+# to $OUT/device.log (the folder the tool brings back); a failed stage does not stop the next.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/torch_tpu_device}
+mkdir -p "$OUT"
+LOG=$OUT/device.log
+PY=${PYTHON:-python3}
+export TORCH_TPU_PJRT_PLUGIN=cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# jax shares the GPU with torch_tpu's client in the peer benches: neither takes it all.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+stage() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  echo "=== [$name] $*" | tee -a "$LOG"
+  timeout -k 5 "$limit" "$@" >> "$LOG" 2>&1
+  echo "=== [$name] exit $? after $((SECONDS - start)) s" | tee -a "$LOG"
+}
+
+machine() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)"
+  "$PY" -m pip list 2>/dev/null | grep -i -E "^(jax|torch|transformers|pytest)"
+}
+
+build() {
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython3_EXECUTABLE="$(command -v "$PY")" -DTORCH_TPU_PJRT_INCLUDE="$PWD/.deps/include" \
+    > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
+  cmake --build build-device -j "$(nproc)" --target _C 2>&1 | grep -E "error|FAILED|warning: unused" \
+    | head -60
+  cp build-device/_C*.so torch_tpu/
+}
+
+smoke() {
+  "$PY" - <<'EOF'
+import torch, torch_tpu
+print("device:", torch.tpu.get_device_name(), "plugin:", torch_tpu.plugin_path())
+x = torch.randn(64, 64)
+y = (x.to("tpu") @ x.to("tpu")).relu().sum(0).cpu()
+torch.testing.assert_close(y, (x @ x).relu().sum(0), rtol=1e-3, atol=1e-3)
+print("matmul/relu/sum match CPU; memory_allocated", torch.tpu.memory_allocated())
+EOF
+}
+
+run_stages() {
+  for name in "$@"; do
+    case $name in
+      machine) stage machine 60 machine ;;
+      build) stage build 330 build ;;
+      smoke) stage smoke 90 smoke ;;
+      matmul) stage matmul 90 "$PY" bench/matmul.py --sizes 4096,8192 ;;
+      peers) stage peers 200 "$PY" bench/peers.py --quick ;;
+      dispatch) stage dispatch 60 "$PY" bench/dispatch_overhead.py ;;
+      profiler) stage profiler 120 "$PY" -m pytest -q -x -p no:cacheprovider \
+        tests/python/test_profiler.py tests/python/test_memory_history.py ;;
+      tests) stage tests 240 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+        tests/python/test_device.py tests/python/test_ops.py tests/python/test_models.py \
+        tests/python/test_compile.py tests/python/test_eager_modes.py \
+        tests/python/test_donation.py tests/python/test_autocast.py ;;
+      *) echo "unknown stage $name" | tee -a "$LOG" ;;
+    esac
+  done
+}
+
+if [ $# -eq 0 ]; then
+  set -- machine build smoke matmul peers profiler dispatch tests
+fi
+run_stages "$@"
