@@ -24,8 +24,11 @@ stage() {
   shift 2
   local start=$SECONDS
   echo "=== [$name] $*" | tee -a "$LOG"
-  timeout -k 5 "$limit" "$@" >> "$LOG" 2>&1
-  echo "=== [$name] exit $? after $((SECONDS - start)) s" | tee -a "$LOG"
+  # Through bash -c, so that a stage may be one of the functions below (exported).
+  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >> "$LOG" 2>&1
+  local status=$?
+  echo "=== [$name] exit $status after $((SECONDS - start)) s" | tee -a "$LOG"
+  return $status
 }
 
 machine() {
@@ -54,14 +57,25 @@ print("matmul/relu/sum match CPU; memory_allocated", torch.tpu.memory_allocated(
 EOF
 }
 
+# Why the plugin did not start: whether jax itself runs on the GPU, and what the plugin lacks.
+diagnose() {
+  "$PY" -c "import jax; print('jax devices:', jax.devices())"
+  plugin=$("$PY" -c "from torch_tpu import _plugin; print(_plugin.resolve('cuda')[1])")
+  ldd "$plugin" | grep -E "not found" || echo "ldd: every library found"
+}
+
+export OUT PY
+export -f machine build smoke diagnose
+
 run_stages() {
   for name in "$@"; do
     case $name in
       machine) stage machine 60 machine ;;
-      build) stage build 330 build ;;
-      smoke) stage smoke 90 smoke ;;
+      build) stage build 330 build || return 1 ;;
+      smoke) stage smoke 90 smoke || { stage diagnose 60 diagnose; return 1; } ;;
       matmul) stage matmul 90 "$PY" bench/matmul.py --sizes 4096,8192 ;;
-      peers) stage peers 200 "$PY" bench/peers.py --quick ;;
+      peers) stage peers 200 "$PY" bench/peers.py --quick \
+        --columns "tpu Strict,tpu DeferAndFuse,tpu compiled,torch CPU eager,jax.jit" ;;
       dispatch) stage dispatch 60 "$PY" bench/dispatch_overhead.py ;;
       profiler) stage profiler 120 "$PY" -m pytest -q -x -p no:cacheprovider \
         tests/python/test_profiler.py tests/python/test_memory_history.py ;;
