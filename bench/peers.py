@@ -78,6 +78,9 @@ import torch_tpu  # noqa: E402
 from torch_tpu.testing.tiny_gpt import TinyGPT, tiny_lm_training_step  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
+# float32 products computed exactly, as torch computes them by default (and torch_tpu with it):
+# on a GPU jax's default is TF32, which no row's check against torch CPU would pass.
+jax.config.update("jax_default_matmul_precision", "highest")
 
 
 def _give_jax_its_own_flags() -> None:

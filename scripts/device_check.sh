@@ -15,7 +15,7 @@ OUT=${OUT:-/tmp/torch_tpu_device}
 mkdir -p "$OUT"
 LOG=$OUT/device.log
 PY=${PYTHON:-python3}
-export TORCH_TPU_PJRT_PLUGIN=cuda PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export TORCH_TPU_PJRT_PLUGIN=cuda PYTHONPATH=$PWD:$PWD/build-device/site PYTHONUNBUFFERED=1
 # jax shares the GPU with torch_tpu's client in the peer benches: neither takes it all.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
@@ -38,12 +38,29 @@ machine() {
 }
 
 build() {
-  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # The system compiler, whose libstdc++ is the one torch loads: the image's default g++
+  # (/opt/gcc) built an extension that crashed in its first ostringstream.
+  local compiler
+  compiler=$(command -v /usr/bin/g++-13 /usr/bin/g++ c++ | head -1)
+  "$compiler" --version | head -1
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$compiler" \
     -DPython3_EXECUTABLE="$(command -v "$PY")" -DTORCH_TPU_PJRT_INCLUDE="$PWD/.deps/include" \
     > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
   cmake --build build-device -j "$(nproc)" --target _C 2>&1 | grep -E "error|FAILED|warning: unused" \
     | head -60
-  cp build-device/_C*.so torch_tpu/
+  cp build-device/_C*.so torch_tpu/ || return 1
+  # Run from the checkout, uninstalled: the entry points (torch's backend autoload, the
+  # torch.compile backend) come from a dist-info folder made from pyproject.toml.
+  "$PY" - <<'EOF'
+import pathlib, tomllib
+project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
+info = pathlib.Path("build-device/site/torch_tpu-0.0.0+checkout.dist-info")
+info.mkdir(parents=True, exist_ok=True)
+(info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.0.0+checkout\n")
+(info / "entry_points.txt").write_text("".join(
+    f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items())
+    for group, points in project["entry-points"].items()))
+EOF
 }
 
 smoke() {
@@ -57,6 +74,29 @@ print("matmul/relu/sum match CPU; memory_allocated", torch.tpu.memory_allocated(
 EOF
 }
 
+# Where a crash is: each step in a process of its own, and the first that fails once more under
+# cuda-gdb (on that machine it debugs host code) for the native stack.
+probe() {
+  local steps=(
+    "torch.empty(4, device='tpu'); torch.tpu.synchronize()"
+    "print(torch.zeros(4, device='tpu').cpu())"
+    "print(torch.arange(4.0).to('tpu').cpu())"
+    "a = torch.arange(4.0).to('tpu'); print((a + a).cpu())"
+    "a = torch.randn(64, 64).to('tpu'); print((a @ a).sum().cpu())"
+  )
+  for step in "${steps[@]}"; do
+    echo "--- $step"
+    "$PY" -X faulthandler -c "import torch, torch_tpu; $step" > "$OUT/probe.txt" 2>&1
+    local status=$?
+    tail -25 "$OUT/probe.txt"
+    if [ $status -ne 0 ]; then
+      cuda-gdb -q -batch -ex run -ex "bt 40" --args "$PY" -c "import torch, torch_tpu; $step" \
+        2>&1 | grep -E "^#|signal|SIG" | head -60
+      return 1
+    fi
+  done
+}
+
 # Why the plugin did not start: whether jax itself runs on the GPU, and what the plugin lacks.
 diagnose() {
   "$PY" -c "import jax; print('jax devices:', jax.devices())"
@@ -65,20 +105,23 @@ diagnose() {
 }
 
 export OUT PY
-export -f machine build smoke diagnose
+export -f machine build smoke probe diagnose
 
 run_stages() {
   for name in "$@"; do
     case $name in
       machine) stage machine 60 machine ;;
-      build) stage build 330 build || return 1 ;;
-      smoke) stage smoke 90 smoke || { stage diagnose 60 diagnose; return 1; } ;;
-      matmul) stage matmul 90 "$PY" bench/matmul.py --sizes 4096,8192 ;;
-      peers) stage peers 200 "$PY" bench/peers.py --quick \
-        --columns "tpu Strict,tpu DeferAndFuse,tpu compiled,torch CPU eager,jax.jit" ;;
+      build) stage build 200 build || return 1 ;;
+      smoke) stage smoke 90 smoke || { stage probe 150 probe; return 1; } ;;
+      probe) stage probe 150 probe ;;
+      diagnose) stage diagnose 60 diagnose ;;
+      matmul) stage matmul 60 "$PY" bench/matmul.py --sizes 4096,8192 ;;
+      peers) stage peers 180 "$PY" bench/peers.py --quick \
+        --columns "${PEER_COLUMNS:-tpu Strict,tpu DeferAndFuse,tpu compiled,torch CPU eager,jax.jit}" ;;
       dispatch) stage dispatch 60 "$PY" bench/dispatch_overhead.py ;;
-      profiler) stage profiler 120 "$PY" -m pytest -q -x -p no:cacheprovider \
+      profiler) stage profiler 100 "$PY" -m pytest -q -p no:cacheprovider \
         tests/python/test_profiler.py tests/python/test_memory_history.py ;;
+      profbench) stage profbench 60 "$PY" bench/profiler.py --steps 10 --repeats 3 ;;
       tests) stage tests 240 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
         tests/python/test_device.py tests/python/test_ops.py tests/python/test_models.py \
         tests/python/test_compile.py tests/python/test_eager_modes.py \
@@ -89,6 +132,6 @@ run_stages() {
 }
 
 if [ $# -eq 0 ]; then
-  set -- machine build smoke matmul peers profiler dispatch tests
+  set -- machine build smoke matmul peers profiler profbench dispatch tests
 fi
 run_stages "$@"

@@ -3,12 +3,19 @@
 // norms, losses, softmax, sums) in float32; ops with mixed inputs promote them to the widest.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+// Named-tensor overloads: in torch 2.11's lists, gone from 2.13's.
+#if __has_include(<ATen/core/Dimname.h>)
+#include <ATen/core/Dimname.h>
+#define TORCH_TPU_HAS_DIMNAME 1
+#endif
 
 namespace torch_tpu::aten {
 namespace {
 
 // The shared lists spell signatures with unqualified ATen names.
-using at::DimnameList;  // torch 2.11's lists name it unqualified
+#ifdef TORCH_TPU_HAS_DIMNAME
+using at::DimnameList;
+#endif
 using at::Scalar;
 using at::ScalarType;
 using at::Tensor;

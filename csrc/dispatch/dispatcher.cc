@@ -1,5 +1,6 @@
 #include "csrc/dispatch/dispatcher.h"
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
@@ -599,6 +600,23 @@ std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
   return table;
 }
 
+// torch.set_float32_matmul_precision, for the products this op lowers (part of its key).
+hlo::DotPrecision follow_matmul_precision() {
+  hlo::DotPrecision precision;
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST:
+      precision = hlo::DotPrecision::Highest;
+      break;
+    case at::Float32MatmulPrecision::HIGH:
+      precision = hlo::DotPrecision::High;
+      break;
+    default:
+      precision = hlo::DotPrecision::Default;
+  }
+  if (hlo::dot_precision() != precision) hlo::set_dot_precision(precision);
+  return precision;
+}
+
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
   int device = check_devices(schema, args);
@@ -612,6 +630,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
     // what a call computes.
     key += static_cast<char>('A' +
                              static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+    key += static_cast<char>('0' + static_cast<int>(follow_matmul_precision()));
     key += "(";
     for (size_t i = 0; i < args.size(); ++i) {
       // Only `Scalar` arguments are runtime inputs; int/float/bool arguments shape the

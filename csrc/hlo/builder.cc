@@ -1,6 +1,7 @@
 #include "csrc/hlo/builder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -110,7 +111,29 @@ std::string i64_attr(const char* name, int64_t value) {
   return std::string(name) + " = " + std::to_string(value) + " : i64";
 }
 
+std::atomic<DotPrecision> current_dot_precision{DotPrecision::Highest};
+
+// The precision_config attribute of a product of `operand` values: only wide floating-point
+// operands have a reduced-precision path to choose against.
+std::string precision_attribute(const Value& operand) {
+  ElementType type = is_complex(operand.type) ? component_type(operand.type) : operand.type;
+  DotPrecision precision = current_dot_precision.load(std::memory_order_relaxed);
+  if ((type != ElementType::F32 && type != ElementType::F64) ||
+      precision == DotPrecision::Default) {
+    return "";
+  }
+  const std::string one = precision == DotPrecision::Highest ? "#stablehlo<precision HIGHEST>"
+                                                             : "#stablehlo<precision HIGH>";
+  return ", precision_config = [" + one + ", " + one + "]";
+}
+
 }  // namespace
+
+void set_dot_precision(DotPrecision precision) {
+  current_dot_precision.store(precision, std::memory_order_relaxed);
+}
+
+DotPrecision dot_precision() { return current_dot_precision.load(std::memory_order_relaxed); }
 
 std::string Builder::fresh_name() { return "%v" + std::to_string(next_id_++); }
 
@@ -489,7 +512,7 @@ Value Builder::dot_general(const Value& lhs, const Value& rhs,
     parts.push_back("rhs_contracting_dimensions = " + list(rhs_contracting));
   }
   for (size_t i = 0; i < parts.size(); ++i) numbers += (i ? ", " : "") + parts[i];
-  numbers += ">";
+  numbers += ">" + precision_attribute(lhs);
   return emit1("dot_general", {lhs, rhs}, numbers, shape, result_type);
 }
 
@@ -537,7 +560,7 @@ Value Builder::convolution(const Value& input, const Value& kernel, const ConvDi
       " : i64, lhs_dilation = " + i64_array(params.lhs_dilation) +
       ", padding = " + padding_attr(params.padding) +
       ", rhs_dilation = " + i64_array(params.rhs_dilation) +
-      ", window_strides = " + i64_array(params.strides);
+      ", window_strides = " + i64_array(params.strides) + precision_attribute(input);
   return emit1("convolution", {input, kernel}, attributes, shape, result_type);
 }
 

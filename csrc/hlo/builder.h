@@ -59,6 +59,16 @@ struct ConvParams {
   int64_t feature_group_count = 1, batch_group_count = 1;
 };
 
+// How float32 (and wider) matrix products and convolutions are computed: exactly
+// (`Highest`, PyTorch's default, "highest"), or with the faster reduced-precision paths a
+// backend has (TF32 on NVIDIA GPUs, bf16 passes on TPUs: "high" and "medium"). Process-wide,
+// as torch.set_float32_matmul_precision is; the dispatcher keeps it in step with torch's and
+// in its cache keys. The plugin's own default is reduced precision on GPU and TPU, so
+// products say which they want.
+enum class DotPrecision { Default, High, Highest };
+void set_dot_precision(DotPrecision precision);
+DotPrecision dot_precision();
+
 class Builder {
  public:
   // A region body: gets the block arguments, emits ops through the builder, returns results.
