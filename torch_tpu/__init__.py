@@ -95,6 +95,10 @@ def _start_runtime(kind: str, path: str) -> None:
     # expose one device per core group.
     count = int(os.environ.get("TORCH_TPU_CPU_DEVICE_COUNT", "1")) if kind == "cpu" else 0
     options, key_value = _multi_process.client_setup(kind)  # a torchrun job's XLA engine
+    if kind in ("cuda", "tpu") and not os.environ.get("TORCH_TPU_LOG_LEVEL"):
+        # XLA's own INFO lines (allocator sizes, each JIT compile, ptxas notes) stay off, as
+        # the CPU plugin's start-up lines do; a value the user set wins.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if kind == "cuda":
         _plugin.preload_cuda_libraries()
         options = {**_plugin.gpu_client_options(), **options}

@@ -478,3 +478,27 @@ def test_version_info_names_torch_the_plugin_and_the_pjrt_versions() -> None:
     assert info["pjrt_api"] == props.pjrt_api_version
     major, minor = (int(part) for part in info["pjrt_header"].split("."))
     assert major == 0 and minor > 0
+
+
+@process_start
+def test_gpu_client_options_take_memory_as_needed_unless_told(monkeypatch: Any) -> None:
+    from torch_tpu import _plugin
+
+    assert _plugin.gpu_client_options({}) == {"preallocate": False}
+    env = {
+        "TORCH_TPU_GPU_PREALLOCATE": "true",
+        "TORCH_TPU_GPU_MEMORY_FRACTION": "0.5",
+        "TORCH_TPU_GPU_ALLOCATOR": "platform",
+    }
+    assert _plugin.gpu_client_options(env) == {
+        "preallocate": True,
+        "memory_fraction": 0.5,
+        "allocator": "platform",
+    }
+    with pytest.raises(ValueError, match="TORCH_TPU_GPU_MEMORY_FRACTION='1.5'"):
+        _plugin.gpu_client_options({"TORCH_TPU_GPU_MEMORY_FRACTION": "1.5"})
+    with pytest.raises(ValueError, match="TORCH_TPU_GPU_PREALLOCATE='maybe'"):
+        _plugin.gpu_client_options({"TORCH_TPU_GPU_PREALLOCATE": "maybe"})
+    # Without NVIDIA's packages (this machine) there is nothing to load, and nothing fails.
+    monkeypatch.setattr(_plugin, "_package_dir", lambda name: None)
+    _plugin.preload_cuda_libraries()
