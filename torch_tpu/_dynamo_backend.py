@@ -50,6 +50,36 @@ def _graph_compiler(
     return compile_graph
 
 
+def _optimizer_state_on_tpu() -> None:
+    """Dynamo traces an optimizer's step with ``capturable=True`` semantics, and for CUDA and
+    XPU parameters it also sets ``capturable`` on the groups before their state exists, so the
+    step counters live on the device. For tpu parameters it does not: the counters stay CPU
+    tensors, the traced step computes on them on the host, and the graph, which then takes
+    CPU tensors, is recorded op by op on every call instead of replayed (an AdamW step of
+    TinyGPT: 400 ops dispatched per call). Groups of tpu parameters get the same treatment as
+    CUDA's."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+
+    original = OptimizerVariable._set_capturable
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    def set_capturable(self: Any, tx: Any) -> None:
+        optimizer = self.value
+        for group in optimizer.param_groups:
+            params = group.get("params", [])
+            if (
+                "capturable" in group
+                and params
+                and all(p.device.type == "tpu" and p not in optimizer.state for p in params)
+            ):
+                group["capturable"] = True
+        original(self, tx)
+
+    set_capturable._torch_tpu = True  # type: ignore[attr-defined]
+    OptimizerVariable._set_capturable = set_capturable  # type: ignore[method-assign]
+
+
 def tpu_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
@@ -64,3 +94,6 @@ def tpu_backend(
         fw_compiler=_graph_compiler(record, buckets, pair, forward=True),
         bw_compiler=_graph_compiler(record, buckets, pair, forward=False),
     )(gm, example_inputs)
+
+
+_optimizer_state_on_tpu()

@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <optional>
@@ -174,8 +175,9 @@ class StorageTable {
 
 // The plan for replaying `run`, or nullopt when the recording did something it cannot repeat.
 std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>& tensors,
-                              const py::object& out, uint64_t first_new_serial) {
+                              const py::object& out, uint64_t first_new_serial, std::string& why) {
   if (run.flushes != 1 || !run.executable || run.sources.size() != run.externals.size()) {
+    why = "the recording ran " + std::to_string(run.flushes) + " fused graphs, not one";
     return std::nullopt;
   }
   StorageTable table(tensors, first_new_serial);
@@ -205,10 +207,14 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
       plan.outputs.push_back(std::move(output));
       continue;
     }
-    if (!THPVariable_Check(object)) return std::nullopt;
+    if (!THPVariable_Check(object)) {
+      why = "an output is neither a tensor nor a constant";
+      return std::nullopt;
+    }
     const at::Tensor& tensor = THPVariable_Unpack(object);
     if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.has_storage() ||
         tensor.is_conj() || tensor.is_neg()) {
+      why = "an output is not a plain tpu tensor";
       return std::nullopt;
     }
     const DeviceStorage* storage = &device_storage(tensor);
@@ -225,7 +231,8 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
       output.storage = {
           StorageRef::Kind::Fresh, table.fresh(storage, tensor.storage().nbytes()), {}};
     } else {
-      return std::nullopt;  // made on the side of the fused graph (an empty, an upload)
+      why = "an output was made on the side of the fused graph (an empty, an upload)";
+      return std::nullopt;
     }
     plan.outputs.push_back(std::move(output));
   }
@@ -238,7 +245,10 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
       case ParamSource::Kind::Storage: {
         input.kind = Plan::Input::Kind::Storage;
         if (auto arg = table.arg(source.storage)) {
-          if (!same_type(tensors[*arg], source.type)) return std::nullopt;
+          if (!same_type(tensors[*arg], source.type)) {
+            why = "an argument is read through another dtype";
+            return std::nullopt;
+          }
           input.storage = {StorageRef::Kind::Arg, *arg, {}};
           break;
         }
@@ -292,7 +302,8 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
     } else if (auto fresh = table.known_fresh(owner)) {
       result.storage = {StorageRef::Kind::Fresh, *fresh, {}};
     } else {
-      return std::nullopt;  // a result some other holder keeps: the plan could not hand it over
+      why = "a result is a storage the call neither got nor made (kept by another holder)";
+      return std::nullopt;
     }
     plan.results.push_back(std::move(result));
   }
@@ -464,14 +475,27 @@ class GraphReplay {
       out = fn_(*args);
     }
     std::optional<Plan> plan;
-    if (metrics().downloads.load() == downloads && metrics().host_syncs.load() == syncs &&
-        metrics().executions.load() == executions + 1 &&
-        (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out))) {
-      plan = make_plan(run, tensors, out, first_new_serial);
+    std::string why;
+    if (metrics().downloads.load() != downloads || metrics().host_syncs.load() != syncs) {
+      why = "the graph reads a value back to the host";
+    } else if (metrics().executions.load() != executions + 1) {
+      why = "the graph ran " + std::to_string(metrics().executions.load() - executions) +
+            " executions, not one";
+    } else if (!py::isinstance<py::tuple>(out) && !py::isinstance<py::list>(out)) {
+      why = "the graph's result is not a tuple or list";
+    } else {
+      plan = make_plan(run, tensors, out, first_new_serial, why);
     }
-    if (plan && !only_results_changed(*plan, tensors, buffers_before)) plan.reset();
+    if (plan && !only_results_changed(*plan, tensors, buffers_before)) {
+      plan.reset();
+      why = "an argument's storage was swapped outside the graph's results";
+    }
     if (!plan) {
-      unreplayable_.insert(*key);
+      if (std::getenv("TORCH_TPU_DEBUG_REPLAY") != nullptr) {
+        std::fprintf(stderr, "torch_tpu: a compiled graph is recorded on every call: %s\n",
+                     why.c_str());
+      }
+      unreplayable_.emplace(*key, why);
       return out;
     }
     ages_.push_front(*key);
@@ -485,6 +509,12 @@ class GraphReplay {
 
   int64_t replays() const { return replays_; }
 
+  std::vector<std::string> unreplayable_reasons() const {
+    std::vector<std::string> reasons;
+    for (const auto& [key, why] : unreplayable_) reasons.push_back(why);
+    return reasons;
+  }
+
  private:
   py::object record(const py::args& args) {
     RecordScope scope;
@@ -497,8 +527,8 @@ class GraphReplay {
   };
   py::function fn_;
   std::unordered_map<std::string, Slot> plans_;
-  std::list<std::string> ages_;  // most recently used first
-  std::unordered_set<std::string> unreplayable_;
+  std::list<std::string> ages_;                                // most recently used first
+  std::unordered_map<std::string, std::string> unreplayable_;  // signature -> why
   int64_t replays_ = 0;
 };
 
@@ -510,7 +540,9 @@ void bind_graph_replay(py::module& m) {
                           "with an input signature, replayed on later ones")
       .def(py::init<py::function>())
       .def("__call__", &GraphReplay::call)
-      .def_property_readonly("replays", &GraphReplay::replays);
+      .def_property_readonly("replays", &GraphReplay::replays)
+      .def_property_readonly("unreplayable_reasons", &GraphReplay::unreplayable_reasons,
+                             "why each signature recorded on every call is not replayed");
 }
 
 }  // namespace torch_tpu
