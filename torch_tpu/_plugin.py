@@ -88,8 +88,9 @@ def gpu_client_options(env: Mapping[str, str] = os.environ) -> dict[str, object]
 
 
 # The CUDA libraries the plugin links by name, found in NVIDIA's pip packages (CUDA 13 puts
-# them all in nvidia/cu13/lib). Loaded first, as jax's own loader for this plugin does: the
-# plugin has no search path of its own that reaches site-packages.
+# them all in nvidia/cu13/lib). Loaded first, as jax's own loader for this plugin does, so the
+# plugin finds them whichever torch is installed: a CUDA build of torch has loaded them already
+# (as on the H200 checked), a CPU build has not.
 _CUDA_LIBRARIES = (
     "libcudart.so.13",
     "libnvrtc.so.13",
