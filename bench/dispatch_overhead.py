@@ -168,8 +168,60 @@ def compiled_graph_table(calls: int = 100) -> None:
         )
 
 
+def tiny_step_table(steps: int = 200) -> None:
+    """Host time per training step of an MLP too small for its compute to matter (3 x Linear
+    8x8, batch 4, SGD): what each mode costs the host around the device's work. On a GPU a step
+    like this is bound by it (bench/peers.py on the H200: jax.jit runs the whole MLP step in
+    0.22 ms)."""
+
+    def make() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(8, 8),
+            torch.nn.GELU(),
+            torch.nn.Linear(8, 8),
+            torch.nn.GELU(),
+            torch.nn.Linear(8, 8),
+        ).to("tpu")
+        return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+    x, y = torch.randn(4, 8).to("tpu"), torch.randn(4, 8).to("tpu")
+    print(f"\n{'tiny MLP step':<24} {'host us':>9} {'executions':>11} {'lookups':>8}")
+    for label, mode, backend in (
+        ("Strict", "strict", None),
+        ("DeferAndFuse", "defer_and_fuse", None),
+        ("compiled", "strict", "tpu"),
+    ):
+        model, optimizer = make()
+
+        def step(model: torch.nn.Module = model, optimizer: torch.optim.Optimizer = optimizer):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        fn = torch.compile(step, backend=backend) if backend else step
+        with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+            for _ in range(5):
+                fn()
+            torch.tpu.synchronize()
+            torch_tpu.reset_metrics()
+            start = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            host = (time.perf_counter() - start) / steps * 1e6
+            torch.tpu.synchronize()
+        m = torch_tpu.metrics()
+        print(
+            f"{label:<24} {host:>9.1f} {m['executions'] / steps:>11.1f} "
+            f"{m['cache_hits'] / steps:>8.1f}"
+        )
+
+
 if __name__ == "__main__":
     main()
     offsets_table()
     run_ahead_table()
     compiled_graph_table()
+    tiny_step_table()
