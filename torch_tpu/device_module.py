@@ -264,6 +264,7 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     torch.accelerator.reset_peak_memory_stats(_index(device))
+    _C._reset_executable_temp_peak()
 
 
 def reset_max_memory_allocated(device: Any = None) -> None:

@@ -1,6 +1,8 @@
 #include "csrc/pjrt/executable.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -52,6 +54,30 @@ std::pair<PJRT_Buffer_Type, std::vector<int64_t>> buffer_signature(const PJRT_Ap
   return {type.type, std::vector<int64_t>(dims.dims, dims.dims + dims.num_dims)};
 }
 
+std::atomic<int64_t> largest_temp{0};
+
+void note_temp_run(int64_t bytes) {
+  int64_t seen = largest_temp.load(std::memory_order_relaxed);
+  while (bytes > seen && !largest_temp.compare_exchange_weak(seen, bytes)) {
+  }
+}
+
+// XLA's temporaries for one run of `inner`; -1 where the plugin lacks the call or refuses it.
+int64_t compiled_temp_bytes(const PJRT_Api* api, PJRT_Executable* inner) {
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Executable_GetCompiledMemoryStats) ||
+      api->PJRT_Executable_GetCompiledMemoryStats == nullptr) {
+    return -1;
+  }
+  auto args = make_args<PJRT_Executable_GetCompiledMemoryStats_Args>();
+  args.executable = inner;
+  PJRT_Error* error = api->PJRT_Executable_GetCompiledMemoryStats(&args);
+  if (error != nullptr) {
+    (void)to_exception(api, error, "PJRT_Executable_GetCompiledMemoryStats");
+    return -1;
+  }
+  return args.temp_size_in_bytes;
+}
+
 Error invalid_argument(const std::string& message) {
   return Error("execute_replicated: " + message, PJRT_Error_Code_INVALID_ARGUMENT);
 }
@@ -93,6 +119,7 @@ Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* executable)
   auto args = make_args<PJRT_Executable_NumOutputs_Args>();
   args.executable = inner;
   PJRT_Error* error = api_->PJRT_Executable_NumOutputs(&args);
+  temp_bytes_ = compiled_temp_bytes(api_, inner);
   destroy_executable(api_, inner);
   check(api_, error, "PJRT_Executable_NumOutputs");
   num_outputs_ = args.num_outputs;
@@ -135,6 +162,7 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_
   args.device_complete_events = &done;
   args.execute_device = device;
   check(api_, api_->PJRT_LoadedExecutable_Execute(&args), "PJRT_LoadedExecutable_Execute");
+  note_temp_run(temp_bytes_);
 
   ExecuteResult result;
   result.outputs.reserve(num_outputs_);
@@ -174,6 +202,7 @@ std::vector<ExecuteResult> Executable::execute_replicated(
   args.device_complete_events = done.data();
   args.execute_device = nullptr;  // the devices fixed by the compiled device assignment
   check(api_, api_->PJRT_LoadedExecutable_Execute(&args), "PJRT_LoadedExecutable_Execute");
+  note_temp_run(temp_bytes_);
 
   std::vector<ExecuteResult> results(num_devices);
   for (std::size_t d = 0; d < num_devices; ++d) {
@@ -195,5 +224,9 @@ std::string Executable::serialize() const {
   args.serialized_executable_deleter(args.serialized_executable);
   return bytes;
 }
+
+int64_t largest_temp_run() { return largest_temp.load(std::memory_order_relaxed); }
+
+void reset_largest_temp_run() { largest_temp.store(0, std::memory_order_relaxed); }
 
 }  // namespace torch_tpu::pjrt

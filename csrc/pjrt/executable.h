@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,11 +41,20 @@ class Executable {
       const std::vector<std::vector<PJRT_Buffer*>>& arguments_per_device) const;
   // Bytes that PJRT_Executable_DeserializeAndLoad accepts on the same plugin build.
   std::string serialize() const;
+  // Device memory a run takes besides its arguments and outputs (XLA's temporaries), as the
+  // plugin's compiled-memory stats report it; -1 where the plugin does not report it.
+  int64_t temp_bytes() const { return temp_bytes_; }
 
  private:
   const PJRT_Api* api_;
   PJRT_LoadedExecutable* executable_;
   std::size_t num_outputs_ = 0;
+  int64_t temp_bytes_ = -1;
 };
+
+// The largest temp_bytes() of the executables run since the last reset, in this process: the
+// device memory that tensor counts (torch.tpu.max_memory_allocated) do not see.
+int64_t largest_temp_run();
+void reset_largest_temp_run();
 
 }  // namespace torch_tpu::pjrt

@@ -21,6 +21,7 @@
 #include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/pjrt/executable.h"
 #include "csrc/profiler/device_trace.h"
 #include "csrc/python/distributed.h"
 #include "csrc/python/graph_replay.h"
@@ -90,6 +91,8 @@ py::dict plugin_memory_stats(int device) {
       stats["device.peak_bytes_in_use"] = *plugin_stats->peak_bytes_in_use;
     if (plugin_stats->bytes_limit) stats["device.bytes_limit"] = *plugin_stats->bytes_limit;
   }
+  // XLA's temporaries, which no tensor holds: the largest of one run since the last reset.
+  stats["executable_temp_bytes.peak"] = pjrt::largest_temp_run();
   return stats;
 }
 
@@ -189,6 +192,7 @@ PYBIND11_MODULE(_C, m) {
     return attributes;
   });
   m.def("_plugin_memory_stats", &plugin_memory_stats);
+  m.def("_reset_executable_temp_peak", &pjrt::reset_largest_temp_run);
   m.def("_empty_host_cache", &empty_pinned_memory_cache);
   m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });

@@ -228,6 +228,24 @@ def test_memory_stats_move(tpu: torch.device) -> None:
     torch.tpu.empty_cache()
 
 
+def test_executable_temporaries_are_counted_until_reset(tpu: torch.device) -> None:
+    # XLA's temporaries belong to no tensor; the plugin's compiled-memory stats give them.
+    import torch_tpu
+
+    x = torch.randn(256, 256).to(tpu)
+    torch.tpu.synchronize()
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.memory_stats()["executable_temp_bytes.peak"] == 0
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        # One fused graph whose intermediates (256 KiB each) never become tensors.
+        result = ((x @ x * 0.01).exp() @ x).sum().cpu()
+    expected = ((x.cpu() @ x.cpu() * 0.01).exp() @ x.cpu()).sum()
+    torch.testing.assert_close(result, expected, rtol=1e-3, atol=1e-2)
+    assert torch.tpu.memory_stats()["executable_temp_bytes.peak"] >= 256 * 256 * 4
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.memory_stats()["executable_temp_bytes.peak"] == 0
+
+
 def test_plugin_path_points_to_a_file() -> None:
     import torch_tpu
 
