@@ -118,7 +118,8 @@ run_stages() {
       matmul) stage matmul 60 "$PY" bench/matmul.py --sizes 4096,8192 ;;
       peers) stage peers 180 "$PY" bench/peers.py --quick \
         --columns "${PEER_COLUMNS:-tpu Strict,tpu DeferAndFuse,tpu compiled,torch CPU eager,jax.jit}" ;;
-      dispatch) stage dispatch 60 "$PY" bench/dispatch_overhead.py ;;
+      dispatch) stage dispatch 90 "$PY" bench/dispatch_overhead.py ;;
+      memory) stage memory 90 "$PY" bench/memory.py ;;
       profiler) stage profiler 100 "$PY" -m pytest -q -p no:cacheprovider \
         tests/python/test_profiler.py tests/python/test_memory_history.py ;;
       profbench) stage profbench 60 "$PY" bench/profiler.py --steps 10 --repeats 3 ;;
@@ -132,6 +133,6 @@ run_stages() {
 }
 
 if [ $# -eq 0 ]; then
-  set -- machine build smoke matmul peers profiler profbench dispatch tests
+  set -- machine build smoke matmul peers profiler profbench dispatch memory tests
 fi
 run_stages "$@"
