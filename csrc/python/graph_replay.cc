@@ -95,7 +95,8 @@ struct Plan {
 // which arguments share storage, plain Python values, and the default dtype. nullopt: an
 // argument the plan cannot describe (a list), or a CPU tensor: the graph may read its value on
 // the host (a step count's .item()), which a replay would not see change.
-std::optional<std::string> signature(const py::args& args, std::vector<at::Tensor>& tensors) {
+std::optional<std::string> signature(const py::args& args, std::vector<at::Tensor>& tensors,
+                                     std::string& why) {
   std::string key(1, static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   std::unordered_map<const DeviceStorage*, size_t> first_arg;
   tensors.assign(args.size(), at::Tensor());
@@ -108,6 +109,8 @@ std::optional<std::string> signature(const py::args& args, std::vector<at::Tenso
       if (tensor.is_conj()) key += "*";
       if (tensor.is_neg()) key += "-";
       if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.has_storage()) {
+        why = "argument " + std::to_string(i) + " is a " + tensor.device().str() +
+              " tensor (an optimizer's step counter on the CPU, say)";
         return std::nullopt;
       }
       key += "d" + std::to_string(tensor.device().index()) + "[";
@@ -124,6 +127,7 @@ std::optional<std::string> signature(const py::args& args, std::vector<at::Tenso
     } else if (PyBool_Check(object) || PyLong_Check(object) || PyFloat_Check(object)) {
       key += std::string(Py_TYPE(object)->tp_name) + py::repr(args[i]).cast<std::string>() + ";";
     } else {
+      why = "argument " + std::to_string(i) + " is a " + Py_TYPE(object)->tp_name;
       return std::nullopt;
     }
   }
@@ -450,7 +454,11 @@ class GraphReplay {
     std::vector<at::Tensor> tensors;
     std::optional<std::string> key;
     // Inside another recording, the graph is part of that one's fused graph.
-    if (replay_enabled() && !recording()) key = signature(args, tensors);
+    if (replay_enabled() && !recording()) {
+      std::string why;
+      key = signature(args, tensors, why);
+      if (!key) note_unreplayable("", why);
+    }
     if (key) {
       if (auto found = plans_.find(*key); found != plans_.end()) {
         ages_.splice(ages_.begin(), ages_, found->second.age);
@@ -491,11 +499,7 @@ class GraphReplay {
       why = "an argument's storage was swapped outside the graph's results";
     }
     if (!plan) {
-      if (std::getenv("TORCH_TPU_DEBUG_REPLAY") != nullptr) {
-        std::fprintf(stderr, "torch_tpu: a compiled graph is recorded on every call: %s\n",
-                     why.c_str());
-      }
-      unreplayable_.emplace(*key, why);
+      note_unreplayable(*key, why);
       return out;
     }
     ages_.push_front(*key);
@@ -516,6 +520,16 @@ class GraphReplay {
   }
 
  private:
+  // Records why calls with this signature ("" for calls that have none) are not replayed,
+  // and says so once under TORCH_TPU_DEBUG_REPLAY.
+  void note_unreplayable(const std::string& key, const std::string& why) {
+    if (!unreplayable_.emplace(key, why).second) return;
+    if (std::getenv("TORCH_TPU_DEBUG_REPLAY") != nullptr) {
+      std::fprintf(stderr, "torch_tpu: a compiled graph is recorded on every call: %s\n",
+                   why.c_str());
+    }
+  }
+
   py::object record(const py::args& args) {
     RecordScope scope;
     return fn_(*args);

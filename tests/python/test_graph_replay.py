@@ -186,3 +186,12 @@ def test_why_a_graph_is_not_replayed_is_reported() -> None:
         torch.testing.assert_close(out.cpu(), torch.full((3,), 3.0))
     assert replay.replays == 0
     assert replay.unreplayable_reasons == ["the graph reads a value back to the host"]
+
+    scaled = _C._GraphReplay(lambda a, s: (a * s,))
+    for _ in range(2):
+        (out,) = scaled(a, torch.tensor(2.0))
+        torch.testing.assert_close(out.cpu(), torch.full((3,), 2.0))
+    assert scaled.replays == 0
+    assert scaled.unreplayable_reasons == [
+        "argument 1 is a cpu tensor (an optimizer's step counter on the CPU, say)"
+    ]
