@@ -45,6 +45,8 @@ struct Graph {
   std::vector<RecordedOp> ops;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   std::vector<std::string> external_types;
+  // Each external's indices by buffer: the lookups of add_external and of donation.
+  std::unordered_multimap<const pjrt::Buffer*, int> external_index;
   std::vector<ExternalSource> sources;  // where each external came from, while recording
   std::vector<std::string> value_types;
   std::vector<std::weak_ptr<PendingSlot>> slots;
@@ -97,11 +99,13 @@ int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::stri
   // A buffer read by several ops is one parameter, so that it can be donated (see flush_locked).
   // Not while recording: there each parameter keeps the source it was read from.
   if (!recording()) {
-    for (size_t j = 0; j < g.externals.size(); ++j) {
-      if (g.externals[j] == buffer && g.external_types[j] == type) return static_cast<int>(j);
+    auto [first, last] = g.external_index.equal_range(buffer.get());
+    for (auto it = first; it != last; ++it) {
+      if (g.external_types[it->second] == type) return it->second;
     }
   }
   int index = static_cast<int>(g.externals.size());
+  g.external_index.emplace(buffer.get(), index);
   g.externals.push_back(std::move(buffer));
   g.external_types.push_back(type);
   if (recording()) g.sources.push_back(std::move(source));
@@ -245,6 +249,7 @@ void reset(Graph& g) {
   g.ops.clear();
   g.externals.clear();
   g.external_types.clear();
+  g.external_index.clear();
   g.sources.clear();
   g.value_types.clear();
   g.slots.clear();
@@ -286,18 +291,12 @@ void flush_locked(Graph& g) {
   for (size_t i = 0; i < live.size(); ++i) {
     std::shared_ptr<pjrt::Buffer> old = live[i]->replaces.lock();
     if (!old) continue;
-    int found = -1;
-    int uses = 0;
-    for (size_t j = 0; j < g.externals.size(); ++j) {
-      if (g.externals[j] == old) {
-        found = static_cast<int>(j);
-        ++uses;
-      }
-    }
     // A buffer passed twice cannot be donated, nor taken over by two results (storages that
     // shared it); the types must match for the memory to be reused.
+    if (g.external_index.count(old.get()) != 1) continue;
+    const int found = g.external_index.find(old.get())->second;
     auto taken = [&](const Alias& alias) { return alias.external == found; };
-    if (uses != 1 || g.external_types[found] != g.value_types[live[i]->value] ||
+    if (g.external_types[found] != g.value_types[live[i]->value] ||
         std::any_of(aliases.begin(), aliases.end(), taken)) {
       continue;
     }
