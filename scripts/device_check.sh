@@ -74,6 +74,65 @@ print("matmul/relu/sum match CPU; memory_allocated", torch.tpu.memory_allocated(
 EOF
 }
 
+# The plugin's own profiler (CUPTI on the CUDA plugin), without torch.profiler (torch 2.11 has
+# no PrivateUse1 profiler registry): its XSpace's planes and lines, the program runs read from
+# it, and whether they line up with torch_tpu's runs (then the device lane takes its times).
+xspace() {
+  "$PY" - <<'EOF'
+import collections, torch, torch_tpu
+from torch_tpu import _C
+
+def fields(data):
+    at = 0
+    def varint():
+        nonlocal at
+        value = shift = 0
+        while True:
+            byte = data[at]; at += 1
+            value |= (byte & 0x7F) << shift; shift += 7
+            if byte < 0x80: return value
+    while at < len(data):
+        tag = varint(); number, kind = tag >> 3, tag & 7
+        if kind == 0: yield number, varint()
+        elif kind == 2:
+            size = varint(); yield number, data[at:at + size]; at += size
+        elif kind == 1: at += 8
+        elif kind == 5: at += 4
+        else: return
+
+x = torch.randn(1024, 1024, device="tpu")
+(x @ x).relu().sum().cpu()  # compiled before the profile
+_C._collect_device_spans()
+for _ in range(3):
+    y = (x @ x).relu()
+y.sum().cpu()
+spans = _C._collected_device_spans()
+trace = torch_tpu.profiler.plugin_trace()
+print("our spans (name, device, us, on_device):")
+for name, device, start, end, on_device in spans:
+    print(f"  {name[:60]:60s} {device} {(end - start) / 1e3:9.1f} {on_device}")
+print("xspace bytes:", len(trace))
+for number, plane in fields(trace):
+    if number != 1: continue
+    name, lines = "", collections.Counter()
+    for field, value in fields(plane):
+        if field == 2: name = value.decode(errors="replace")
+        if field == 3:
+            line_name, events = "", 0
+            for f, v in fields(value):
+                if f == 2: line_name = v.decode(errors="replace")
+                if f == 4: events += 1
+            lines[line_name] += events
+    print(f"  plane {name!r}: lines {dict(lines)}")
+runs = _C._xspace_program_runs(trace)
+print("program runs (program, device, us):", [(p, d, round((e - s) / 1e3, 1)) for p, d, s, e in runs])
+device_spans = sorted((s for s in spans if s[4]), key=lambda s: s[2])
+lined_up = len(runs) == len(device_spans) and all(
+    s[2] == r[2] and s[3] == r[3] for s, r in zip(device_spans, runs))
+print("device spans took the plugin's times:", lined_up)
+EOF
+}
+
 # Where a crash is: each step in a process of its own, and the first that fails once more under
 # cuda-gdb (on that machine it debugs host code) for the native stack.
 probe() {
@@ -105,7 +164,7 @@ diagnose() {
 }
 
 export OUT PY
-export -f machine build smoke probe diagnose
+export -f machine build smoke probe diagnose xspace
 
 run_stages() {
   for name in "$@"; do
@@ -114,6 +173,7 @@ run_stages() {
       build) stage build 200 build || return 1 ;;
       smoke) stage smoke 90 smoke || { stage probe 150 probe; return 1; } ;;
       probe) stage probe 150 probe ;;
+      xspace) stage xspace 60 xspace ;;
       diagnose) stage diagnose 60 diagnose ;;
       matmul) stage matmul 60 "$PY" bench/matmul.py --sizes 4096,8192 ;;
       peers) stage peers 180 "$PY" bench/peers.py --quick \
@@ -126,13 +186,16 @@ run_stages() {
       tests) stage tests 240 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
         tests/python/test_device.py tests/python/test_ops.py tests/python/test_models.py \
         tests/python/test_compile.py tests/python/test_eager_modes.py \
-        tests/python/test_donation.py tests/python/test_autocast.py ;;
+        tests/python/test_donation.py tests/python/test_autocast.py \
+        tests/python/test_graph_replay.py tests/python/test_matmul_precision.py \
+        tests/python/test_errors.py tests/python/test_index_checks.py \
+        tests/python/test_cpu_parity.py tests/python/test_complex.py ;;
       *) echo "unknown stage $name" | tee -a "$LOG" ;;
     esac
   done
 }
 
 if [ $# -eq 0 ]; then
-  set -- machine build smoke matmul peers profiler profbench dispatch memory tests
+  set -- machine build smoke xspace matmul peers profiler profbench dispatch memory tests
 fi
 run_stages "$@"

@@ -23,6 +23,7 @@
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/pjrt/executable.h"
 #include "csrc/profiler/device_trace.h"
+#include "csrc/profiler/xspace.h"
 #include "csrc/python/distributed.h"
 #include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
@@ -147,6 +148,25 @@ PYBIND11_MODULE(_C, m) {
     register_lowered_kernels();
   });
   m.def("_plugin_trace", [] { return py::bytes(profiler::plugin_trace()); });
+  // The profiler's collection without torch.profiler (whose device lane needs torch's
+  // PrivateUse1 profiler registry): for checking a plugin's own trace against our runs.
+  m.def("_collect_device_spans", [] { profiler::start_collecting(); });
+  m.def("_collected_device_spans", [] {
+    py::gil_scoped_release release;
+    auto spans = profiler::stop_collecting();
+    py::gil_scoped_acquire acquire;
+    py::list out;
+    for (const auto& span : spans)
+      out.append(
+          py::make_tuple(span.name, span.device, span.start_ns, span.end_ns, span.on_device));
+    return out;
+  });
+  m.def("_xspace_program_runs", [](const py::bytes& xspace) {
+    py::list out;
+    for (const auto& run : profiler::program_runs(std::string_view(xspace)))
+      out.append(py::make_tuple(run.program, run.device, run.start_ns, run.end_ns));
+    return out;
+  });
   m.def("_built_against_torch", [] { return std::string(TORCH_TPU_BUILT_AGAINST_TORCH); });
   m.def("_pjrt_header_version",
         [] { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });
