@@ -13,6 +13,8 @@
 
 #include <tuple>
 
+#include "csrc/aten/common.h"
+
 namespace torch_tpu::aten {
 namespace {
 
@@ -44,6 +46,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
   check_input(input);
+  check_parameter_dtypes(input, {weight, bias, running_mean, running_var});
   auto axes = reduce_axes(input);
   at::Tensor compute = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16
                            ? input.to(at::kFloat)

@@ -343,4 +343,22 @@ Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool u
   return x;
 }
 
+void check_parameter_dtypes(const at::Tensor& input,
+                            std::initializer_list<std::optional<at::Tensor>> parameters) {
+  std::optional<c10::ScalarType> first;
+  for (const auto& parameter : parameters) {
+    if (!parameter || !parameter->defined()) continue;
+    const c10::ScalarType type = parameter->scalar_type();
+    if (!first) first = type;
+    if (*first == input.scalar_type()) {
+      TORCH_CHECK(type == *first, "expected scalar type ", *first, " but found ", type);
+    } else {
+      TORCH_CHECK(type == at::kFloat,
+                  "mixed dtype (tpu): expect parameter to have scalar type of Float");
+    }
+  }
+  TORCH_CHECK(!first || at::isReducedFloatingType(input.scalar_type()),
+              "mixed dtype (tpu): all inputs must share same datatype.");
+}
+
 }  // namespace torch_tpu::aten

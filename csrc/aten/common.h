@@ -55,6 +55,10 @@ Value all_of(Builder& b, const Value& pred);
 // Asserts at run time that every element of the integer tensor `index` lies in [low, high),
 // except those equal to `exempt` (an ignore_index): out of range, the op's result is undefined
 // and the dispatcher raises IndexError at the next sync point.
+// A normalization's parameters (weight, bias, running statistics; undefined ones skipped) in
+// the input's dtype, or all float32 for a half or bfloat16 input: CPU's mixed-dtype rule.
+void check_parameter_dtypes(const at::Tensor& input,
+                            std::initializer_list<std::optional<at::Tensor>> parameters);
 void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
                        std::optional<int64_t> exempt = std::nullopt,
                        Builder::CheckKind kind = Builder::CheckKind::RaisesIndexError);

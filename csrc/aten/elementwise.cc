@@ -340,6 +340,7 @@ LOWER({"sign", "sign_", "sign.out"}, [](LoweringContext& ctx) {
 LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
+  if (x.type == hlo::ElementType::Pred) return Values{x};  // as sign: the identity
   if (!hlo::is_complex(x.type)) return Values{b.unary("sign", x)};
   Value magnitude = b.unary("abs", x);
   Value zero = splat(b, 0, magnitude.type, x.shape);

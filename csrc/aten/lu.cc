@@ -205,14 +205,9 @@ Value square_input(LoweringContext& ctx, int index, const char* name) {
   return a;
 }
 
-// B must have A's batch shape and A's size as rows (broadcasting is not lowered).
-void check_right_hand_side(const Value& a, const Value& rhs, const char* name) {
-  TORCH_CHECK_NOT_IMPLEMENTED(rhs.rank() == a.rank() &&
-                                  Shape(rhs.shape.begin(), rhs.shape.end() - 2) ==
-                                      Shape(a.shape.begin(), a.shape.end() - 2) &&
-                                  rhs.shape[rhs.rank() - 2] == a.shape[a.rank() - 1],
-                              "torch_tpu: ", name,
-                              " with broadcast batch shapes is not implemented for the tpu device");
+// The factors broadcast to a system's batch (torch.linalg broadcasts A's batch against B's).
+Lu broadcast_factors(Builder& b, const Lu& f, const Shape& batch) {
+  return {with_batch(b, f.lu, batch), with_batch(b, f.perm, batch, 1), f.pivots, f.info};
 }
 
 // P (rows x rows) with A = P L U from the permutation: P[perm[i], i] = 1.
@@ -271,8 +266,8 @@ LOWER({"linalg_inv_ex", "linalg_inv_ex.inverse"}, [](LoweringContext& ctx) {
   return Values{b.convert(solve_with(b, f, eye), a.type), f.info};
 });
 
-// _linalg_solve_ex(A, B, left, check_errors) -> (result, LU, pivots, info), for left=True and
-// B with A's batch shape (a vector per matrix when it has one dimension less).
+// _linalg_solve_ex(A, B, left, check_errors) -> (result, LU, pivots, info), for left=True; the
+// batches broadcast, and LU, pivots and info are A's.
 LOWER({"_linalg_solve_ex", "_linalg_solve_ex.result"}, [](LoweringContext& ctx) {
   Value a = square_input(ctx, 0, "torch.linalg.solve");
   Builder& b = ctx.b;
@@ -280,18 +275,23 @@ LOWER({"_linalg_solve_ex", "_linalg_solve_ex.result"}, [](LoweringContext& ctx) 
   TORCH_CHECK_NOT_IMPLEMENTED(ctx.arg(2).toBool(),
                               "torch_tpu: linalg.solve with left=False is "
                               "not implemented for the tpu device");
-  bool vector = rhs.rank() == a.rank() - 1 && Shape(rhs.shape.begin(), rhs.shape.end()) ==
-                                                  Shape(a.shape.begin(), a.shape.end() - 1);
+  // B is a vector (per matrix) when it has one dimension, or A's shape without the last.
+  bool vector = rhs.rank() == 1 || (rhs.rank() == a.rank() - 1 &&
+                                    rhs.shape == Shape(a.shape.begin(), a.shape.end() - 1));
   Value matrix = vector ? b.reshape(rhs, appended(rhs.shape, 1)) : rhs;
-  check_right_hand_side(a, matrix, "linalg.solve");
+  const int64_t n = a.shape.back();
+  TORCH_CHECK(matrix.shape[matrix.rank() - 2] == n,
+              "linalg.solve: Incompatible shapes of A and B for the equation AX = B");
+  Shape batch = broadcast_shapes(batch_of(a), batch_of(matrix));
   Lu f = factor(b, wide(b, a));
-  Value x = solve_with(b, f, b.convert(matrix, f.lu.type));
-  Shape result_shape(ctx.tensor_meta(1).sizes().begin(), ctx.tensor_meta(1).sizes().end());
+  Value x = solve_with(b, broadcast_factors(b, f, batch),
+                       with_batch(b, b.convert(matrix, f.lu.type), batch));
+  Shape result_shape = vector ? appended(batch, n) : with_matrix(batch, n, matrix.shape.back());
   return Values{b.reshape(b.convert(x, a.type), result_shape), b.convert(f.lu, a.type), f.pivots,
                 f.info};
 });
 
-// linalg_lu_solve(LU, pivots, B, left, adjoint), B with LU's batch shape. Solving from the
+// linalg_lu_solve(LU, pivots, B, left, adjoint), the batches broadcast. Solving from the
 // right, X A = B, is the transposed system A^T X^T = B^T.
 LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   Value lu = square_input(ctx, 0, "torch.linalg.lu_solve");
@@ -299,9 +299,13 @@ LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   bool left = ctx.arg(3).toBool(), adjoint = ctx.arg(4).toBool();
   Value rhs = ctx.tensor(2);
   Value system_rhs = left ? rhs : matrix_transpose(b, rhs);
-  check_right_hand_side(lu, system_rhs, "linalg.lu_solve");
-  Lu f{wide(b, lu), permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), Value(), Value()};
-  Value x = b.convert(system_rhs, f.lu.type);
+  TORCH_CHECK(system_rhs.shape[system_rhs.rank() - 2] == lu.shape.back(),
+              "linalg.lu_solve: Incompatible shapes of A and B for the equation");
+  Shape batch = broadcast_shapes(batch_of(lu), batch_of(system_rhs));
+  Lu f = broadcast_factors(
+      b, {wide(b, lu), permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), Value(), Value()},
+      batch);
+  Value x = with_batch(b, b.convert(system_rhs, f.lu.type), batch);
   bool transposed_system = adjoint != !left;
   x = transposed_system ? solve_adjoint_with(b, f, x) : solve_with(b, f, x);
   if (!left) x = matrix_transpose(b, x);

@@ -58,6 +58,12 @@ Value matmul(Builder& b, const Value& x, const Value& y, bool transpose_x) {
 
 Shape batch_of(const Value& x) { return Shape(x.shape.begin(), x.shape.end() - 2); }
 
+Value with_batch(Builder& b, const Value& x, const Shape& batch, int64_t kept) {
+  Shape shape = batch;
+  shape.insert(shape.end(), x.shape.end() - kept, x.shape.end());
+  return broadcast_to(b, x, shape);
+}
+
 Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
   batch.push_back(rows);
   batch.push_back(cols);

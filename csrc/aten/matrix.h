@@ -26,6 +26,9 @@ Value identity(Builder& b, const Shape& batch, int64_t rows, int64_t cols, Eleme
 // Entries with column - row >= diagonal kept (triu), or <= diagonal (tril); the rest zero.
 Value triangle(Builder& b, const Value& x, bool upper, int64_t diagonal = 0);
 Shape batch_of(const Value& x);
+// `x` with its batch broadcast to `batch`, its last `kept` dims as they are: torch.linalg
+// broadcasts the batches of a system's matrices and right-hand sides against each other.
+Value with_batch(Builder& b, const Value& x, const Shape& batch, int64_t kept = 2);
 Shape with_matrix(Shape batch, int64_t rows, int64_t cols);
 
 }  // namespace torch_tpu::aten

@@ -218,14 +218,24 @@ Value apply_adaptive(Builder& b, const Value& x, const Value& mh, const Value& m
   return b.transpose(along_h, permutation);
 }
 
+// The input of an adaptive average, in a floating type: CPU has kernels for floating types
+// only, yet takes an empty input of any type (and returns it empty, in its type).
+Value adaptive_average_input(LoweringContext& ctx, const char* name) {
+  Value x = ctx.tensor(0);
+  if (hlo::is_float(x.type) || hlo::is_complex(x.type)) return x;
+  TORCH_CHECK_NOT_IMPLEMENTED(ctx.tensor_meta(0).numel() == 0, "\"", name,
+                              "\" not implemented for '", ctx.tensor_meta(0).scalar_type(), "'");
+  return ctx.b.convert(x, ElementType::F32);
+}
+
 LOWER({"_adaptive_avg_pool2d", "_adaptive_avg_pool2d.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
+  Value x = adaptive_average_input(ctx, "adaptive_avg_pool2d");
   auto size = int_list(ctx, 1, 2);
   int64_t r = x.rank();
   Value mh = adaptive_matrix(b, x.shape[r - 2], size[0], x.type);
   Value mw = adaptive_matrix(b, x.shape[r - 1], size[1], x.type);
-  return Values{apply_adaptive(b, x, mh, mw, 1)};
+  return Values{b.convert(apply_adaptive(b, x, mh, mw, 1), et(ctx.tensor_meta(0).scalar_type()))};
 });
 LOWER({"_adaptive_avg_pool2d_backward", "_adaptive_avg_pool2d_backward.out"},
       [](LoweringContext& ctx) {
@@ -249,7 +259,7 @@ Value apply_adaptive_3d(Builder& b, Value x, const std::vector<Value>& matrices,
 
 LOWER({"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
+  Value x = adaptive_average_input(ctx, "adaptive_avg_pool3d");
   auto size = int_list(ctx, 1, 3);
   int64_t r = x.rank();
   TORCH_CHECK(r == 4 || r == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", r,
@@ -257,7 +267,8 @@ LOWER({"_adaptive_avg_pool3d", "_adaptive_avg_pool3d.out"}, [](LoweringContext& 
   std::vector<Value> matrices;
   for (int64_t i = 0; i < 3; ++i)
     matrices.push_back(adaptive_matrix(b, x.shape[r - 3 + i], size[i], x.type));
-  return Values{apply_adaptive_3d(b, x, matrices, 1)};
+  return Values{
+      b.convert(apply_adaptive_3d(b, x, matrices, 1), et(ctx.tensor_meta(0).scalar_type()))};
 });
 LOWER({"_adaptive_avg_pool3d_backward", "_adaptive_avg_pool3d_backward.grad_input"},
       [](LoweringContext& ctx) {
@@ -427,6 +438,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
     int64_t group, double eps) {
   TORCH_CHECK(input.sym_numel() == n * c * hw, "native_group_norm: expected the input's ",
               input.sym_numel(), " elements to be N * C * HxW = ", n, " * ", c, " * ", hw);
+  check_parameter_dtypes(input, {weight, bias});
   auto [out, mean, rstd] = at::_ops::native_group_norm::redispatch(
       c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), input.contiguous(), weight,
       bias, std::move(n), std::move(c), std::move(hw), group, eps);

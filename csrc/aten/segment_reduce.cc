@@ -79,6 +79,15 @@ Segmentation segment(const at::Tensor& data, const std::optional<at::Tensor>& le
                      const std::optional<at::Tensor>& offsets, int64_t axis, bool unsafe) {
   Segmentation result;
   result.axis = c10::maybe_wrap_dim(axis, data.dim());
+  // CPU's and CUDA's kernels: floating data, integer segmentation.
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(data.scalar_type()),
+                              "\"_segment_reduce\" not implemented for '", data.scalar_type(), "'");
+  for (const auto& segmentation : {lengths, offsets}) {
+    if (!segmentation.has_value() || !segmentation->defined()) continue;
+    const c10::ScalarType type = segmentation->scalar_type();
+    TORCH_CHECK_NOT_IMPLEMENTED(type == at::kInt || type == at::kLong,
+                                "\"_segment_reduce\" not implemented for '", type, "'");
+  }
   at::Tensor host;
   if (lengths.has_value() && lengths->defined()) {
     host = lengths->to(at::kCPU, at::kLong);

@@ -2,6 +2,7 @@
 // the older triangular_solve.
 #include <c10/util/Exception.h>
 
+#include <tuple>
 #include <utility>
 
 #include "csrc/aten/common.h"
@@ -10,14 +11,14 @@
 namespace torch_tpu::aten {
 namespace {
 
-void check_shapes(const Value& a, const Value& rhs, const char* name) {
+// A and B with their batches broadcast against each other, A checked to be square.
+std::pair<Value, Value> broadcast_system(Builder& b, const Value& a, const Value& rhs,
+                                         const char* name) {
   const int64_t r = a.rank();
   TORCH_CHECK(r >= 2 && a.shape[r - 1] == a.shape[r - 2], name,
               ": A must be batches of square matrices");
-  TORCH_CHECK_NOT_IMPLEMENTED(rhs.rank() == r && Shape(rhs.shape.begin(), rhs.shape.end() - 2) ==
-                                                     Shape(a.shape.begin(), a.shape.end() - 2),
-                              "torch_tpu: ", name,
-                              " with broadcast batch shapes is not implemented for the tpu device");
+  Shape batch = broadcast_shapes(batch_of(a), batch_of(rhs));
+  return {with_batch(b, a, batch), with_batch(b, rhs, batch)};
 }
 
 // linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False).
@@ -33,7 +34,7 @@ LOWER({"linalg_solve_triangular", "linalg_solve_triangular.out"}, [](LoweringCon
     tb = matrix_transpose(b, tb);
     upper = !upper;
   }
-  check_shapes(ta, tb, "linalg.solve_triangular");
+  std::tie(ta, tb) = broadcast_system(b, ta, tb, "linalg.solve_triangular");
   TORCH_CHECK(tb.shape[tb.rank() - 2] == ta.shape[ta.rank() - 1],
               "linalg.solve_triangular: Incompatible shapes of A and B for the equation");
   Value x = triangular_substitute(b, ta, tb, upper, unit);
@@ -52,9 +53,10 @@ LOWER({"triangular_solve", "triangular_solve.X"}, [](LoweringContext& ctx) {
     ta = matrix_transpose(b, ta);
     upper = !upper;
   }
-  check_shapes(ta, rhs, "triangular_solve");
-  Value x = triangular_substitute(b, ta, b.convert(rhs, t), upper, unit);
-  return Values{b.convert(x, rhs.type), a};
+  auto [system, wide_rhs] = broadcast_system(b, ta, b.convert(rhs, t), "triangular_solve");
+  Value x = triangular_substitute(b, system, wide_rhs, upper, unit);
+  // The second result is A's copy, with the broadcast batch.
+  return Values{b.convert(x, rhs.type), with_batch(b, a, batch_of(system))};
 });
 
 }  // namespace

@@ -70,10 +70,13 @@ std::optional<torch::jit::Stack> stand_ins(const std::vector<c10::IValue>& args,
   return stack;
 }
 
-bool is_not_implemented(const python_error& error) {
+bool is_python_error_of(const python_error& error, PyObject* type) {
   pybind11::gil_scoped_acquire gil;
-  return error.type != nullptr &&
-         PyErr_GivenExceptionMatches(error.type, PyExc_NotImplementedError) != 0;
+  return error.type != nullptr && PyErr_GivenExceptionMatches(error.type, type) != 0;
+}
+
+bool is_not_implemented(const python_error& error) {
+  return is_python_error_of(error, PyExc_NotImplementedError);
 }
 
 // Ops whose CPU kernels write into overlapping (expanded) targets without complaint: fills,
@@ -194,6 +197,7 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard quiet(&silent);
   std::exception_ptr meta_error;
+  bool meta_broke = false;
   try {
     op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &*meta);
   } catch (const c10::NotImplementedError&) {
@@ -201,6 +205,13 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
   } catch (const python_error& error) {
     if (is_not_implemented(error)) return {};
     meta_error = std::current_exception();
+    // A Python reference that fails on its own code (torch._check given an int for an empty
+    // upsample) rather than refusing the call.
+    meta_broke = is_python_error_of(error, PyExc_TypeError);
+  } catch (const pybind11::error_already_set& error) {
+    meta_error = std::current_exception();
+    pybind11::gil_scoped_acquire gil;
+    meta_broke = error.matches(PyExc_TypeError);
   } catch (...) {
     meta_error = std::current_exception();
   }
@@ -211,6 +222,7 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
   // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now
   // and then classes) differ from CPU's: CPU's own error is raised where CPU has one.
   raise_cpu_error(schema, args);
+  if (meta_broke) return {};  // CPU took the call, and the Meta kernel's error was its own bug
   std::rethrow_exception(meta_error);  // CPU took the call: the Meta kernel's error stands
 }
 

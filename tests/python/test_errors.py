@@ -381,6 +381,35 @@ ARGUMENT_CHECKS_OWN_MESSAGE = {
         [torch.zeros(0, 6, 5)],
         "N \\* C \\* HxW",
     ),
+    # Normalization parameters: the input's dtype, or float32 for a 16-bit float input.
+    "batch_norm_double_weight": (
+        lambda x, w, b, m, v: F.batch_norm(x, m, v, w, b, training=True),
+        [torch.randn(4, 3, 2), torch.ones(3, dtype=torch.float64), torch.zeros(3)]
+        + [torch.zeros(3), torch.ones(3)],
+        "mixed dtype",
+    ),
+    "batch_norm_double_running_mean": (
+        lambda x, w, b, m, v: F.batch_norm(x, m, v, w, b, training=True),
+        [torch.randn(4, 3, 2), torch.ones(3), torch.zeros(3)]
+        + [torch.zeros(3, dtype=torch.float64), torch.ones(3)],
+        "expected scalar type Float but found Double",
+    ),
+    "group_norm_double_weight": (
+        lambda x, w: F.group_norm(x, 2, w),
+        [torch.randn(2, 4, 3), torch.ones(4, dtype=torch.float64)],
+        "mixed dtype",
+    ),
+    # segment_reduce has floating kernels only, and integer segmentations (CUDA's too).
+    "segment_reduce_integer_data": (
+        lambda d, n: torch.segment_reduce(d, "sum", lengths=n),
+        [torch.ones(4, dtype=torch.long), torch.tensor([2, 2])],
+        "not implemented for 'Long'",
+    ),
+    "segment_reduce_float_lengths": (
+        lambda d, n: torch.segment_reduce(d, "sum", lengths=n),
+        [torch.ones(4), torch.tensor([2.0, 2.0], dtype=torch.float64)],
+        "not implemented for 'Double'",
+    ),
 }
 
 
@@ -448,3 +477,54 @@ def test_mixed_dtype_results_as_on_cpu(case: str) -> None:
     got = call(*(t.to("tpu") for t in tensors))
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.cpu(), want)
+
+
+# Calls CPU answers that tpu used to refuse (found by the bad-input fuzz).
+ANSWERED_AS_ON_CPU = {
+    "sgn_of_bool": (torch.sgn, [torch.tensor([True, False, True])]),
+    "adaptive_avg_pool_of_an_empty_bool_batch": (
+        lambda x: F.adaptive_avg_pool1d(x, 5),
+        [torch.zeros(0, 8, 8, dtype=torch.bool)],
+    ),
+    # torch's Python Meta kernel trips on its own check here (an int given as a bool).
+    "upsample_nearest_of_an_empty_batch": (
+        lambda x: F.interpolate(x, size=3, mode="nearest"),
+        [torch.empty(0, 3, 4)],
+    ),
+    # Linear systems broadcast their batches.
+    "solve_batched_a_vector_b": (torch.linalg.solve, [torch.randn(2, 3, 4, 4), torch.randn(4)]),
+    "solve_broadcast_batches": (
+        torch.linalg.solve,
+        [torch.randn(3, 1, 4, 4), torch.randn(2, 4, 2)],
+    ),
+    "lu_solve_broadcast_batches": (
+        lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+        [torch.randn(2, 1, 4, 4), torch.randn(3, 4, 2)],
+    ),
+    "solve_triangular_broadcast_batches": (
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        [torch.randn(4, 4).triu() + 4 * torch.eye(4), torch.randn(2, 3, 4, 2)],
+    ),
+    "triangular_solve_broadcast_batches": (
+        lambda b, a: tuple(torch.triangular_solve(b, a, upper=False)),
+        [torch.randn(2, 1, 4, 3), torch.randn(5, 4, 4).tril() + 4 * torch.eye(4)],
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("case", ANSWERED_AS_ON_CPU)
+def test_answered_as_on_cpu(case: str) -> None:
+    call, tensors = ANSWERED_AS_ON_CPU[case]
+    want = call(*tensors)
+    got = call(*(t.to("tpu") for t in tensors))
+    got = torch.utils._pytree.tree_map(lambda t: t.cpu(), got)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_adaptive_avg_pool_of_bool_is_refused_as_on_cpu() -> None:
+    x = torch.ones(1, 2, 4, dtype=torch.bool)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        F.adaptive_avg_pool1d(x, 2)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        F.adaptive_avg_pool1d(x.to("tpu"), 2)
