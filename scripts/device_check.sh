@@ -111,7 +111,7 @@ trace = torch_tpu.profiler.plugin_trace()
 print("our spans (name, device, us, on_device):")
 for name, device, start, end, on_device in spans:
     print(f"  {name[:60]:60s} {device} {(end - start) / 1e3:9.1f} {on_device}")
-print("xspace bytes:", len(trace))
+print("xspace bytes:", len(trace), "; plugin profiler:", _C._plugin_profiler_status())
 for number, plane in fields(trace):
     if number != 1: continue
     name, lines = "", collections.Counter()
@@ -183,13 +183,16 @@ run_stages() {
       profiler) stage profiler 100 "$PY" -m pytest -q -p no:cacheprovider \
         tests/python/test_profiler.py tests/python/test_memory_history.py ;;
       profbench) stage profbench 60 "$PY" bench/profiler.py --steps 10 --repeats 3 ;;
-      tests) stage tests 240 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+      soak) stage soak 120 "$PY" tools/soak.py --steps "${SOAK_STEPS:-1000}" \
+        --modes strict defer_and_fuse ;;
+      # TESTS="tests/python/x.py ..." runs those instead.
+      tests) stage tests 240 "$PY" -m pytest -q -p no:cacheprovider -n 8 ${TESTS:-\
         tests/python/test_device.py tests/python/test_ops.py tests/python/test_models.py \
         tests/python/test_compile.py tests/python/test_eager_modes.py \
         tests/python/test_donation.py tests/python/test_autocast.py \
         tests/python/test_graph_replay.py tests/python/test_matmul_precision.py \
         tests/python/test_errors.py tests/python/test_index_checks.py \
-        tests/python/test_cpu_parity.py tests/python/test_complex.py ;;
+        tests/python/test_cpu_parity.py tests/python/test_complex.py} ;;
       *) echo "unknown stage $name" | tee -a "$LOG" ;;
     esac
   done

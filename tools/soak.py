@@ -7,7 +7,8 @@ host scalar every step through the optimizer's bias correction), the loss read e
 After a warm-up of a tenth of the steps, the resident set (/proc/self/statm) and the heap in
 use (mallinfo2: allocated chunks plus mmapped blocks, so freed memory that the allocator keeps
 does not hide growth) are sampled every 50 steps; the table gives the least-squares slope of
-each, in bytes per step, and the growth over the measured steps.
+each, in bytes per step, over all measured steps and over their second half (a slope that falls
+there is levelling off), and the growth over the measured steps.
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ def soak(mode: str, steps: int) -> dict[str, float]:
             torch.tpu.synchronize()
             rss.append((i, rss_bytes()))
             heap.append((i, heap_bytes()))
+    half = len(rss) // 2
     return {
         "rss_slope": slope(rss),
+        "rss_slope_late": slope(rss[half:]),
         "heap_slope": slope(heap),
+        "heap_slope_late": slope(heap[half:]),
         "rss_growth": rss[-1][1] - rss[0][1],
         "heap_growth": heap[-1][1] - heap[0][1],
         "rss_end": rss[-1][1],
@@ -72,8 +76,11 @@ def main() -> None:
         print(json.dumps(soak(args.worker, args.steps)))
         return
     print(f"TinyGPT AdamW step, {args.steps} measured steps after a warm-up, sampled every 50\n")
-    print("| mode | RSS slope (B/step) | heap slope (B/step) | RSS growth | heap growth | RSS |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| mode | RSS slope (B/step) | late half | heap slope (B/step) | late half "
+        "| RSS growth | heap growth | RSS |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for mode in args.modes:
         command = [sys.executable, __file__, "--worker", mode, "--steps", str(args.steps)]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=3600)
@@ -82,7 +89,8 @@ def main() -> None:
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
         print(
-            f"| {mode} | {r['rss_slope']:.0f} | {r['heap_slope']:.0f} | "
+            f"| {mode} | {r['rss_slope']:.0f} | {r['rss_slope_late']:.0f} "
+            f"| {r['heap_slope']:.0f} | {r['heap_slope_late']:.0f} | "
             f"{r['rss_growth'] / 1024:.0f} KiB | {r['heap_growth'] / 1024:.0f} KiB | "
             f"{r['rss_end'] / 2**20:.0f} MiB |"
         )

@@ -143,9 +143,14 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
     return;
   }
   if (src.numel() == 0) return;
+  // As on CUDA, a non-blocking upload reads the host memory after returning only where the
+  // caller promised not to touch it until a sync (pinned memory), or where it is our own copy:
+  // pageable memory may be written again as soon as the call returns.
+  const bool async =
+      non_blocking && (!src.storage().is_alias_of(src_cpu.storage()) || src_cpu.is_pinned());
   replace_storage_by_upload(dst, src, [&](pjrt::Client& client, auto... args) {
-    return non_blocking ? client.upload_async(args..., [keep = src.storage()]() {})
-                        : client.upload(args...);
+    return async ? client.upload_async(args..., [keep = src.storage()]() {})
+                 : client.upload(args...);
   });
 }
 

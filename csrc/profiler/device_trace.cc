@@ -25,6 +25,7 @@ thread_local std::vector<uint64_t> correlations;
 std::mutex plugin_mutex;
 auto& plugin_profiler = *new std::unique_ptr<pjrt::PluginProfiler>();
 auto& plugin_trace_bytes = *new std::string();
+auto& plugin_profiler_outcome = *new std::string("no profile yet");
 
 int32_t this_thread() { return static_cast<int32_t>(::gettid()); }
 
@@ -47,12 +48,15 @@ bool collecting() { return active.load(std::memory_order_relaxed); }
 void start_plugin_profiler() {
   std::lock_guard<std::mutex> lock(plugin_mutex);
   plugin_trace_bytes.clear();
+  plugin_profiler_outcome = "no device runtime";
   if (!Runtime::initialized()) return;
   try {
     plugin_profiler = pjrt::PluginProfiler::create(Runtime::get().client().plugin());
+    plugin_profiler_outcome = "the plugin has no profiler extension";
     if (plugin_profiler) plugin_profiler->start();
   } catch (const std::exception& error) {
     plugin_profiler.reset();
+    plugin_profiler_outcome = std::string("did not start: ") + error.what();
     TORCH_WARN("torch_tpu: the PJRT plugin's profiler did not start: ", error.what());
   }
 }
@@ -62,8 +66,12 @@ void stop_plugin_profiler() {
   if (!plugin_profiler) return;
   try {
     plugin_profiler->stop();
-    plugin_trace_bytes = without_padding(plugin_profiler->collect());
+    const std::string collected = plugin_profiler->collect();
+    plugin_trace_bytes = without_padding(collected);
+    plugin_profiler_outcome = "collected " + std::to_string(collected.size()) + " bytes, " +
+                              std::to_string(plugin_trace_bytes.size()) + " of them whole fields";
   } catch (const std::exception& error) {
+    plugin_profiler_outcome = std::string("trace lost: ") + error.what();
     TORCH_WARN("torch_tpu: the PJRT plugin's trace was lost: ", error.what());
   }
   plugin_profiler.reset();
@@ -138,6 +146,11 @@ HostSpan::~HostSpan() {
   if (!span_) return;
   span_->end_ns = now_ns();
   record(std::move(*span_));
+}
+
+std::string plugin_profiler_status() {
+  std::lock_guard<std::mutex> lock(plugin_mutex);
+  return plugin_profiler_outcome;
 }
 
 std::string plugin_trace() {

@@ -36,6 +36,9 @@ std::vector<Span> stop_collecting();
 // start_collecting() to stop_collecting(); this is its trace of the last profile, a serialized
 // XSpace for XProf. Empty otherwise.
 std::string plugin_trace();
+// What the plugin's profiler did in the last profile ("the plugin has no profiler extension",
+// "collected N bytes, ..."), for diagnosing an empty plugin trace.
+std::string plugin_profiler_status();
 
 // The profiled op running on this thread, as the profiler announces it.
 void push_correlation(uint64_t id);

@@ -148,6 +148,7 @@ PYBIND11_MODULE(_C, m) {
     register_lowered_kernels();
   });
   m.def("_plugin_trace", [] { return py::bytes(profiler::plugin_trace()); });
+  m.def("_plugin_profiler_status", &profiler::plugin_profiler_status);
   // The profiler's collection without torch.profiler (whose device lane needs torch's
   // PrivateUse1 profiler registry): for checking a plugin's own trace against our runs.
   m.def("_collect_device_spans", [] { profiler::start_collecting(); });

@@ -284,6 +284,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped = [item for item in items if _skipped_by_gate_sampling(item, gate_file, every)]
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if item not in dropped]
+    import torch_tpu
+
+    kind = torch_tpu._state.get("kind")
+    for item in items:
+        if item.get_closest_marker("cpu_plugin") is not None and kind != "cpu":
+            item.add_marker(pytest.mark.skip(reason=f"checks the CPU plugin; this one is {kind}"))
     for item in items:
         node = item.nodeid.split("tests/python/")[-1]
         if node in KNOWN_GAPS:

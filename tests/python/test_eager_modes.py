@@ -76,7 +76,10 @@ def test_switching_mode_materializes_pending_work() -> None:
 
 def test_strict_host_runs_ahead_of_device() -> None:
     torch_tpu.set_eager_mode("strict")
-    x = torch.randn(512, 512, device=TPU)
+    # Products large enough that the device is still busy when 60 launches have returned: a
+    # GPU computes 512x512 ones faster than its plugin takes a launch.
+    n = 512 if torch_tpu._state.get("kind") == "cpu" else 4096
+    x = torch.randn(n, n, device=TPU) / n**0.5
     (x @ x).cpu()  # compile outside the timed part
     y = x
     start = time.perf_counter()
@@ -93,6 +96,7 @@ def test_strict_host_runs_ahead_of_device() -> None:
 def test_async_error_surfaces_at_next_sync_point_naming_the_op() -> None:
     torch_tpu.set_eager_mode("strict")
     x = torch.ones(4, device=TPU)
+    torch.tpu.synchronize()  # the fault goes to the next run that completes: exp's
     torch_tpu._C._inject_async_fault()
     y = torch.exp(x)  # the fault is reported asynchronously: nothing raises here
     with pytest.raises(RuntimeError, match=r"aten::exp\..*injected fault"):

@@ -188,6 +188,7 @@ def test_compile_failure_is_runtime_error_with_plugin_message(tpu: torch.device)
     torch.testing.assert_close((torch.ones(2, device=tpu) * 3).cpu(), torch.full((2,), 3.0))
 
 
+@pytest.mark.cpu_plugin
 def test_device_properties_report_plugin(tpu: torch.device) -> None:
     properties = torch.tpu.get_device_properties(tpu)
     assert properties.platform_name == "cpu"
