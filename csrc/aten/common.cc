@@ -357,9 +357,9 @@ void check_parameter_dtypes(const at::Tensor& input,
                   "mixed dtype (tpu): expect parameter to have scalar type of Float");
     }
   }
-  TORCH_CHECK(!first || *first == input.scalar_type() ||
-                  at::isReducedFloatingType(input.scalar_type()),
-              "mixed dtype (tpu): all inputs must share same datatype.");
+  TORCH_CHECK(
+      !first || *first == input.scalar_type() || at::isReducedFloatingType(input.scalar_type()),
+      "mixed dtype (tpu): all inputs must share same datatype.");
 }
 
 }  // namespace torch_tpu::aten

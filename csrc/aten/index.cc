@@ -246,6 +246,8 @@ LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
 // broadcast to the source's shape first.
 Value scatter_reduce(LoweringContext& ctx, bool slices = false) {
   Builder& b = ctx.b;
+  // index_reduce's dim names a dimension of self itself (no 0-d self as a vector), as on CPU.
+  if (slices) (void)c10::maybe_wrap_dim(ctx.arg(1).toInt(), ctx.tensor_meta(0).dim(), false);
   Value self = at_least_1d(b, ctx.tensor(0));
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = at_least_1d(b, ctx.tensor(2));
@@ -577,10 +579,10 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
               "put_(): self and source expected to have the same dtype, but got self.dtype = ",
               to_scalar_type(self.type), " and source.dtype = ", to_scalar_type(source.type));
   int64_t n = hlo::num_elements(self.shape), m = hlo::num_elements(index.shape);
-  TORCH_CHECK(hlo::num_elements(source.shape) == m,
-              "put_(): Expected source and index to have "
-              "the same number of elements, but got source.numel() = ",
-              hlo::num_elements(source.shape), ", index.numel() = ", m);
+  TORCH_CHECK_INDEX(hlo::num_elements(source.shape) == m,
+                    "put_(): Expected source and index to have "
+                    "the same number of elements, but got source.numel() = ",
+                    hlo::num_elements(source.shape), ", index.numel() = ", m);
   if (m == 0) return Values{self};
   TORCH_CHECK_INDEX(n > 0, "put_(): Tried to put elements into an empty tensor");
   Value flat = b.reshape(self, {n});

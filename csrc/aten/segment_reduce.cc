@@ -77,6 +77,12 @@ struct Segmentation {
 
 Segmentation segment(const at::Tensor& data, const std::optional<at::Tensor>& lengths,
                      const std::optional<at::Tensor>& offsets, int64_t axis, bool unsafe) {
+  for (const auto& segmentation : {lengths, offsets}) {
+    TORCH_CHECK(
+        !segmentation.has_value() || !segmentation->defined() || data.dim() >= segmentation->dim(),
+        "segment_reduce(): the data has fewer dimensions (", data.dim(),
+        ") than its lengths or offsets (", segmentation->dim(), ")");
+  }
   Segmentation result;
   result.axis = c10::maybe_wrap_dim(axis, data.dim());
   // CPU's and CUDA's kernels: floating data, integer segmentation.

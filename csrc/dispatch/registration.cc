@@ -13,6 +13,7 @@
 #include "csrc/device/runtime.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
+#include "csrc/dispatch/meta_checks.h"
 
 namespace torch_tpu {
 namespace {
@@ -29,6 +30,9 @@ void unimplemented_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
       op.schema().operator_name().name +
       (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
   if (!cpu_fallback_enabled()) {
+    // A bad call gets CPU's error even where tpu has no kernel: only the Meta kernel runs, and
+    // CPU's checks only where it refuses.
+    (void)run_meta_checks(op.schema(), *stack);
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "The operator '", name,
         "' is not implemented for the tpu device yet. Set "

@@ -63,13 +63,21 @@ struct ProfilerApi {
   Call collect_data;
 };
 
-std::unique_ptr<PluginProfiler> PluginProfiler::create(const Plugin& plugin) {
+std::string default_profile_options() {
+  // A ProfileOptions message (tsl's profiler_options.proto) as a profiler session defaults it:
+  // host tracer level 2 (field 2), device tracer level 1 (field 3), version 1 (field 5). An
+  // empty message reads as every tracer at level 0, and the plugin then traces nothing.
+  return std::string{0x10, 0x02, 0x18, 0x01, 0x28, 0x01};
+}
+
+std::unique_ptr<PluginProfiler> PluginProfiler::create(const Plugin& plugin,
+                                                       const std::string& options) {
   const auto* extension =
       reinterpret_cast<const ProfilerExtension*>(plugin.extension(PJRT_Extension_Type_Profiler));
   if (extension == nullptr || extension->api == nullptr) return nullptr;
   const ProfilerApi* api = extension->api;
   if (api->struct_size < sizeof(ProfilerApi) || api->create == nullptr) return nullptr;
-  CreateArgs args{sizeof(CreateArgs), "", 0, nullptr};
+  CreateArgs args{sizeof(CreateArgs), options.data(), options.size(), nullptr};
   std::unique_ptr<PluginProfiler> profiler(new PluginProfiler(api, nullptr));
   profiler->raise_if_error(api->create(&args), "creating the plugin's profiler");
   profiler->profiler_ = args.profiler;

@@ -12,11 +12,16 @@ namespace torch_tpu::pjrt {
 
 struct ProfilerApi;  // the extension's function table (profiler.cc declares its layout)
 
+// The serialized profiler options a torch.profiler profile asks the plugin for: host and
+// device tracing on, as XLA's own profiler sessions default to.
+std::string default_profile_options();
+
 class PluginProfiler {
  public:
   // A profiler of `plugin`'s, not yet started; nullptr when the plugin has no profiler
   // extension. Throws Error when the plugin refuses to create one.
-  static std::unique_ptr<PluginProfiler> create(const Plugin& plugin);
+  static std::unique_ptr<PluginProfiler> create(
+      const Plugin& plugin, const std::string& options = default_profile_options());
   ~PluginProfiler();
   PluginProfiler(const PluginProfiler&) = delete;
   PluginProfiler& operator=(const PluginProfiler&) = delete;

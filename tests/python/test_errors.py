@@ -350,6 +350,21 @@ ARGUMENT_CHECKS = {
         lambda x, g: F.grid_sample(x, g, align_corners=False),
         [torch.randn(1, 1, 4, 4), torch.rand(1, 2, 2, 2, dtype=torch.float64)],
     ),
+    "put_source_and_index_of_other_sizes": (
+        lambda t, i, s: t.put(i, s, accumulate=True),
+        [torch.zeros(3, 3), torch.tensor([0, 1, 2, 3]), torch.ones(3)],
+    ),
+    "index_reduce_of_a_zero_dim_self": (
+        lambda t, i, s: t.index_reduce(0, i, s, "mean"),
+        [torch.tensor(1.0), torch.tensor([0, 0]), torch.tensor(2.0)],
+    ),
+    # An op without a tpu kernel still refuses a bad call with CPU's error, not "not
+    # implemented".
+    "missing_op_refuses_bad_input_as_cpu": (
+        torch.linalg.eig,
+        [torch.ones(5, 5, dtype=torch.long)],
+    ),
+    "missing_op_refuses_a_scalar_as_cpu": (torch.linalg.eigvals, [torch.tensor(1.0)]),
 }
 
 
@@ -405,6 +420,11 @@ ARGUMENT_CHECKS_OWN_MESSAGE = {
         lambda d, n: torch.segment_reduce(d, "sum", lengths=n),
         [torch.ones(4, dtype=torch.long), torch.tensor([2, 2])],
         "not implemented for 'Long'",
+    ),
+    "segment_reduce_of_fewer_dims_than_lengths": (
+        lambda d, n: torch.segment_reduce(d, "max", lengths=n),
+        [torch.tensor(1.0), torch.tensor([1])],
+        "dim",
     ),
     "segment_reduce_float_lengths": (
         lambda d, n: torch.segment_reduce(d, "sum", lengths=n),
