@@ -143,6 +143,15 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self,
                                                          const at::Tensor& bins,
                                                          const std::optional<at::Tensor>& weight,
                                                          bool density) {
+  // CPU's order: the dtypes first, then the shapes.
+  TORCH_CHECK(
+      bins.scalar_type() == self.scalar_type(),
+      "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+      "input with dtype ",
+      self.dtype(), " and bins for dimension 0 with dtype ", bins.dtype());
+  TORCH_CHECK(
+      !weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type(),
+      "torch.histogram: input tensor and weight tensor should have the same dtype");
   TORCH_CHECK(bins.dim() == 1, "torch.histogram(): bins tensor should have one dimension, but got ",
               bins.dim(), " dimensions");
   std::optional<at::Tensor> flat_weight;

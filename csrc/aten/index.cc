@@ -223,14 +223,23 @@ LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) 
     return ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
   });
 });
-LOWER({"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Scalar_out",
-       "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
-      [](LoweringContext& ctx) {
-        check_index_type(ctx, IndexAlong::fill);
-        return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
-          return operand(ctx, 3, self.type, shape);
-        });
+LOWER(
+    {"index_fill.int_Scalar", "index_fill_.int_Scalar", "index_fill.int_Scalar_out",
+     "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
+    [](LoweringContext& ctx) {
+      check_index_type(ctx, IndexAlong::fill);
+      return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
+        return operand(ctx, 3, self.type, shape);
       });
+    },
+    {},
+    // On every call: a Scalar's value (here, whether it is complex) is not in the cache key.
+    [](const std::vector<c10::IValue>& args) {
+      const c10::IValue& value = args[3];
+      TORCH_CHECK(!value.isComplexDouble() || args[0].toTensor().is_complex(),
+                  "index_fill_(): Converting complex Scalar to non-complex type is not "
+                  "supported");
+    });
 
 LOWER({"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",
        "scatter.value_out"},
@@ -316,12 +325,18 @@ LOWER({"index_reduce", "index_reduce_", "index_reduce.out"}, [](LoweringContext&
       out, Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end()))};
 });
 
-// index_put's values must broadcast to what indexing self would return.
-void check_value_fits(const Value& values, const Shape& indexing_result) {
+// index_put's values must broadcast to what indexing self would return, and be of self's
+// dtype (checked in CPU's order: the shape first).
+void check_value_fits(LoweringContext& ctx, const Value& values, const Shape& indexing_result) {
   TORCH_CHECK(at::is_expandable_to(values.shape, indexing_result),
               "shape mismatch: value tensor of shape [", hlo::join(values.shape),
               "] cannot be broadcast to indexing result of shape [", hlo::join(indexing_result),
               "]");
+  const c10::ScalarType self_type = ctx.tensor_meta(0).scalar_type();
+  const c10::ScalarType values_type = ctx.tensor_meta(2).scalar_type();
+  TORCH_CHECK(self_type == values_type,
+              "Index put requires the source and destination dtypes match, got ", self_type,
+              " for the destination and ", values_type, " for the source.");
 }
 
 // Advanced indexing: the indexed dims (given by non-None index tensors) are moved to the
@@ -433,11 +448,6 @@ LOWER({"@index", "index.Tensor_out"}, [](LoweringContext& ctx) {
 
 Values index_put(LoweringContext& ctx) {
   Builder& b = ctx.b;
-  const c10::ScalarType self_type = ctx.arg(0).toTensor().scalar_type();
-  const c10::ScalarType values_type = ctx.arg(2).toTensor().scalar_type();
-  TORCH_CHECK(self_type == values_type,
-              "Index put requires the source and destination dtypes match, got ", self_type,
-              " for the destination and ", values_type, " for the source.");
   Value self = ctx.tensor(0);
   IndexPlan plan = plan_index(ctx, self, 1);
   Value values = ctx.tensor(2);
@@ -455,7 +465,7 @@ Values index_put(LoweringContext& ctx) {
     for (int64_t d = 0; d < batch_rank; ++d) natural.push_back(update_shape[d]);
     for (int64_t d = batch_rank + before; d < static_cast<int64_t>(update_shape.size()); ++d)
       natural.push_back(update_shape[d]);
-    check_value_fits(values, natural);
+    check_value_fits(ctx, values, natural);
     Value v = broadcast_to(b, values, natural);
     std::vector<int64_t> inverse;
     for (int64_t d = 0; d < batch_rank; ++d) inverse.push_back(before + d);
@@ -464,7 +474,7 @@ Values index_put(LoweringContext& ctx) {
       inverse.push_back(d);
     values = b.transpose(v, inverse);
   } else {
-    check_value_fits(values, update_shape);
+    check_value_fits(ctx, values, update_shape);
     values = broadcast_to(b, values, update_shape);
   }
   hlo::ScatterDims dims;

@@ -2,9 +2,11 @@
 // histc (a scatter-add of bin indices), im2col/col2im (strided slices of the padded input and
 // their adjoint) and
 // channel_shuffle (a reshape and transpose).
+#include <ATen/ops/aminmax.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cmath>
 #include <optional>
 
 #include "csrc/aten/common.h"
@@ -104,6 +106,13 @@ LOWER(
     },
     {},
     [](const std::vector<c10::IValue>& args) {
+      TORCH_CHECK(
+          args[4].isNone() || args[4].toStringRef() == "left" || args[4].toStringRef() == "right",
+          "torch.searchsorted(): side can only be 'left' or 'right' but got ",
+          args[4].toStringRef());
+      TORCH_CHECK(!args[5].isTensor() || args[5].toTensor().scalar_type() == at::kLong,
+                  "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
+                  args[5].isTensor() ? args[5].toTensor().scalar_type() : at::kLong);
       warn_if_not_contiguous(args[1], SearchArgument::InputValue);
       warn_if_not_contiguous(args[0], SearchArgument::Boundary);
       warn_if_not_contiguous(args[5], SearchArgument::Sorter);
@@ -128,44 +137,61 @@ LOWER(
       warn_if_not_contiguous(args[1], SearchArgument::Boundary);
     });
 
-// histc(self, bins, min, max): counts in `bins` equal bins over [min, max]; min = max = 0 takes
-// the data's range, and an empty range widens by one on each side, as on CPU.
-LOWER({"histc", "histc.out"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value x0 = ctx.tensor(0);
-  int64_t bins = ctx.arg(1).toInt();
-  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for bins");
-  // Integer inputs (which CUDA takes, and MoE layers count experts with) bin in float64, where
-  // their bin arithmetic is exact; the counts keep the input's dtype, as on CUDA.
-  ElementType m =
-      x0.type == ElementType::F64 || !hlo::is_float(x0.type) ? ElementType::F64 : ElementType::F32;
-  int64_t n = hlo::num_elements(x0.shape);
-  Value x = b.reshape(b.convert(x0, m), {n});
-  Value lo = ctx.scalar(2, m), hi = ctx.scalar(3, m);
-  Value zero = b.constant(0, m);
-  Value use_data = b.binary("and", b.compare("EQ", lo, zero), b.compare("EQ", hi, zero));
-  if (n > 0) {
-    lo = b.select(use_data, reduce_extremum(b, x, {0}, false), lo);
-    hi = b.select(use_data, reduce_extremum(b, x, {0}, true), hi);
-  }
-  Value same = b.compare("EQ", lo, hi);
-  lo = b.select(same, b.binary("subtract", lo, b.constant(1, m)), lo);
-  hi = b.select(same, b.binary("add", hi, b.constant(1, m)), hi);
-  Value lo_v = broadcast_to(b, lo, {n}), hi_v = broadcast_to(b, hi, {n});
-  Value scaled = b.binary("divide",
-                          b.binary("multiply", b.binary("subtract", x, lo_v),
-                                   splat(b, static_cast<double>(bins), m, {n})),
-                          b.binary("subtract", hi_v, lo_v));
-  Value index = b.convert(b.unary("floor", scaled), ElementType::S64);
-  Value last = splat(b, static_cast<double>(bins - 1), ElementType::S64, {n});
-  index = b.select(b.compare("EQ", x, hi_v), last, index);
-  Value inside = b.binary("and", b.compare("GE", x, lo_v), b.compare("LE", x, hi_v));
-  // Values outside the range (and NaN) go to an extra bin that is dropped.
-  index = b.select(inside, index, splat(b, static_cast<double>(bins), ElementType::S64, {n}));
-  Value counts =
-      combine_slices(b, splat(b, 0, m, {bins + 1}), 0, index, splat(b, 1, m, {n}), "add");
-  return Values{b.convert(b.slice(counts, {0}, {bins}, {1}), x0.type)};
-});
+// histc(self, bins, min, max): counts in `bins` equal bins over [min, max]; min = max takes the
+// data's range, and an empty range widens by one on each side, as on CPU.
+LOWER(
+    {"histc", "histc.out"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value x0 = ctx.tensor(0);
+      int64_t bins = ctx.arg(1).toInt();
+      TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for bins");
+      // Integer inputs (which CUDA takes, and MoE layers count experts with) bin in float64, where
+      // their bin arithmetic is exact; the counts keep the input's dtype, as on CUDA.
+      ElementType m = x0.type == ElementType::F64 || !hlo::is_float(x0.type) ? ElementType::F64
+                                                                             : ElementType::F32;
+      int64_t n = hlo::num_elements(x0.shape);
+      Value x = b.reshape(b.convert(x0, m), {n});
+      Value lo = ctx.scalar(2, m), hi = ctx.scalar(3, m);
+      Value use_data = b.compare("EQ", lo, hi);
+      if (n > 0) {
+        lo = b.select(use_data, reduce_extremum(b, x, {0}, false), lo);
+        hi = b.select(use_data, reduce_extremum(b, x, {0}, true), hi);
+      }
+      Value same = b.compare("EQ", lo, hi);
+      lo = b.select(same, b.binary("subtract", lo, b.constant(1, m)), lo);
+      hi = b.select(same, b.binary("add", hi, b.constant(1, m)), hi);
+      Value lo_v = broadcast_to(b, lo, {n}), hi_v = broadcast_to(b, hi, {n});
+      Value scaled = b.binary("divide",
+                              b.binary("multiply", b.binary("subtract", x, lo_v),
+                                       splat(b, static_cast<double>(bins), m, {n})),
+                              b.binary("subtract", hi_v, lo_v));
+      Value index = b.convert(b.unary("floor", scaled), ElementType::S64);
+      Value last = splat(b, static_cast<double>(bins - 1), ElementType::S64, {n});
+      index = b.select(b.compare("EQ", x, hi_v), last, index);
+      Value inside = b.binary("and", b.compare("GE", x, lo_v), b.compare("LE", x, hi_v));
+      // Values outside the range (and NaN) go to an extra bin that is dropped.
+      index = b.select(inside, index, splat(b, static_cast<double>(bins), ElementType::S64, {n}));
+      Value counts =
+          combine_slices(b, splat(b, 0, m, {bins + 1}), 0, index, splat(b, 1, m, {n}), "add");
+      return Values{b.convert(b.slice(counts, {0}, {bins}, {1}), x0.type)};
+    },
+    {},
+    // On every call: the range is made of Scalars, whose values are not in the cache key.
+    [](const std::vector<c10::IValue>& args) {
+      double low = args[2].toScalar().toDouble(), high = args[3].toScalar().toDouble();
+      TORCH_CHECK(low <= high, "torch.histc: max must be larger than min");
+      const at::Tensor& self = args[0].toTensor();
+      if (low == high && self.numel() > 0) {
+        // The data's range, read to the host as CUDA's histc reads it (a sync), so that a
+        // non-finite one is refused at the call.
+        auto [min, max] = at::aminmax(self);
+        low = min.item<double>();
+        high = max.item<double>();
+      }
+      TORCH_CHECK(std::isfinite(low) && std::isfinite(high), "torch.histc: range of [", low, ", ",
+                  high, "] is not finite");
+    });
 
 // im2col(self, kernel_size, dilation, padding, stride) -> [N, C * kh * kw, oh * ow].
 LOWER({"im2col", "im2col.out"}, [](LoweringContext& ctx) {

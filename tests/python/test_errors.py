@@ -365,6 +365,35 @@ ARGUMENT_CHECKS = {
         [torch.ones(5, 5, dtype=torch.long)],
     ),
     "missing_op_refuses_a_scalar_as_cpu": (torch.linalg.eigvals, [torch.tensor(1.0)]),
+    # From PyTorch's own test_indexing.py and test_reductions.py: checks made on every call,
+    # Scalars' and strings' values included, in CPU's order.
+    "index_fill_complex_value_into_real": (
+        lambda t, i: t.index_fill_(1, i, 1 + 1j),
+        [torch.ones(2, 2), torch.tensor([0])],
+    ),
+    "index_fill_complex_value_into_bool": (
+        lambda t, i: t.index_fill_(1, i, 1 + 1j),
+        [torch.ones(2, 2, dtype=torch.bool), torch.tensor([0])],
+    ),
+    "mask_assignment_shape_before_dtype": (
+        lambda a, v: a.__setitem__(a > -1, v),
+        [torch.arange(4), torch.tensor([1.0, 2.0, 3.0])],
+    ),
+    "histc_max_below_min": (lambda x: torch.histc(x, 4, 5, 1), [torch.tensor([1.0, 2.0])]),
+    "histc_infinite_data_range": (torch.histc, [torch.tensor([1.0, float("inf")])]),
+    "histc_nan_data_range": (torch.histc, [torch.tensor([float("nan")])]),
+    "searchsorted_bad_side": (
+        lambda s, v: torch.searchsorted(s, v, side="bad"),
+        [torch.tensor([1.0, 2.0]), torch.tensor([1.5])],
+    ),
+    "searchsorted_float_sorter": (
+        lambda s, v, i: torch.searchsorted(s, v, sorter=i),
+        [torch.tensor([2.0, 1.0]), torch.tensor([1.5]), torch.tensor([1.0, 0.0])],
+    ),
+    "histogram_bins_dtype_before_shape": (
+        torch.histogram,
+        [torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64)],
+    ),
 }
 
 
@@ -511,6 +540,12 @@ ANSWERED_AS_ON_CPU = {
     "upsample_nearest_of_an_empty_batch": (
         lambda x: F.interpolate(x, size=3, mode="nearest"),
         [torch.empty(0, 3, 4)],
+    ),
+    # min == max: the data's range (a range of one value widens by one on each side).
+    "histc_equal_min_and_max": (lambda x: torch.histc(x, 4, 5, 5), [torch.tensor([1.0, 2, 1])]),
+    "histc_equal_min_and_max_one_value": (
+        lambda x: torch.histc(x, 4, 5, 5),
+        [torch.tensor([3.0, 3.0])],
     ),
     # Linear systems broadcast their batches.
     "solve_batched_a_vector_b": (torch.linalg.solve, [torch.randn(2, 3, 4, 4), torch.randn(4)]),
