@@ -268,12 +268,12 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   // As ATen: the same sizes keep the strides (softmax's out= resizes a strided view to its own
   // sizes before copying into it), unless a memory format asks for a restride.
   if (self.sizes().equals(size) && !memory_format) return self;
-  int64_t needed = 1;
   for (int64_t s : size) {
     TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
-    needed *= s;
   }
-  std::size_t nbytes = (needed + self.storage_offset()) * self.element_size();
+  // ATen's computation, which refuses a size whose bytes overflow.
+  const std::size_t nbytes =
+      at::detail::computeStorageNbytesContiguous(size, self.element_size(), self.storage_offset());
   if (nbytes > self.storage().nbytes()) {
     // Grow: a new storage that keeps the old contents at the front.
     at::Tensor old_host;
