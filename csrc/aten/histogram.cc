@@ -22,6 +22,11 @@
 namespace torch_tpu::aten {
 namespace {
 
+// The input as rows of points, [N, D]: reshape's -1 cannot infer N where D is 0.
+at::Tensor points_of(const at::Tensor& self) {
+  return self.dim() == 1 ? self.unsqueeze(0) : self.flatten(0, -2);
+}
+
 void check_input(const at::Tensor& self, const std::optional<at::Tensor>& weight, int64_t dims) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "torch.histogramdd: input tensor and bins tensors should have the same dtype, ",
@@ -80,7 +85,7 @@ std::vector<at::Tensor> edges_from_counts(const at::Tensor& self, at::IntArrayRe
     TORCH_CHECK(bins[d] > 0, "torch.histogramdd(): bins must be > 0, but got ", bins[d],
                 " for dimension ", d);
   }
-  auto outer = outer_edges(self.reshape({-1, dims}), dims, range);
+  auto outer = outer_edges(points_of(self), dims, range);
   std::vector<at::Tensor> edges;
   for (int64_t d = 0; d < dims; ++d) {
     edges.push_back(at::linspace(outer[d].first, outer[d].second, bins[d] + 1,
@@ -95,7 +100,9 @@ at::Tensor count(const at::Tensor& self, const std::vector<at::Tensor>& edges,
                  const std::optional<at::Tensor>& weight, bool density) {
   const auto dims = static_cast<int64_t>(edges.size());
   check_input(self, weight, dims);
-  at::Tensor points = self.reshape({-1, dims});
+  // Points of no coordinates fall in no bin: a 0-d histogram of 0, as on CPU.
+  if (dims == 0) return at::zeros({}, self.options());
+  at::Tensor points = points_of(self);
   std::vector<int64_t> shape;
   for (const at::Tensor& e : edges) {
     TORCH_CHECK(e.dim() == 1 && e.numel() >= 1,
@@ -176,9 +183,22 @@ std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int6
   return histogram_bins_tensor(self, edges, weight, density);
 }
 
+// The out= tensors are the input's dtype, as CPU requires (it does not cast into them).
+void check_out_dtypes(const at::Tensor& self, const at::Tensor& hist, const at::Tensor& bin_edges) {
+  TORCH_CHECK(hist.scalar_type() == self.scalar_type(),
+              "torch.histogram: input tensor and hist tensor should have the same dtype, but got "
+              "input ",
+              self.dtype(), " and hist ", hist.dtype());
+  TORCH_CHECK(bin_edges.scalar_type() == self.scalar_type(),
+              "torch.histogram: input tensor and bin_edges tensor should have the same dtype, but "
+              "got input ",
+              self.dtype(), " and bin_edges ", bin_edges.dtype());
+}
+
 std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(
     const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight,
     bool density, at::Tensor& hist, at::Tensor& bin_edges) {
+  check_out_dtypes(self, hist, bin_edges);
   auto [h, e] = histogram_bins_tensor(self, bins, weight, density);
   hist.resize_(h.sizes()).copy_(h);
   bin_edges.resize_(e.sizes()).copy_(e);
@@ -190,6 +210,7 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self
                                                           const std::optional<at::Tensor>& weight,
                                                           bool density, at::Tensor& hist,
                                                           at::Tensor& bin_edges) {
+  check_out_dtypes(self, hist, bin_edges);
   auto [h, e] = histogram_bin_ct(self, bins, range, weight, density);
   hist.resize_(h.sizes()).copy_(h);
   bin_edges.resize_(e.sizes()).copy_(e);

@@ -395,6 +395,10 @@ ARGUMENT_CHECKS = {
         lambda x: torch.empty((), dtype=x.dtype, device=x.device).resize_([2, 4, 2**29, 2**29]),
         [torch.empty((), dtype=torch.float64)],
     ),
+    "histogram_out_of_another_dtype": (
+        lambda v, h, e: torch.histogram(v, 1, out=(h, e)),
+        [torch.ones(3), torch.empty(0, dtype=torch.float64), torch.empty(0)],
+    ),
     "histogram_bins_dtype_before_shape": (
         torch.histogram,
         [torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64)],
@@ -551,6 +555,10 @@ ANSWERED_AS_ON_CPU = {
     "histc_equal_min_and_max_one_value": (
         lambda x: torch.histc(x, 4, 5, 5),
         [torch.tensor([3.0, 3.0])],
+    ),
+    "histogramdd_of_points_without_coordinates": (
+        lambda v: torch.histogramdd(v, 3).hist,
+        [torch.randn(5, 0)],
     ),
     # Linear systems broadcast their batches.
     "solve_batched_a_vector_b": (torch.linalg.solve, [torch.randn(2, 3, 4, 4), torch.randn(4)]),
