@@ -161,11 +161,16 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self,
       "torch.histogram: input tensor and weight tensor should have the same dtype");
   TORCH_CHECK(bins.dim() == 1, "torch.histogram(): bins tensor should have one dimension, but got ",
               bins.dim(), " dimensions");
+  TORCH_CHECK(bins.numel() > 0,
+              "torch.histogramdd: bins tensor should have at least 1 element, but got 0 elements "
+              "in the bins tensor for dimension 0");
   std::optional<at::Tensor> flat_weight;
   if (weight.has_value() && weight->defined()) {
-    TORCH_CHECK(weight->sizes() == self.sizes(),
-                "torch.histogram: if weight tensor is provided it should have the same shape as ",
-                "the input tensor");
+    // As CPU: the weight is flattened, and needs one value per input element.
+    TORCH_CHECK(weight->numel() == self.numel(),
+                "torch.histogramdd: if weight tensor is provided it should have the same shape as ",
+                "the input tensor excluding its innermost dimension, but got input with shape [",
+                self.numel(), ", 1] and weight with shape [", weight->numel(), "]");
     flat_weight = weight->reshape({-1});
   }
   return {count(self.reshape({-1, 1}), {bins}, flat_weight, density), bins.clone()};
@@ -175,7 +180,7 @@ std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int6
                                                     std::optional<at::ArrayRef<double>> range,
                                                     const std::optional<at::Tensor>& weight,
                                                     bool density) {
-  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins);
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
                               "torch.histogram: not implemented for '",
                               c10::toString(self.scalar_type()), "'");

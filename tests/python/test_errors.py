@@ -399,6 +399,12 @@ ARGUMENT_CHECKS = {
         lambda v, h, e: torch.histogram(v, 1, out=(h, e)),
         [torch.ones(3), torch.empty(0, dtype=torch.float64), torch.empty(0)],
     ),
+    "histogram_empty_bins": (torch.histogram, [torch.empty(0), torch.empty(0)]),
+    "histogram_negative_bin_count": (lambda x: torch.histogram(x, -1), [torch.tensor(1.0)]),
+    "histogram_weight_of_another_size": (
+        lambda x, w: torch.histogram(x, 1, weight=w),
+        [torch.ones(2, 2), torch.ones(1)],
+    ),
     "histogram_bins_dtype_before_shape": (
         torch.histogram,
         [torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64)],
