@@ -6,15 +6,16 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/linspace.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/where.h>
-#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -100,8 +101,11 @@ at::Tensor count(const at::Tensor& self, const std::vector<at::Tensor>& edges,
                  const std::optional<at::Tensor>& weight, bool density) {
   const auto dims = static_cast<int64_t>(edges.size());
   check_input(self, weight, dims);
-  // Points of no coordinates fall in no bin: a 0-d histogram of 0, as on CPU.
-  if (dims == 0) return at::zeros({}, self.options());
+  // Points of no coordinates fall in no bin: a 0-d histogram of 0 (a density of 0 / 0), as on
+  // CPU.
+  if (dims == 0) {
+    return at::full({}, density ? std::numeric_limits<double>::quiet_NaN() : 0.0, self.options());
+  }
   at::Tensor points = points_of(self);
   std::vector<int64_t> shape;
   for (const at::Tensor& e : edges) {
