@@ -52,8 +52,8 @@ void start_plugin_profiler() {
   if (!Runtime::initialized()) return;
   try {
     plugin_profiler = pjrt::PluginProfiler::create(Runtime::get().client().plugin());
-    plugin_profiler_outcome = "the plugin has no profiler extension";
     if (plugin_profiler) plugin_profiler->start();
+    plugin_profiler_outcome = plugin_profiler ? "running" : "the plugin has no profiler extension";
   } catch (const std::exception& error) {
     plugin_profiler.reset();
     plugin_profiler_outcome = std::string("did not start: ") + error.what();
