@@ -255,8 +255,10 @@ LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
 // broadcast to the source's shape first.
 Value scatter_reduce(LoweringContext& ctx, bool slices = false) {
   Builder& b = ctx.b;
-  // index_reduce's dim names a dimension of self itself (no 0-d self as a vector), as on CPU.
-  if (slices) (void)c10::maybe_wrap_dim(ctx.arg(1).toInt(), ctx.tensor_meta(0).dim(), false);
+  // As CPU: a 0-d self takes slices of one index only (it reads the 0-d source's size along
+  // dim, which fails for any other count).
+  if (slices && ctx.tensor_meta(0).dim() == 0 && ctx.tensor_meta(2).numel() != 1)
+    (void)c10::maybe_wrap_dim(ctx.arg(1).toInt(), 0, false);
   Value self = at_least_1d(b, ctx.tensor(0));
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = at_least_1d(b, ctx.tensor(2));

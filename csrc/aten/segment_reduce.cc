@@ -77,14 +77,9 @@ struct Segmentation {
 
 Segmentation segment(const at::Tensor& data, const std::optional<at::Tensor>& lengths,
                      const std::optional<at::Tensor>& offsets, int64_t axis, bool unsafe) {
-  for (const auto& segmentation : {lengths, offsets}) {
-    TORCH_CHECK(
-        !segmentation.has_value() || !segmentation->defined() || data.dim() >= segmentation->dim(),
-        "segment_reduce(): the data has fewer dimensions (", data.dim(),
-        ") than its lengths or offsets (", segmentation->dim(), ")");
-  }
   Segmentation result;
-  result.axis = c10::maybe_wrap_dim(axis, data.dim());
+  // As CPU: the axis wraps as for a vector when the data is 0-d, whose rank is checked below.
+  result.axis = c10::maybe_wrap_dim(axis, std::max<int64_t>(data.dim(), 1));
   // CPU's and CUDA's kernels: floating data, integer segmentation.
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(data.scalar_type()),
                               "\"_segment_reduce\" not implemented for '", data.scalar_type(), "'");
@@ -109,6 +104,8 @@ Segmentation segment(const at::Tensor& data, const std::optional<at::Tensor>& le
   host = host.contiguous();
   TORCH_CHECK(host.dim() == result.axis + 1, "Expected axis to be the last dimension of ",
               "lengths but got ", result.axis, ".");
+  TORCH_CHECK(data.dim() >= host.dim(), "segment_reduce(): the data has fewer dimensions (",
+              data.dim(), ") than its lengths or offsets (", host.dim(), ")");
   TORCH_CHECK(data.sizes().slice(0, result.axis) == host.sizes().slice(0, result.axis),
               "segment_reduce(): lengths (or offsets) must match data's shape before axis");
   const int64_t extent = data.size(result.axis);
