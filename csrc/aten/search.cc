@@ -112,7 +112,7 @@ LOWER(
           args[4].toStringRef());
       TORCH_CHECK(!args[5].isTensor() || args[5].toTensor().scalar_type() == at::kLong,
                   "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
-                  args[5].isTensor() ? args[5].toTensor().scalar_type() : at::kLong);
+                  args[5].toTensor().scalar_type());  // (the message is built on failure only)
       warn_if_not_contiguous(args[1], SearchArgument::InputValue);
       warn_if_not_contiguous(args[0], SearchArgument::Boundary);
       warn_if_not_contiguous(args[5], SearchArgument::Sorter);

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import assert_close_to_cpu
 from torch.nn import functional as F
 
 # An op with no tpu kernel yet (LAPACK's Bunch-Kaufman pivoting is not lowered).
@@ -591,10 +592,7 @@ ANSWERED_AS_ON_CPU = {
 @pytest.mark.parametrize("case", ANSWERED_AS_ON_CPU)
 def test_answered_as_on_cpu(case: str) -> None:
     call, tensors = ANSWERED_AS_ON_CPU[case]
-    want = call(*tensors)
-    got = call(*(t.to("tpu") for t in tensors))
-    got = torch.utils._pytree.tree_map(lambda t: t.cpu(), got)
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert_close_to_cpu(call, *tensors, rtol=1e-4, atol=1e-4)
 
 
 def test_adaptive_avg_pool_of_bool_is_refused_as_on_cpu() -> None:
