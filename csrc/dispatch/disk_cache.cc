@@ -3,7 +3,9 @@
 #include <c10/util/Exception.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -128,9 +130,36 @@ void write_entry(const std::filesystem::path& path, const std::string& key,
   if (error) std::filesystem::remove(temporary, error);
 }
 
-std::unique_ptr<pjrt::Executable> compile(const std::string& module) {
+// Read at every compile (a compile costs far more), so that it can be turned on mid-run.
+bool compile_log_enabled() {
+  const char* setting = std::getenv("TORCH_TPU_LOG_COMPILES");
+  return setting != nullptr && std::string(setting) == "1";
+}
+
+// TORCH_TPU_LOG_COMPILES=1: one stderr line per compile, naming the module, its time and its
+// parameter types, so that a recompile storm (a shape new at every step) shows which shapes
+// cause it and what it costs.
+void log_compile(const std::string& module, const std::string& label, double milliseconds) {
+  auto text_between = [&module](const std::string& open, const std::string& close) {
+    const size_t start = module.find(open);
+    if (start == std::string::npos) return std::string();
+    const size_t from = start + open.size();
+    return module.substr(from, module.find(close, from) - from);
+  };
+  const std::string name = label.empty() ? text_between("module @", " ") : label;
+  std::fprintf(stderr, "torch_tpu: compiled %s in %.0f ms; parameters (%s)\n", name.c_str(),
+               milliseconds, text_between("@main(", ") ->").c_str());
+}
+
+std::unique_ptr<pjrt::Executable> compile(const std::string& module, const std::string& label) {
   metrics().compiles++;
-  return Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+  const auto start = std::chrono::steady_clock::now();
+  auto executable = Runtime::get().client().compile(module, pjrt::single_device_compile_options());
+  if (compile_log_enabled()) {
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+    log_compile(module, label, took.count());
+  }
+  return executable;
 }
 
 }  // namespace
@@ -146,9 +175,10 @@ std::string cache_directory() {
   return "";
 }
 
-std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist) {
+std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist,
+                                                     const std::string& label) {
   const std::string directory = persist ? cache_directory() : "";
-  if (directory.empty()) return compile(module);
+  if (directory.empty()) return compile(module, label);
   const std::string key = environment_key() + "\n" + module;
   const std::filesystem::path path =
       std::filesystem::path(directory) / (hex(fnv1a(key, 0)) + hex(fnv1a(key, 7)) + ".exe");
@@ -167,7 +197,7 @@ std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, 
     TORCH_WARN("torch_tpu: ignoring compile cache entry ", path.string(), " (", problem,
                "); recompiling");
   }
-  auto executable = compile(module);
+  auto executable = compile(module, label);
   try {
     write_entry(path, key, executable->serialize());
     metrics().disk_cache_writes++;

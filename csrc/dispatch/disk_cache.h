@@ -16,7 +16,9 @@ namespace torch_tpu {
 std::string cache_directory();
 
 // Compiles `module` with single-device options, or loads it from the disk cache. `persist`
-// says whether this kind of executable uses the disk cache.
-std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist);
+// says whether this kind of executable uses the disk cache; `label` names it in the compile log
+// (TORCH_TPU_LOG_COMPILES=1), the module's own name where empty.
+std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist,
+                                                     const std::string& label = "");
 
 }  // namespace torch_tpu

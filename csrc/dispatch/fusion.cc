@@ -338,8 +338,9 @@ void flush_locked(Graph& g) {
       std::fprintf(stderr, "torch_tpu: fused module of %zu ops\n%s\n", op_count, module.c_str());
     }
     try {
-      profiler::HostSpan span("compile " + graph_label(op_names));
-      executable = std::shared_ptr<pjrt::Executable>(compile_with_cache(module, true));
+      const std::string label = graph_label(op_names);
+      profiler::HostSpan span("compile " + label);
+      executable = std::shared_ptr<pjrt::Executable>(compile_with_cache(module, true, label));
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
                   op_names.front(), " ... ", op_names.back(), ") failed: ", error.what());

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -224,6 +225,28 @@ def test_programs_are_named_after_what_they_hold() -> None:
     modules = [line for line in proc.stderr.splitlines() if line.startswith("module @")]
     assert "module @aten_add.Tensor {" in modules
     assert "module @fused_graph_of_4_ops {" in modules
+
+
+def test_the_compile_log_names_each_compile_its_time_and_its_shapes() -> None:
+    # TORCH_TPU_LOG_COMPILES=1 shows a recompile storm: one line per compile (a cache hit
+    # prints nothing), with the op or the fused graph's ops, and the parameters' shapes.
+    code = (
+        "import torch, torch_tpu\n"
+        "for n in (3, 3, 5):\n"
+        "    (torch.ones(n, device='tpu') * 2).cpu()\n"
+        "with torch_tpu.eager_mode('defer_and_fuse'):\n"
+        "    (torch.ones(7, device='tpu').sin() + 1).sum().item()\n"
+    )
+    proc = run_fresh(code, {"TORCH_TPU_LOG_COMPILES": "1", "TORCH_TPU_CACHE_DIR": ""})
+    compiled = [line for line in proc.stderr.splitlines() if line.startswith("torch_tpu: compiled")]
+    products = [line for line in compiled if line.startswith("torch_tpu: compiled aten_mul.Tensor")]
+    assert len(products) == 2, compiled  # n = 3 once, n = 5 once
+    assert "tensor<3xf32>" in products[0] and "tensor<5xf32>" in products[1]
+    assert re.search(r" in \d+ ms; parameters \(", products[0])
+    fused = [line for line in compiled if "fused graph of" in line]
+    assert len(fused) == 1 and "aten::sin." in fused[0] and "aten::sum." in fused[0], compiled
+    quiet = run_fresh(code, {"TORCH_TPU_CACHE_DIR": ""})
+    assert "torch_tpu: compiled" not in quiet.stderr
 
 
 @pytest.mark.parametrize(

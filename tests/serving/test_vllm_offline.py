@@ -105,6 +105,24 @@ def test_seeded_sampling_repeats_and_stays_in_the_top_k(llm: Any, tiny_llama: Pa
         assert all(token in row.tolist() for token, row in zip(sampled, top5, strict=True))
 
 
+def test_the_forward_compiles_per_token_bucket_not_per_token_count(
+    llm: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A step's real token count changes from step to step; the model's forward graph follows
+    # only its padded count and page bucket. One request fewer gives every decode step another
+    # real count in the same buckets.
+    params = {"temperature": 0, "max_tokens": MAX_TOKENS, "ignore_eos": True}
+    _generate(llm, PROMPTS, **params)
+    monkeypatch.setenv("TORCH_TPU_LOG_COMPILES", "1")
+    capfd.readouterr()
+    _generate(llm, PROMPTS[1:], **params)
+    compiled = [
+        line for line in capfd.readouterr().err.splitlines() if "torch_tpu: compiled" in line
+    ]
+    # The forward's graph is the one with the layers' RMSNorm (mean.dim) in it.
+    assert [line for line in compiled if "aten::mean.dim" in line] == []
+
+
 def test_a_repeated_batch_compiles_nothing(llm: Any) -> None:
     _generate(llm, PROMPTS, temperature=0, max_tokens=MAX_TOKENS)
     before = torch_tpu.metrics()

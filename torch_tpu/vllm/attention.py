@@ -65,17 +65,26 @@ class TpuAttentionBackend(AttentionBackend):
 @dataclass
 class TpuAttentionMetadata:
     num_actual_tokens: int
-    # Per query token: its request's row in `block_table` and its position in the sequence.
+    # Per token slot of the runner's buffers (longer than any step; a step reads its padded
+    # token count from the front): the token's request's row in `block_table` (-1 for a
+    # padding token), its position in the sequence and its cache slot.
     token_request: torch.Tensor
     token_position: torch.Tensor
+    slot_mapping: torch.Tensor
     # [max requests, pages] block ids; pages padded to a power of two (padding entries masked).
     block_table: torch.Tensor
-    slot_mapping: torch.Tensor
 
 
 def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
     pages = max(1, -(-max_seq_len // block_size))
     return min(1 << (pages - 1).bit_length(), width)
+
+
+def _whole_buffer(vector: torch.Tensor) -> torch.Tensor:
+    """The runner's 1-D buffer that `vector` is the front of, at its full length: a step's
+    tensors then have one shape whatever its token count."""
+    elements = vector.untyped_storage().nbytes() // vector.element_size() - vector.storage_offset()
+    return vector.as_strided((elements,), (1,))
 
 
 def _all_rows(table: torch.Tensor) -> torch.Tensor:
@@ -105,23 +114,26 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     ) -> TpuAttentionMetadata:
         meta = common_attn_metadata
         num_reqs = meta.num_reqs
-        # The runner pads the step's tokens to a bucket (model_runner.padded_token_count); the
-        # padding tokens read request 0 at position 0 and write the null block's slot 0.
-        tokens = meta.num_actual_tokens
-        starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
-        token_request = np.zeros(tokens, dtype=np.int64)
-        token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
         if meta.positions is None:
             raise NotImplementedError("tpu paged attention needs the tokens' positions")
-        token_position = meta.positions[:tokens].to(torch.int64)
+        # The runner pads the step's tokens to a bucket (model_runner.padded_token_count), but
+        # hands over positions and slots for its real tokens only, and the real count changes
+        # at every step. Passed at the buffers' full length, every step's tensors have the same
+        # shapes, and forward() reads its padded count from their front: its graph is compiled
+        # once per token and page bucket, not once per token count.
+        positions = _whole_buffer(meta.positions)
+        slots = _whole_buffer(meta.slot_mapping)
+        starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
+        token_request = np.full(min(len(positions), len(slots)), -1, dtype=np.int64)
+        token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
         table = meta.block_table_tensor
         pages = _pages_for(meta.max_seq_len, self.block_size, table.shape[1])
         return TpuAttentionMetadata(
-            num_actual_tokens=tokens,
+            num_actual_tokens=meta.num_actual_tokens,
             token_request=torch.from_numpy(token_request).to(table.device),
-            token_position=token_position,
+            token_position=positions.to(torch.int64),
+            slot_mapping=slots,
             block_table=_all_rows(table)[:, :pages],
-            slot_mapping=meta.slot_mapping[:tokens],
         )
 
 
@@ -175,17 +187,23 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             raise NotImplementedError("tpu paged attention has no fused output quantization")
         if attn_metadata is None:  # a profiling run before the cache exists
             return output.fill_(0)
-        tokens = attn_metadata.num_actual_tokens
+        # Every row of the padded batch is computed: padding rows read request 0's pages and
+        # write the null block (block 0, which vLLM never hands to a request); their outputs
+        # are not read.
+        tokens = query.shape[0]
+        request = attn_metadata.token_request[:tokens]
+        real = request >= 0
         d = self.head_size
         # [blocks, block_size, kv_heads, 2 * head_size]: one row per token slot.
         cache = kv_cache.permute(0, 2, 1, 3)
         block_size = cache.shape[1]
         if self.kv_sharing_target_layer_name is None:
             entry = torch.cat([key[:tokens], value[:tokens]], dim=-1).to(cache.dtype)
-            _write_slots(kv_cache, cache, attn_metadata.slot_mapping, entry)
+            slots = torch.where(real, attn_metadata.slot_mapping[:tokens], 0)
+            _write_slots(kv_cache, cache, slots, entry)
 
         # Each query token's request context: [tokens, pages * block_size, kv_heads, 2 * d].
-        token_pages = attn_metadata.block_table[attn_metadata.token_request]
+        token_pages = attn_metadata.block_table[request.clamp(min=0)]
         context = cache[token_pages].reshape(
             tokens, token_pages.shape[1] * block_size, self.num_kv_heads, 2 * d
         )
@@ -196,7 +214,7 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         scores = torch.einsum("tkgd,tlkd->tkgl", q.float(), keys.float()) * self.scale
         visible = (
             torch.arange(context.shape[1], device=q.device)[None, :]
-            <= (attn_metadata.token_position[:, None])
+            <= (attn_metadata.token_position[:tokens, None])
         )
         scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
@@ -216,7 +234,7 @@ def _write_slots(
     at the rows' element offsets, they cost what they write (the fused graph updates the
     buffer in place).
     """
-    slots = slots.clamp(min=0)  # padding tokens (slot -1) write the null block
+    slots = slots.clamp(min=0)  # tokens without a slot (-1) write the null block
     if not cache.is_contiguous():  # a layout other than the one this backend asks for
         block_size = cache.shape[1]
         cache[slots // block_size, slots % block_size] = entry
