@@ -7,6 +7,9 @@ device, and every test that passes on CPU but not on tpu, classified by cause.
     .venv/bin/python tools/pytorch_suites.py --files     # rewrites the report from its JSON
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --rerun-failing
         # runs each file's tpu-only failures again (minutes, not the full run's half hour)
+    .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --seeds 20
+        # runs each tpu-only wrong-value failure under seeds 0..19 on tpu and on CPU: a test
+        # whose tolerance depends on its random draws fails on CPU too under some seeds
 
 The test files come from a PyTorch checkout close to the installed torch (they are not in the
 wheel and are not committed here). Each file runs under pytest once per device with
@@ -94,10 +97,17 @@ LEFT_WITH_REASON = [
 ]
 
 
-def reason_left(key: str, message: str) -> str | None:
+def reason_left(key: str, result: dict[str, Any]) -> str | None:
     for pattern, reason in LEFT_WITH_REASON:
-        if re.search(pattern, f"{key} {message}"):
+        if re.search(pattern, f"{key} {result['message']}"):
             return reason
+    seeds = result.get("seeds")
+    if seeds and seeds["cpu"] < seeds["of"]:
+        return (
+            f"its tolerance depends on the random draws: under seeds 0-{seeds['of'] - 1} it "
+            f"passes {seeds['cpu']} times on CPU and {seeds['tpu']} times on tpu (tpu's "
+            "generator draws other numbers than CPU's, as CUDA's does)"
+        )
     return None
 
 
@@ -220,7 +230,7 @@ def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: li
             ]
             only_tpu[file] = failing
             causes.update(result["cause"] for _, result in failing)
-            left = sum(reason_left(key, result["message"]) is not None for key, result in failing)
+            left = sum(reason_left(key, result) is not None for key, result in failing)
             row += f" {len(failing)} | {left} |"
         lines.append(row)
     if causes:
@@ -232,7 +242,7 @@ def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: li
         lines += ["", f"## {file}: tpu-only failures", ""]
         for key, result in failing:
             name = key.split("::", 1)[-1]
-            reason = reason_left(key, result["message"])
+            reason = reason_left(key, result)
             left = f" **Left:** {reason}." if reason else ""
             lines.append(f"- `{name}` ({result['cause']}): {result['message']}{left}")
     return "\n".join(lines) + "\n"
@@ -251,7 +261,18 @@ def main() -> None:
         action="store_true",
         help="run only the report's tpu-only failures of each file again, on tpu, and update them",
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=0,
+        help="run each tpu-only wrong-value failure under this many seeds, on tpu and on CPU",
+    )
+    parser.add_argument("--seed-worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.seed_worker is not None:
+        # One device per process (PYTORCH_TESTING_DEVICE_ONLY_FOR is read at import).
+        print(json.dumps(pass_counts(args.tests / args.files[0], args.seed_worker, args.seeds)))
+        return
 
     runs: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     report = args.out.with_suffix(".json")
@@ -267,6 +288,9 @@ def main() -> None:
             sys.exit(f"pytorch_suites: {path} does not exist")
         if args.rerun_failing:
             runs[file] = rerun_failing(path, everything.get(file, {}), args.timeout, args.jobs)
+            continue
+        if args.seeds:
+            runs[file] = with_seed_counts(path, everything.get(file, {}), args.seeds)
             continue
         runs[file] = {}
         for device in args.devices:
@@ -288,17 +312,77 @@ def rerun_failing(
     path: Path, by_device: dict[str, dict[str, dict[str, Any]]], timeout: int, jobs: int
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """The file's stored results, with its tpu-only failures run again on tpu."""
-    cpu, tpu = by_device.get("cpu", {}), dict(by_device.get("tpu", {}))
-    failing = [
-        key
-        for key, result in tpu.items()
-        if result["outcome"] == "failed" and cpu.get(key, {}).get("outcome") == "passed"
-    ]
+    tpu = dict(by_device.get("tpu", {}))
+    failing = tpu_only_failures(by_device)
     if failing:
         t0 = time.time()
         tpu.update(run_file(path, "tpu", timeout, jobs, only=failing))
         print(f"{path.name}: {len(failing)} failing tests again in {time.time() - t0:.0f} s")
     return {**by_device, "tpu": tpu}
+
+
+def tpu_only_failures(by_device: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    cpu, tpu = by_device.get("cpu", {}), by_device.get("tpu", {})
+    return [
+        key
+        for key, result in tpu.items()
+        if result["outcome"] == "failed" and cpu.get(key, {}).get("outcome") == "passed"
+    ]
+
+
+def with_seed_counts(
+    path: Path, by_device: dict[str, dict[str, dict[str, Any]]], seeds: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The file's stored results, each tpu-only wrong-value failure with how often it passes
+    under `seeds` seeds on each device."""
+    tpu = dict(by_device.get("tpu", {}))
+    keys = [k for k in tpu_only_failures(by_device) if tpu[k]["cause"] == "wrong value"]
+    if not keys:
+        return by_device
+    counts: dict[str, dict[str, int]] = {key: {"of": seeds} for key in keys}
+    for device in ("tpu", "cpu"):
+        command = [sys.executable, __file__, "--tests", str(path.parent), "--files", path.name]
+        command += ["--seeds", str(seeds), "--seed-worker", *keys]
+        env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
+        done = subprocess.run(command, cwd=path.parent, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"pytorch_suites: the seed runs on {device} failed:\n{done.stderr[-2000:]}")
+        for key, passed in json.loads(done.stdout.splitlines()[-1]).items():
+            counts[key][device] = passed
+    for key in keys:
+        tpu[key] = {**tpu[key], "seeds": counts[key]}
+        passed = counts[key]
+        print(f"{key}: passes {passed['cpu']}/{seeds} on CPU, {passed['tpu']}/{seeds} on tpu")
+    return {**by_device, "tpu": tpu}
+
+
+def pass_counts(path: Path, keys: list[str], seeds: int) -> dict[str, int]:
+    """{test key: how many of seeds 0..seeds-1 it passes under} on the device that
+    PYTORCH_TESTING_DEVICE_ONLY_FOR names, each test run in this process through unittest."""
+    import importlib
+    import unittest
+
+    sys.path.insert(0, str(path.parent))
+    module = importlib.import_module(path.stem)
+    from torch.testing._internal import common_utils
+
+    device = os.environ["PYTORCH_TESTING_DEVICE_ONLY_FOR"]
+    counts = {}
+    for key in keys:
+        _, cls_name, test_name = key.split("::")
+        cls = next(
+            getattr(module, cls_name + suffix)
+            for suffix in (device.upper(), "PRIVATEUSE1")
+            if hasattr(module, cls_name + suffix)
+        )
+        counts[key] = 0
+        for seed in range(seeds):
+            # TestCase.setUp seeds torch, random and numpy with common_utils.SEED.
+            common_utils.SEED = seed
+            outcome = unittest.TestResult()
+            cls(key_to_name(key, device)).run(outcome)
+            counts[key] += outcome.wasSuccessful()
+    return counts
 
 
 def compact(runs: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <list>
 #include <mutex>
 #include <numeric>
@@ -80,6 +81,14 @@ std::shared_ptr<pjrt::Executable> cache_insert(const std::string& key,
   return executable;
 }
 
+// Appends `value` and `separator` without a temporary string: keys are built at every call.
+void append_number(std::string& key, int64_t value, char separator) {
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
+  *end++ = separator;
+  key.append(digits, end);
+}
+
 void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (!tensor.defined()) {
     key += "U;";
@@ -93,15 +102,18 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
     key += "c;";
     return;
   }
-  key += "[";
-  for (int64_t size : tensor.sizes()) key += std::to_string(size) + ",";
+  key += '[';
+  for (int64_t size : tensor.sizes()) append_number(key, size, ',');
   if (!covers_whole_storage(tensor)) {
-    key += "|";
-    for (int64_t stride : tensor.strides()) key += std::to_string(stride) + ",";
+    key += '|';
+    for (int64_t stride : tensor.strides()) append_number(key, stride, ',');
     // The offset is a runtime input (see view_io.h); the storage's length shapes the parameter.
-    key += "/" + std::to_string(storage_elements(tensor));
+    key += '/';
+    append_number(key, storage_elements(tensor), ']');
+  } else {
+    key += ']';
   }
-  key += "];";
+  key += ';';
 }
 
 void append_key(std::string& key, const c10::IValue& value, bool static_scalar = false) {
@@ -180,6 +192,15 @@ bool is_scalar_argument(const c10::FunctionSchema& schema, size_t index) {
   c10::TypePtr type = schema.arguments()[index].type();
   if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
   return type->kind() == c10::TypeKind::NumberType;
+}
+
+// Whether argument `index`'s value is part of the cache key: only `Scalar` arguments are
+// runtime inputs; int/float/bool arguments shape the computation, as do Scalars a lowering
+// declares static.
+bool value_in_key(const c10::FunctionSchema& schema, const LoweringEntry& lowering, size_t index) {
+  return !is_scalar_argument(schema, index) ||
+         std::find(lowering.static_scalars.begin(), lowering.static_scalars.end(),
+                   static_cast<int>(index)) != lowering.static_scalars.end();
 }
 
 std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
@@ -497,8 +518,9 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
 }
 
 // Runs one op now (Strict: enqueue and return; Debug: wait for it, so errors name the op).
-std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10::IValue>& args,
-                                 int device, bool wait) {
+std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
+                                 const std::vector<c10::IValue>& args, int device, bool wait) {
+  const CacheEntry& entry = *held;
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
   inputs.reserve(entry.params.size());
   for (const ParamSource& param : entry.params) {
@@ -527,15 +549,13 @@ std::vector<c10::IValue> execute(const CacheEntry& entry, const std::vector<c10:
     // Inputs stay alive until the device is done with them; outputs are usable at once (reads
     // wait for their producer). A failure is reported at the next sync point.
     pending_started();
-    result.done.on_ready(
-        [inputs = std::move(inputs), op = entry.op_name, timer](auto error) mutable {
-          if (timer) timer->finished();
-          inputs.clear();
-          if (consume_injected_fault())
-            error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
-          if (error) record_async_error(op, error->what());
-          pending_finished();
-        });
+    result.done.on_ready([inputs = std::move(inputs), held, timer](auto error) mutable {
+      if (timer) timer->finished();
+      inputs.clear();
+      if (consume_injected_fault()) error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
+      if (error) record_async_error(held->op_name, error->what());
+      pending_finished();
+    });
   }
 
   std::vector<c10::IValue> outputs;
@@ -580,6 +600,8 @@ struct BoundLowering {
   // A functional backward's `output_mask` argument (bool[]): the results it masks off are
   // returned undefined, as on CPU (DTensor and autograd rely on that).
   std::optional<int> output_mask_arg;
+  // value_in_key of each argument, worked out when bound rather than at every call.
+  std::vector<bool> key_mask;
 };
 
 std::optional<int> output_mask_argument(const c10::FunctionSchema& schema) {
@@ -617,28 +639,29 @@ hlo::DotPrecision follow_matmul_precision() {
   return precision;
 }
 
+// `key_mask`: value_in_key for each argument, worked out once per op (lowered_kernel); null
+// for run_lowering's calls, which work it out at each call.
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
-                                  const LoweringEntry& lowering, std::vector<c10::IValue>& args) {
+                                  const LoweringEntry& lowering, std::vector<c10::IValue>& args,
+                                  const std::vector<bool>* key_mask = nullptr) {
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   OutputLayouts layouts;
   bool checked = false;
   for (int attempt = 0;; ++attempt) {
-    std::string key = op_name;
+    std::string key;
+    key.reserve(op_name.size() + 24 * args.size() + 8);
+    key += op_name;
     // Integer division, mean of integers' float results, ...: the default dtype is part of
     // what a call computes.
     key += static_cast<char>('A' +
                              static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype())));
     key += static_cast<char>('0' + static_cast<int>(follow_matmul_precision()));
-    key += "(";
+    key += '(';
     for (size_t i = 0; i < args.size(); ++i) {
-      // Only `Scalar` arguments are runtime inputs; int/float/bool arguments shape the
-      // computation and are part of the key, as are Scalars a lowering declares static.
-      bool is_static = !is_scalar_argument(schema, i) ||
-                       std::find(lowering.static_scalars.begin(), lowering.static_scalars.end(),
-                                 static_cast<int>(i)) != lowering.static_scalars.end();
-      append_key(key, args[i], is_static);
+      append_key(key, args[i],
+                 key_mask != nullptr ? (*key_mask)[i] : value_in_key(schema, lowering, i));
     }
     std::shared_ptr<CacheEntry> entry;
     {
@@ -678,9 +701,9 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       continue;
     }
     EagerMode mode = eager_mode();
-    std::vector<c10::IValue> outputs =
-        mode == EagerMode::DeferAndFuse ? defer(entry, args, device)
-                                        : execute(*entry, args, device, mode == EagerMode::Debug);
+    std::vector<c10::IValue> outputs = mode == EagerMode::DeferAndFuse
+                                           ? defer(entry, args, device)
+                                           : execute(entry, args, device, mode == EagerMode::Debug);
     if (check_finite_enabled() && mode != EagerMode::DeferAndFuse &&
         entry->op_name.rfind("aten::isfinite", 0) != 0 &&
         entry->op_name.rfind("aten::all", 0) != 0) {
@@ -841,6 +864,12 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                BoundLowering{pending, schema.name() + "." + schema.overload_name(),
                                              output_mask_argument(schema)})
                       .first;
+          BoundLowering& bound_op = found->second;
+          if (bound_op.key_mask.empty()) {
+            for (size_t i = 0; i < schema.arguments().size(); ++i) {
+              bound_op.key_mask.push_back(value_in_key(schema, bound_op.lowering, i));
+            }
+          }
         }
       }
     }
@@ -848,9 +877,11 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     bound = &found->second;  // stable: unordered_map never moves its elements
   }
   const size_t num_args = schema.arguments().size();
-  std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
+  std::vector<c10::IValue> args(std::make_move_iterator(stack->end() - num_args),
+                                std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, num_args);
-  std::vector<c10::IValue> results = dispatch(bound->op_name, schema, bound->lowering, args);
+  std::vector<c10::IValue> results =
+      dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask);
   if (bound->output_mask_arg) {
     const auto mask = args[*bound->output_mask_arg].toBoolList();
     for (size_t i = 0; i < results.size() && i < mask.size(); ++i) {
