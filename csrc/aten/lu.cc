@@ -383,7 +383,10 @@ LOWER({"_linalg_slogdet", "_linalg_slogdet.sign"}, [](LoweringContext& ctx) {
 // unpacked comes back empty, as on CPU.
 LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
-  Value lu = matrix_input(ctx, 0, "torch.lu_unpack");
+  // Unpacking only selects and permutes: CPU's kernel takes every dtype, so does this one.
+  Value lu = ctx.tensor(0);
+  TORCH_CHECK(lu.rank() >= 2,
+              "torch.lu_unpack: The input tensor A must have at least 2 dimensions.");
   bool unpack_data = ctx.arg(2).toBool(), unpack_pivots = ctx.arg(3).toBool();
   Value empty = splat(b, 0, lu.type, {0});
   Value p = empty, l = empty, u = empty;
@@ -396,6 +399,11 @@ LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
     Shape pivot_batch(pivots.shape.begin(), pivots.shape.end() - 1);
     TORCH_CHECK(pivot_batch == batch, "torch.lu_unpack: the pivots' batch dimensions ",
                 c10::IntArrayRef(pivot_batch), " must be LU's, ", c10::IntArrayRef(batch));
+    if (rows == 0) {  // nothing to permute: CPU reads no pivot, and neither does this
+      Shape square = batch;
+      square.insert(square.end(), {0, 0});
+      return Values{splat(b, 0, lu.type, square), l, u};
+    }
     b.check_at_runtime(
         all_of(b,
                b.binary(

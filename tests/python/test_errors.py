@@ -585,6 +585,19 @@ ANSWERED_AS_ON_CPU = {
         lambda b, a: tuple(torch.triangular_solve(b, a, upper=False)),
         [torch.randn(2, 1, 4, 3), torch.randn(5, 4, 4).tril() + 4 * torch.eye(4)],
     ),
+    # Unpacking only selects and permutes: every dtype, and an LU of no rows, as on CPU.
+    "lu_unpack_of_integers": (
+        lambda lu, pivots: tuple(torch.lu_unpack(lu, pivots)),
+        [torch.arange(12).reshape(3, 4), torch.tensor([2, 2, 3], dtype=torch.int32)],
+    ),
+    "lu_unpack_of_bools": (
+        lambda lu, pivots: tuple(torch.lu_unpack(lu, pivots)),
+        [torch.arange(9).reshape(3, 3) % 2 == 0, torch.tensor([3, 2, 3], dtype=torch.int32)],
+    ),
+    "lu_unpack_of_no_rows": (
+        lambda lu, pivots: tuple(torch.lu_unpack(lu, pivots)),
+        [torch.zeros(0, 5), torch.tensor([1, 2, 3], dtype=torch.int32)],
+    ),
 }
 
 
