@@ -146,6 +146,9 @@ LOWER(
       Value x0 = ctx.tensor(0);
       int64_t bins = ctx.arg(1).toInt();
       TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for bins");
+      // Neither CPU nor CUDA has a bool kernel.
+      TORCH_CHECK_NOT_IMPLEMENTED(x0.type != ElementType::Pred,
+                                  "\"histc\" not implemented for 'Bool'");
       // Integer inputs (which CUDA takes, and MoE layers count experts with) bin in float64, where
       // their bin arithmetic is exact; the counts keep the input's dtype, as on CUDA.
       ElementType m = x0.type == ElementType::F64 || !hlo::is_float(x0.type) ? ElementType::F64

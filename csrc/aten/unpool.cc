@@ -10,6 +10,9 @@ namespace {
 at::Tensor unpool(const at::Tensor& self, const at::Tensor& indices, c10::IntArrayRef size,
                   const char* name) {
   const int64_t spatial = static_cast<int64_t>(size.size());
+  // Integers are computed, as on CUDA; neither CPU nor CUDA has a bool kernel.
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"", name,
+                              "\" not implemented for 'Bool'");
   TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, ": expected ",
               spatial + 1, "D or ", spatial + 2, "D input, got ", self.dim(), "D");
   TORCH_CHECK(indices.scalar_type() == at::kLong, name,

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -614,3 +615,23 @@ def test_adaptive_avg_pool_of_bool_is_refused_as_on_cpu() -> None:
         F.adaptive_avg_pool1d(x, 2)
     with pytest.raises(NotImplementedError, match="'Bool'"):
         F.adaptive_avg_pool1d(x.to("tpu"), 2)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: torch.histc(x, 3, 0, 1),
+        lambda x: F.max_unpool1d(x[None, None], torch.tensor([[[0, 1]]], device=x.device), 2),
+        lambda x: F.max_unpool2d(
+            x.reshape(1, 1, 1, 2), torch.tensor([[[[0, 1]]]], device=x.device), 2, (1, 2)
+        ),
+    ],
+    ids=["histc", "max_unpool1d", "max_unpool2d"],
+)
+def test_bool_input_without_a_kernel_is_refused_as_on_cpu(call: Callable[..., Any]) -> None:
+    # Neither CPU nor CUDA has a bool kernel for these (both compute integers; so does tpu).
+    x = torch.tensor([True, False])
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        call(x)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        call(x.to("tpu"))
