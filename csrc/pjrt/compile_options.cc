@@ -34,6 +34,12 @@ constexpr int kBuildOptionsNumPartitions = 5;
 constexpr int kCompileOptionsExecutableBuildOptions = 3;
 constexpr int kCompileOptionsCompilePortableExecutable = 4;
 constexpr int kBuildOptionsDeviceAssignment = 9;
+// CompileOptionsProto {map<string, OptionOverrideProto> env_option_overrides = 7;}, a map entry
+// being {key = 1; value = 2;}, and OptionOverrideProto {oneof {... int64 int_field = 3;}}.
+constexpr int kCompileOptionsEnvOptionOverrides = 7;
+constexpr int kMapEntryKey = 1;
+constexpr int kMapEntryValue = 2;
+constexpr int kOverrideIntField = 3;
 // Field numbers from xla/xla_data.proto: DeviceAssignmentProto {int32 replica_count = 1;
 // int32 computation_count = 2; repeated ComputationDevice computation_devices = 3;} and
 // ComputationDevice {repeated int64 replica_device_ids = 1;}.
@@ -44,13 +50,22 @@ constexpr int kComputationDeviceReplicaDeviceIds = 1;
 
 }  // namespace
 
-std::string single_device_compile_options() {
+std::string single_device_compile_options(int backend_optimization_level) {
   std::string build_options;
   put_varint_field(build_options, kBuildOptionsNumReplicas, 1);
   put_varint_field(build_options, kBuildOptionsNumPartitions, 1);
   std::string options;
   put_bytes_field(options, kCompileOptionsExecutableBuildOptions, build_options);
   put_varint_field(options, kCompileOptionsCompilePortableExecutable, 1);
+  if (backend_optimization_level != kDefaultOptimizationLevel) {
+    // A DebugOptions field set by name, as jax passes its compiler options.
+    std::string value;
+    put_varint_field(value, kOverrideIntField, static_cast<uint64_t>(backend_optimization_level));
+    std::string entry;
+    put_bytes_field(entry, kMapEntryKey, "xla_backend_optimization_level");
+    put_bytes_field(entry, kMapEntryValue, value);
+    put_bytes_field(options, kCompileOptionsEnvOptionOverrides, entry);
+  }
   return options;
 }
 

@@ -242,11 +242,33 @@ def test_the_compile_log_names_each_compile_its_time_and_its_shapes() -> None:
     products = [line for line in compiled if line.startswith("torch_tpu: compiled aten_mul.Tensor")]
     assert len(products) == 2, compiled  # n = 3 once, n = 5 once
     assert "tensor<3xf32>" in products[0] and "tensor<5xf32>" in products[1]
-    assert re.search(r" in \d+ ms; parameters \(", products[0])
+    assert re.search(r" in \d+ ms( \(quick\))?; parameters \(", products[0])
     fused = [line for line in compiled if "fused graph of" in line]
     assert len(fused) == 1 and "aten::sin." in fused[0] and "aten::sum." in fused[0], compiled
     quiet = run_fresh(code, {"TORCH_TPU_CACHE_DIR": ""})
     assert "torch_tpu: compiled" not in quiet.stderr
+
+
+@pytest.mark.cpu_plugin
+def test_small_executables_compile_quickly_on_the_cpu_plugin() -> None:
+    # Executables whose tensors are all small compile with LLVM's optimizations off (they run
+    # in microseconds either way); large ones keep them; TORCH_TPU_QUICK_COMPILE_ELEMENTS=0
+    # turns it off. Both compile to the same values.
+    code = (
+        "import torch, torch_tpu\n"
+        "for n in (1000, 1 << 20):\n"
+        "    x = torch.arange(n, dtype=torch.float32, device='tpu')\n"
+        "    print(((x * 0.5).sin() + 1).sum().item())\n"
+    )
+    logged = {"TORCH_TPU_LOG_COMPILES": "1", "TORCH_TPU_CACHE_DIR": ""}
+    quick = run_fresh(code, logged)
+    lines = [line for line in quick.stderr.splitlines() if "compiled aten_sin." in line]
+    assert len(lines) == 2, quick.stderr
+    assert "(quick)" in lines[0] and "tensor<1000xf32>" in lines[0]
+    assert "(quick)" not in lines[1] and "tensor<1048576xf32>" in lines[1]
+    full = run_fresh(code, {**logged, "TORCH_TPU_QUICK_COMPILE_ELEMENTS": "0"})
+    assert "(quick)" not in full.stderr
+    assert quick.stdout == full.stdout
 
 
 @pytest.mark.parametrize(

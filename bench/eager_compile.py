@@ -1,0 +1,73 @@
+"""Eager compile time at a new shape on the CPU plugin, with quick compiles (small executables
+built with LLVM's optimizations off, the default) and without (TORCH_TPU_QUICK_COMPILE_ELEMENTS=0),
+side by side from one run; and the run time of small ops at the size limit (4096 elements),
+compiled each way.
+
+    .venv/bin/python bench/eager_compile.py
+
+Each setting runs in its own process with the disk cache off, so every shape compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+SHAPES = range(100, 120)  # 20 new shapes per op
+
+WORKER = """
+import json, statistics, time, torch, torch_tpu
+ops = {
+    "mul": lambda n: torch.ones(n, device="tpu") * 2,
+    "uniform_": lambda n: torch.empty(n, device="tpu").uniform_(-1, 1),
+    "randn": lambda n: torch.randn(n, device="tpu"),
+    "cumsum": lambda n: torch.ones(n, device="tpu").cumsum(0),
+    "index_put accumulate": lambda n: torch.zeros(n, device="tpu").index_put_(
+        (torch.arange(n, device="tpu") % 7,), torch.ones(n, device="tpu"), accumulate=True),
+}
+torch.ones(1, device="tpu").cpu()
+result = {}
+for name, op in ops.items():
+    op(3).cpu()  # the op's fills and helpers at another shape
+    start = time.perf_counter()
+    for n in SHAPES:
+        op(n).cpu()
+    result[name] = (time.perf_counter() - start) / len(SHAPES) * 1e3
+x = torch.randn(4096, device="tpu")
+(x.sin() * 2 + 1).cpu()
+samples = []
+for _ in range(7):
+    torch.tpu.synchronize()
+    start = time.perf_counter()
+    for _ in range(200):
+        y = (x.sin() * 2 + 1)
+    torch.tpu.synchronize()
+    samples.append((time.perf_counter() - start) / 200 * 1e6)
+result["run sin(x) * 2 + 1, 4096 elements (us)"] = statistics.median(samples)
+print(json.dumps(result))
+"""
+
+
+def measure(quick: bool) -> dict[str, float]:
+    env = {**os.environ, "TORCH_TPU_CACHE_DIR": ""}
+    env["TORCH_TPU_QUICK_COMPILE_ELEMENTS"] = "" if quick else "0"
+    code = f"SHAPES = {SHAPES!r}\n{WORKER}"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    full, quick = measure(quick=False), measure(quick=True)
+    print("ms per call at a new shape (compile + run), eager Strict, CPU plugin")
+    print(f"{'op':<42} {'full compile':>13} {'quick compile':>14} {'quick / full':>13}")
+    for name in full:
+        ratio = quick[name] / full[name]
+        print(f"{name:<42} {full[name]:>13.2f} {quick[name]:>14.2f} {ratio:>12.2f}x")
+
+
+if __name__ == "__main__":
+    main()
