@@ -80,18 +80,21 @@ def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
     return min(1 << (pages - 1).bit_length(), width)
 
 
+def _elements_from(view: torch.Tensor) -> int:
+    """The elements of `view`'s storage from its offset on."""
+    return view.untyped_storage().nbytes() // view.element_size() - view.storage_offset()
+
+
 def _whole_buffer(vector: torch.Tensor) -> torch.Tensor:
     """The runner's 1-D buffer that `vector` is the front of, at its full length: a step's
     tensors then have one shape whatever its token count."""
-    elements = vector.untyped_storage().nbytes() // vector.element_size() - vector.storage_offset()
-    return vector.as_strided((elements,), (1,))
+    return vector.as_strided((_elements_from(vector),), (1,))
 
 
 def _all_rows(table: torch.Tensor) -> torch.Tensor:
     """The runner's block table with a row for every request slot, not only the batch's: each
     token picks its request's row, and no shape then follows the batch's request count."""
-    elements = table.untyped_storage().nbytes() // table.element_size() - table.storage_offset()
-    rows = elements // table.stride(0)
+    rows = _elements_from(table) // table.stride(0)
     return table.as_strided((rows, table.shape[1]), table.stride())
 
 
