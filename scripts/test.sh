@@ -46,8 +46,10 @@ if [ "$FULL" = 1 ]; then
   bash scripts/test_serving.sh
 else
   echo "[test] Python suite (pytest), Strict mode"
-  "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 --bad-input-every 4 \
-    --complex-gate-every 8 "$@"
+  # Compiles dominate this pass: small executables compile quickly (see README); the
+  # DeferAndFuse pass and --full keep the default, full optimization.
+  TORCH_TPU_QUICK_COMPILE_ELEMENTS=4096 "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 \
+    --bad-input-every 4 --complex-gate-every 8 "$@"
   echo "[test] What fusion can change, under TPU_DEFER_AND_FUSE=1"
   TPU_DEFER_AND_FUSE=1 "${PYTEST[@]}" -m "not full_suite" --fusion-subset --op-gate-every 16 \
     --complex-gate-every 16 --op-gate-samples 4 "$@"

@@ -250,10 +250,10 @@ def test_the_compile_log_names_each_compile_its_time_and_its_shapes() -> None:
 
 
 @pytest.mark.cpu_plugin
-def test_small_executables_compile_quickly_on_the_cpu_plugin() -> None:
-    # Executables whose tensors are all small compile with LLVM's optimizations off (they run
-    # in microseconds either way); large ones keep them; TORCH_TPU_QUICK_COMPILE_ELEMENTS=0
-    # turns it off. Both compile to the same values.
+def test_quick_compiles_are_for_small_executables_and_asked_for() -> None:
+    # TORCH_TPU_QUICK_COMPILE_ELEMENTS=N: executables whose tensors all have at most N elements
+    # compile with LLVM's optimizations off; larger ones keep them; unset, none does. Both
+    # compute the same values.
     code = (
         "import torch, torch_tpu\n"
         "for n in (1000, 1 << 20):\n"
@@ -261,12 +261,12 @@ def test_small_executables_compile_quickly_on_the_cpu_plugin() -> None:
         "    print(((x * 0.5).sin() + 1).sum().item())\n"
     )
     logged = {"TORCH_TPU_LOG_COMPILES": "1", "TORCH_TPU_CACHE_DIR": ""}
-    quick = run_fresh(code, logged)
+    quick = run_fresh(code, {**logged, "TORCH_TPU_QUICK_COMPILE_ELEMENTS": "4096"})
     lines = [line for line in quick.stderr.splitlines() if "compiled aten_sin." in line]
     assert len(lines) == 2, quick.stderr
     assert "(quick)" in lines[0] and "tensor<1000xf32>" in lines[0]
     assert "(quick)" not in lines[1] and "tensor<1048576xf32>" in lines[1]
-    full = run_fresh(code, {**logged, "TORCH_TPU_QUICK_COMPILE_ELEMENTS": "0"})
+    full = run_fresh(code, logged)
     assert "(quick)" not in full.stderr
     assert quick.stdout == full.stdout
 
