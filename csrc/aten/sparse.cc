@@ -31,6 +31,8 @@
 #include <ATen/ops/sparse_resize_and_clear_native.h>
 #include <ATen/ops/sparse_resize_native.h>
 #include <ATen/ops/values_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/zero_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -160,6 +162,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_values", TORCH_FN(at::native::_values_sparse));
   m.impl("indices", TORCH_FN(at::native::indices_sparse));
   m.impl("values", TORCH_FN(at::native::values_sparse));
+  // Complex <-> real views: a sparse tensor sharing the indices, over a view of the values.
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real_sparse));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex_sparse));
   // Copies (across devices too: the parts are moved with .to).
   m.impl("clone", TORCH_FN(at::native::clone_sparse));
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));

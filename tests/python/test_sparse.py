@@ -158,3 +158,45 @@ def test_sparse_embedding_trains_with_sgd_as_on_cpu() -> None:
             assert host_warnings(train) == [] or device == "cpu"
         assert model.weight.grad is not None and model.weight.grad.layout == torch.sparse_coo
     torch.testing.assert_close(model.weight.detach().cpu(), reference.weight.detach())
+
+
+def test_complex_views_of_a_sparse_tensor_share_its_values() -> None:
+    indices = torch.tensor([[0, 2], [0, 1]])
+    values = torch.tensor([2 + 3j, 4 - 5j], dtype=torch.complex64)
+    reference = torch.sparse_coo_tensor(indices, values, (3, 3))
+    on_device = torch.sparse_coo_tensor(indices.to(TPU), values.to(TPU), (3, 3))
+    real = torch.view_as_real(on_device)
+    assert real._is_view() and real._base is on_device
+    assert real._values().data_ptr() == on_device._values().data_ptr()
+    assert torch.equal(real.to_dense().cpu(), torch.view_as_real(reference).to_dense())
+    back = torch.view_as_complex(real)
+    assert back.dtype == torch.complex64 and back._is_view()
+    assert torch.equal(back.to_dense().cpu(), reference.to_dense())
+
+
+def test_compressed_tensors_are_built_checked_and_taken_apart_as_on_cpu() -> None:
+    parts = ((0, 1, 3), (1, 0, 1), (1.0, 2.0, 3.0))
+    reference = torch.sparse_csr_tensor(*parts, size=(2, 2))
+    with torch.sparse.check_sparse_tensor_invariants():
+        on_device = torch.sparse_csr_tensor(*parts, size=(2, 2), device=TPU)
+        # Invariants are CPU's own checks, with CPU's message.
+        with pytest.raises(RuntimeError, match=r"crow_indices\[\.\.\., -1\] == nnz"):
+            torch.sparse_csr_tensor((0, 1, 4), (1, 0, 1), (1.0, 2.0, 3.0), size=(2, 2), device=TPU)
+    assert on_device.layout == torch.sparse_csr and on_device.device.type == "tpu"
+    for part in ("crow_indices", "col_indices", "values"):
+        got = getattr(on_device, part)()
+        assert got.device.type == "tpu" and torch.equal(got.cpu(), getattr(reference, part)())
+    assert on_device._nnz() == 3 and on_device.sparse_dim() == 2 and on_device.dense_dim() == 0
+    assert torch.equal(on_device.to_dense().cpu(), reference.to_dense())
+    assert torch.equal(on_device.clone().cpu().to_dense(), reference.to_dense())
+    # Across devices both ways, and a column-compressed tensor moved to the device.
+    moved = reference.to_sparse_csc().to(TPU)
+    assert moved.layout == torch.sparse_csc
+    assert torch.equal(moved.ccol_indices().cpu(), reference.to_sparse_csc().ccol_indices())
+    assert torch.equal(moved.to_dense().cpu(), reference.to_dense())
+    # Ops without a device kernel run on the host with CPU's result.
+    vector = torch.tensor([1.0, -2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        product = torch.mv(on_device, vector.to(TPU))
+    assert torch.equal(product.cpu(), torch.mv(reference, vector))
