@@ -67,27 +67,12 @@ CAUSES = [
 
 
 # tpu-only failures left on purpose, and why (first match over the test's key and message):
-# what XLA has no type for, and checks made where CUDA makes them.
+# what XLA has no type for (quantized), and checks made where CUDA makes them.
 LEFT_WITH_REASON = [
     (
         r"[Qq]uantiz",
         "quantized tensors: XLA has no quantized element types, and torch_tpu does not emulate "
         "PyTorch's quantized backend (nor does torch_xla)",
-    ),
-    (
-        r"[Ss]parse",
-        "sparse layouts: XLA has no sparse tensors; torch_tpu refuses them with "
-        "NotImplementedError (as torch_xla does)",
-    ),
-    (r"ComplexHalf|complex32", "complex32: XLA has no complex32 element type"),
-    (
-        r"test_result_type_DEVICE_(complex\w+_float16|float16_complex\w+)",
-        "complex32: a 0-d complex tensor with a float16 tensor promotes to complex32, for which "
-        "XLA has no element type",
-    ),
-    (
-        r"test_view_as_(real|complex)_DEVICE.*appears to be a view operator",
-        "sparse layouts: the test's last part views a sparse COO tensor; XLA has no sparse tensors",
     ),
     (
         r"found on the device at this sync point",

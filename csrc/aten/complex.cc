@@ -13,15 +13,22 @@ namespace {
 LOWER({"_conj_physical", "conj_physical.out", "conj_physical_"},
       [](LoweringContext& ctx) { return Values{ctx.b.conj(ctx.tensor(0))}; });
 
-// complex(real, imag): both float or both double, broadcast together.
+// CPU's checks of complex() and polar()'s parts: one dtype, half (complex only), float or double.
+void check_parts(const at::Tensor& first, const at::Tensor& second, bool half_allowed) {
+  const c10::ScalarType type = first.scalar_type();
+  TORCH_CHECK(type == second.scalar_type(), "Expected object of scalar type ", type,
+              " but got scalar type ", second.scalar_type(), " for second argument");
+  TORCH_CHECK(type == c10::kHalf || type == c10::kFloat || type == c10::kDouble,
+              "Expected both inputs to be Half, Float or Double tensors but got ", type, " and ",
+              second.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(half_allowed || type != c10::kHalf,
+                              "\"polar_cpu\" not implemented for 'Half'");
+}
+
+// complex(real, imag): both half (a complex32 result), float or double, broadcast together.
 LOWER({"complex", "complex.out"}, [](LoweringContext& ctx) {
   const at::Tensor& re = ctx.tensor_meta(0);
-  const at::Tensor& im = ctx.tensor_meta(1);
-  TORCH_CHECK(re.scalar_type() == im.scalar_type(), "Expected object of scalar type ",
-              re.scalar_type(), " but got scalar type ", im.scalar_type(), " for second argument");
-  TORCH_CHECK_TYPE(re.scalar_type() == c10::kFloat || re.scalar_type() == c10::kDouble,
-                   "Expected both inputs to be Float or Double tensors but got ", re.scalar_type(),
-                   " and ", im.scalar_type());
+  check_parts(re, ctx.tensor_meta(1), /*half_allowed=*/true);
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(re.scalar_type());
   return Values{ctx.b.complex(operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
@@ -30,12 +37,7 @@ LOWER({"complex", "complex.out"}, [](LoweringContext& ctx) {
 // polar(abs, angle) = abs (cos angle + i sin angle).
 LOWER({"polar", "polar.out"}, [](LoweringContext& ctx) {
   const at::Tensor& magnitude = ctx.tensor_meta(0);
-  TORCH_CHECK(magnitude.scalar_type() == ctx.tensor_meta(1).scalar_type(),
-              "Expected object of scalar type ", magnitude.scalar_type(), " but got scalar type ",
-              ctx.tensor_meta(1).scalar_type(), " for second argument");
-  TORCH_CHECK_TYPE(
-      magnitude.scalar_type() == c10::kFloat || magnitude.scalar_type() == c10::kDouble,
-      "Expected both inputs to be Float or Double tensors but got ", magnitude.scalar_type());
+  check_parts(magnitude, ctx.tensor_meta(1), /*half_allowed=*/false);
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(magnitude.scalar_type());
   Builder& b = ctx.b;

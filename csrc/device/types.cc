@@ -37,6 +37,8 @@ hlo::ElementType to_element_type(c10::ScalarType type) {
       return E::C64;
     case c10::ScalarType::ComplexDouble:
       return E::C128;
+    case c10::ScalarType::ComplexHalf:
+      return E::C32;
     case c10::ScalarType::Float8_e4m3fn:
       return E::F8E4M3FN;
     case c10::ScalarType::Float8_e5m2:
@@ -83,6 +85,8 @@ c10::ScalarType to_scalar_type(hlo::ElementType type) {
       return c10::ScalarType::ComplexFloat;
     case E::C128:
       return c10::ScalarType::ComplexDouble;
+    case E::C32:
+      return c10::ScalarType::ComplexHalf;
     case E::F8E4M3FN:
       return c10::ScalarType::Float8_e4m3fn;
     case E::F8E5M2:
@@ -128,6 +132,8 @@ PJRT_Buffer_Type to_pjrt_type(hlo::ElementType type) {
       return PJRT_Buffer_Type_C64;
     case E::C128:
       return PJRT_Buffer_Type_C128;
+    case E::C32:  // its two f16 parts, as 32 bits (see hlo::boundary_tensor_type)
+      return PJRT_Buffer_Type_U32;
     case E::F8E4M3FN:
       return PJRT_Buffer_Type_F8E4M3FN;
     case E::F8E5M2:

@@ -343,10 +343,11 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   entry->function = builder.function("main", true, module_results);
   entry->helpers = builder.helpers();
   for (const hlo::Value& parameter : builder.parameters()) {
-    entry->param_types.push_back(parameter.tensor_type());
+    entry->param_types.push_back(hlo::boundary_tensor_type(parameter.shape, parameter.type));
   }
-  for (const hlo::Value& result : module_results)
-    entry->result_types.push_back(result.tensor_type());
+  for (const hlo::Value& result : module_results) {
+    entry->result_types.push_back(hlo::boundary_tensor_type(result.shape, result.type));
+  }
   entry->params = std::move(ctx.params);
   entry->rng_blocks = ctx.rng_blocks;
   return entry;
@@ -413,6 +414,9 @@ std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type)
       break;
     case E::C128:
       put(bytes, scalar.toComplexDouble());
+      break;
+    case E::C32:
+      put(bytes, scalar.to<c10::complex<c10::Half>>());
       break;
     case E::F8E4M3FN:
       put(bytes, float8_of<c10::Float8_e4m3fn>(scalar, "c10::Float8_e4m3fn"));

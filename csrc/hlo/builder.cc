@@ -140,6 +140,7 @@ std::string Builder::fresh_name() { return "%v" + std::to_string(next_id_++); }
 Value Builder::parameter(const Shape& shape, ElementType type) {
   Value value{"%arg" + std::to_string(parameters_.size()), shape, type};
   parameters_.push_back(value);
+  if (type == ElementType::C32) return unpack_complex32(retyped(value, ElementType::U32));
   return value;
 }
 
@@ -224,6 +225,8 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
     literal = value != 0 ? "true" : "false";
   } else if (is_float(type)) {
     literal = float_literal(value, type);
+  } else if (type == ElementType::C32) {
+    return convert(constant(value, ElementType::C64, shape), type);
   } else if (is_complex(type)) {
     ElementType part = component_type(type);
     literal = "(" + float_literal(value, part) + ", " + float_literal(0.0, part) + ")";
@@ -264,6 +267,9 @@ Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
 
 Value Builder::unary(const std::string& op, const Value& x) {
   ElementType type = x.type;
+  if (op == "abs" && type == ElementType::C32) {
+    return convert(unary(op, retyped(x, ElementType::C64)), ElementType::F16);
+  }
   if (op == "abs" && is_complex(type)) type = component_type(type);  // |z| is real
   return emit1(op, {x}, "", x.shape, type);
 }
@@ -301,6 +307,8 @@ Value Builder::clamp(const Value& min, const Value& x, const Value& max) {
 
 Value Builder::convert(const Value& x, ElementType type) {
   if (x.type == type) return x;
+  if (type == ElementType::C32) return round_to_complex32(convert(x, ElementType::C64));
+  if (x.type == ElementType::C32) return convert(retyped(x, ElementType::C64), type);
   // StableHLO has no complex-to-real convert; torch keeps the real part (as CPU does).
   if (is_complex(x.type) && !is_complex(type)) return convert(real(x), type);
   // float8_e4m3fn has no infinity: torch saturates out-of-range values (infinities too) to
@@ -316,16 +324,24 @@ Value Builder::convert(const Value& x, ElementType type) {
 
 Value Builder::real(const Value& x) {
   if (!is_complex(x.type)) return x;
+  if (x.type == ElementType::C32)
+    return convert(real(retyped(x, ElementType::C64)), ElementType::F16);
   return emit1("real", {x}, "", x.shape, component_type(x.type));
 }
 
 Value Builder::imag(const Value& x) {
   require(is_complex(x.type), "imag: operand is not complex");
+  if (x.type == ElementType::C32)
+    return convert(imag(retyped(x, ElementType::C64)), ElementType::F16);
   return emit1("imag", {x}, "", x.shape, component_type(x.type));
 }
 
 Value Builder::complex(const Value& re, const Value& im) {
   require(re.shape == im.shape && re.type == im.type, "complex: parts differ in shape or type");
+  if (re.type == ElementType::F16) {  // complex32: its parts are exact in f32
+    Value wide = complex(convert(re, ElementType::F32), convert(im, ElementType::F32));
+    return retyped(wide, ElementType::C32);
+  }
   require(re.type == ElementType::F32 || re.type == ElementType::F64,
           "complex: parts must be f32 or f64");
   return emit1("complex", {re, im}, "", re.shape, complex_type_of(re.type));
@@ -340,6 +356,11 @@ Value Builder::fft(const Value& x, const std::string& fft_type,
                    const std::vector<int64_t>& lengths) {
   const size_t n = lengths.size();
   require(n >= 1 && n <= 3 && n <= x.shape.size(), "fft: 1 to 3 trailing dimensions");
+  if (x.type == ElementType::C32 || x.type == ElementType::F16) {  // computed in complex64
+    const ElementType wide_type = x.type == ElementType::C32 ? ElementType::C64 : ElementType::F32;
+    const Value wide = fft(convert(x, wide_type), fft_type, lengths);
+    return convert(wide, is_complex(wide.type) ? ElementType::C32 : ElementType::F16);
+  }
   Shape shape = x.shape;
   ElementType type = x.type;
   if (fft_type == "RFFT") {
@@ -813,11 +834,17 @@ Value Builder::collective_permute(
 }
 
 std::string Builder::function(const std::string& name, bool is_public,
-                              const std::vector<Value>& results) const {
+                              const std::vector<Value>& values) {
+  std::vector<Value> results;
+  for (const Value& value : values) {
+    results.push_back(value.type == ElementType::C32 ? pack_complex32(value) : value);
+  }
   std::ostringstream text;
   text << "  func.func " << (is_public ? "public" : "private") << " @" << name << "(";
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    text << (i ? ", " : "") << parameters_[i].name << ": " << parameters_[i].tensor_type();
+    const Value& parameter = parameters_[i];
+    text << (i ? ", " : "") << parameter.name << ": "
+         << boundary_tensor_type(parameter.shape, parameter.type);
   }
   text << ") -> (";
   for (size_t i = 0; i < results.size(); ++i) text << (i ? ", " : "") << results[i].tensor_type();
@@ -866,7 +893,7 @@ std::vector<Value> Builder::call(const std::string& name, const std::string& fun
   return emit_qualified("func.call", operands, "callee = @" + name, shapes, types);
 }
 
-std::string Builder::module(const std::vector<Value>& results) const {
+std::string Builder::module(const std::vector<Value>& results) {
   return wrap_module(function("main", true, results), helpers_);
 }
 

@@ -25,6 +25,11 @@ struct Value {
   std::string tensor_type() const { return hlo::tensor_type(shape, type); }
 };
 
+// The same SSA value under another element type of the same MLIR spelling (C32 and C64).
+inline Value retyped(const Value& value, ElementType type) {
+  return Value{value.name, value.shape, type};
+}
+
 // A malformed request to the builder (wrong shapes or types): a bug in a kernel or bad input.
 class BuildError : public std::invalid_argument {
  public:
@@ -200,13 +205,18 @@ class Builder {
   RuntimeCheck runtime_check_failure() const;
 
   // The whole module, with `results` returned from @main in order.
-  std::string module(const std::vector<Value>& results) const;
-  // Just the function (for modules that call several): `@name(params) -> results`.
-  std::string function(const std::string& name, bool is_public,
-                       const std::vector<Value>& results) const;
+  std::string module(const std::vector<Value>& results);
+  // Just the function (for modules that call several): `@name(params) -> results`. Emits the
+  // packing of complex32 results (see boundary_tensor_type), so it is called once, last.
+  std::string function(const std::string& name, bool is_public, const std::vector<Value>& results);
 
  private:
   std::string fresh_name();
+  // complex32 (complex32.cc): a ui32 value's two f16 halves as a C32 value, and back; a C64
+  // value with its parts rounded to f16, as C32.
+  Value unpack_complex32(const Value& bits);
+  Value pack_complex32(const Value& z);
+  Value round_to_complex32(const Value& z);
   std::vector<Value> emit(const std::string& op, const std::vector<Value>& operands,
                           const std::string& attributes, const std::vector<Shape>& shapes,
                           const std::vector<ElementType>& types, const std::string& regions = "");

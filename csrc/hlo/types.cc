@@ -14,14 +14,30 @@ bool is_float8(ElementType type) {
          type == ElementType::F8E4M3FNUZ || type == ElementType::F8E5M2FNUZ;
 }
 
-bool is_complex(ElementType type) { return type == ElementType::C64 || type == ElementType::C128; }
+bool is_complex(ElementType type) {
+  return type == ElementType::C64 || type == ElementType::C128 || type == ElementType::C32;
+}
 
 ElementType component_type(ElementType complex_type) {
-  return complex_type == ElementType::C128 ? ElementType::F64 : ElementType::F32;
+  switch (complex_type) {
+    case ElementType::C128:
+      return ElementType::F64;
+    case ElementType::C32:
+      return ElementType::F16;
+    default:
+      return ElementType::F32;
+  }
 }
 
 ElementType complex_type_of(ElementType component) {
-  return component == ElementType::F64 ? ElementType::C128 : ElementType::C64;
+  switch (component) {
+    case ElementType::F64:
+      return ElementType::C128;
+    case ElementType::F16:
+      return ElementType::C32;
+    default:
+      return ElementType::C64;
+  }
 }
 
 bool is_signed_int(ElementType type) {
@@ -52,6 +68,7 @@ int byte_size(ElementType type) {
     case ElementType::S32:
     case ElementType::U32:
     case ElementType::F32:
+    case ElementType::C32:
       return 4;
     case ElementType::S64:
     case ElementType::U64:
@@ -93,6 +110,7 @@ std::string mlir_name(ElementType type) {
     case ElementType::F64:
       return "f64";
     case ElementType::C64:
+    case ElementType::C32:
       return "complex<f32>";
     case ElementType::C128:
       return "complex<f64>";
@@ -112,6 +130,10 @@ std::string tensor_type(const Shape& shape, ElementType type) {
   std::string text = "tensor<";
   for (int64_t dim : shape) text += std::to_string(dim) + "x";
   return text + mlir_name(type) + ">";
+}
+
+std::string boundary_tensor_type(const Shape& shape, ElementType type) {
+  return tensor_type(shape, type == ElementType::C32 ? ElementType::U32 : type);
 }
 
 int64_t num_elements(const Shape& shape) {

@@ -23,6 +23,10 @@ enum class ElementType {
   F64,
   C64,
   C128,
+  // complex32 (torch.chalf), which StableHLO lacks: computed as complex<f32>, and held as its
+  // 32 bits (two f16 parts) wherever a value crosses a function boundary, so buffers, storage
+  // and host copies have torch's layout. See complex32.cc.
+  C32,
   // Eight-bit floats: stored, converted and moved (collectives that do not reduce); torch
   // itself computes little in them.
   F8E4M3FN,
@@ -46,6 +50,9 @@ int byte_size(ElementType type);
 std::string mlir_name(ElementType type);
 // tensor<2x3xf32>, tensor<f32> for rank 0.
 std::string tensor_type(const Shape& shape, ElementType type);
+// The type a value of `type` has as a function's parameter or result: tensor_type(), except for
+// C32, which crosses as ui32.
+std::string boundary_tensor_type(const Shape& shape, ElementType type);
 int64_t num_elements(const Shape& shape);
 std::string join(const std::vector<int64_t>& values, const char* separator = ", ");
 

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -255,6 +257,30 @@ TEST(Builder, SliceConcatPadTranspose) {
   Value out = b.transpose(padded, {1, 0});                                                  // 3x4
   auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}}, {{2, 3}});
   EXPECT_EQ(host, (std::vector<float>{0, 0, 0, 0, 2, 5, 2, 5, 3, 6, 3, 6}));
+}
+
+TEST(Builder, Complex32CrossesFunctionBoundariesAsItsBits) {
+  Builder b;
+  Value z = b.parameter({3}, ElementType::C32);
+  EXPECT_EQ(z.type, ElementType::C32);
+  Value squared = b.binary("multiply", z, z);
+  EXPECT_EQ(b.real(squared).type, ElementType::F16);
+  std::string text = b.module({squared});
+  EXPECT_NE(text.find("@main(%arg0: tensor<3xui32>) -> (tensor<3xui32>)"), std::string::npos);
+}
+
+TEST(Builder, Complex32HoldsHalfPartsRealFirst) {
+  // complex(x, 2x) as complex32: 1 + 2^-12 rounds to 1 in f16; each element's 32 bits are its
+  // f16 real part in the low half, then its imaginary part (torch's layout).
+  Builder b;
+  Value x = b.parameter({2}, ElementType::F32);
+  Value two_x = b.binary("multiply", x, b.constant(2.0, ElementType::F32, {2}));
+  Value z = b.convert(b.complex(x, two_x), ElementType::C32);
+  auto host = run(b.module({z}), {{1.0f + 1.0f / 4096, 3.0f}}, {{2}});
+  ASSERT_EQ(host.size(), 2u);
+  std::vector<uint16_t> halves(4);
+  std::memcpy(halves.data(), host.data(), 8);
+  EXPECT_EQ(halves, (std::vector<uint16_t>{0x3C00, 0x4000, 0x4200, 0x4600}));
 }
 
 TEST(Builder, ComplexPartsAndFft) {
