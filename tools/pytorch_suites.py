@@ -286,11 +286,25 @@ def main() -> None:
                 flush=True,
             )
     # The files run now replace their earlier results; the report keeps the other files'.
+    for file, by_device in runs.items():
+        keep_seed_counts(by_device, everything.get(file, {}))
     everything.update(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(summarize(everything, args.devices))
     report.write_text(json.dumps(compact(everything), indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")
+
+
+def keep_seed_counts(
+    new: dict[str, dict[str, dict[str, Any]]], old: dict[str, dict[str, dict[str, Any]]]
+) -> None:
+    """Seed counts (--seeds) describe a test, not a run: a test that fails again with the same
+    cause keeps its earlier counts."""
+    earlier = old.get("tpu", {})
+    for key, result in new.get("tpu", {}).items():
+        before = earlier.get(key, {})
+        if "seeds" in before and "seeds" not in result and result["cause"] == before["cause"]:
+            result["seeds"] = before["seeds"]
 
 
 def rerun_failing(

@@ -72,7 +72,9 @@ std::shared_ptr<pjrt::Executable> cache_insert(const std::string& key,
   if (cache.count(key) != 0) return nullptr;
   cache_ages.push_front(key);
   cache.emplace(key, CacheSlot{std::move(entry), cache_ages.begin()});
-  if (cache.size() <= max_cached_ops()) return nullptr;
+  if (cache.size() <= max_cached_ops() && !(cache.size() > 1 && mappings_near_limit())) {
+    return nullptr;
+  }
   auto oldest = cache.find(cache_ages.back());
   // The entry may live on in a pending fused graph, which only needs its function text.
   std::shared_ptr<pjrt::Executable> executable = std::move(oldest->second.entry->executable);

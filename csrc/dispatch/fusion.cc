@@ -84,7 +84,10 @@ std::shared_ptr<pjrt::Executable> fused_insert(const std::string& key,
   if (fused_cache.count(key) != 0) return nullptr;
   fused_ages.push_front(key);
   fused_cache.emplace(key, FusedSlot{std::move(executable), fused_ages.begin()});
-  if (fused_cache.size() <= max_cached_graphs()) return nullptr;
+  if (fused_cache.size() <= max_cached_graphs() &&
+      !(fused_cache.size() > 1 && mappings_near_limit())) {
+    return nullptr;
+  }
   auto oldest = fused_cache.find(fused_ages.back());
   std::shared_ptr<pjrt::Executable> evicted = std::move(oldest->second.executable);
   fused_cache.erase(oldest);

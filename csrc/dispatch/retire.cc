@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -37,6 +40,43 @@ size_t max_cached_ops() {
 size_t max_cached_graphs() {
   static const size_t limit = limit_from_env("TORCH_TPU_MAX_CACHED_GRAPHS", 1024);
   return limit;
+}
+
+namespace {
+
+size_t count_lines(const char* path) {
+  std::FILE* file = std::fopen(path, "r");
+  if (file == nullptr) return 0;
+  size_t lines = 0;
+  char chunk[1 << 16];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), file)) > 0;) {
+    lines += static_cast<size_t>(std::count(chunk, chunk + n, '\n'));
+  }
+  std::fclose(file);
+  return lines;
+}
+
+size_t mapping_budget() {
+  if (std::getenv("TORCH_TPU_MAX_MAPPINGS") != nullptr) {
+    return limit_from_env("TORCH_TPU_MAX_MAPPINGS", 0);
+  }
+  size_t limit = 65530;  // Linux's default vm.max_map_count
+  if (std::FILE* file = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long long value = 0;
+    if (std::fscanf(file, "%llu", &value) == 1 && value > 0) limit = value;
+    std::fclose(file);
+  }
+  return limit / 2;
+}
+
+}  // namespace
+
+bool mappings_near_limit() {
+  static const size_t budget = mapping_budget();
+  static std::atomic<unsigned> calls{0};
+  static std::atomic<bool> near{false};
+  if (calls++ % 16 == 0) near = count_lines("/proc/self/maps") > budget;
+  return near;
 }
 
 void retire(std::shared_ptr<pjrt::Executable> executable) {

@@ -14,6 +14,11 @@ namespace torch_tpu {
 // allocate memory") and the process can crash. The least recently used leave first.
 size_t max_cached_ops();
 size_t max_cached_graphs();
+// Whether the process's mappings have passed TORCH_TPU_MAX_MAPPINGS (default: half of
+// vm.max_map_count): executables of larger ops hold more mappings than the limits above
+// assume, so past it the caches evict their oldest entry at every insert too. Counted from
+// /proc/self/maps at most every 16th call.
+bool mappings_near_limit();
 
 // Takes an executable a cache dropped. It may still be running, so it is destroyed later, on
 // the calling thread, once no work is in flight (never on a plugin completion thread).

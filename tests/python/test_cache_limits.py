@@ -49,6 +49,19 @@ def test_small_cache_limits_evict_and_stay_correct() -> None:
         assert result["metrics"]["compiles"] >= 70 * per_size, result
 
 
+def test_a_process_near_its_mapping_limit_evicts_past_the_size_limits() -> None:
+    # Executables of some ops hold three times the JIT mappings of others: 4,000 index_reduce
+    # executables reached vm.max_map_count within the size limits, and the process crashed.
+    # Past TORCH_TPU_MAX_MAPPINGS (here: at once) each insert evicts the oldest entry.
+    for mode in ("strict", "defer_and_fuse"):
+        proc = run(mode, TORCH_TPU_MAX_MAPPINGS="1")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["worst"] < 1e-5, result
+        if mode == "strict":
+            assert result["max_cache"] <= 2, result
+
+
 def test_invalid_cache_limit_is_a_clear_error() -> None:
     proc = run("strict", TORCH_TPU_MAX_CACHED_OPS="many")
     assert proc.returncode != 0
