@@ -41,29 +41,32 @@
 #include <set>
 #include <string>
 
+#include "csrc/aten/sparse_on_host.h"
+
 namespace torch_tpu::aten {
-namespace {
 
-std::string op_name(const c10::OperatorHandle& op) {
-  const auto& name = op.schema().operator_name();
-  return name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
-}
-
-void sparse_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void sparse_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                       c10::DispatchKey cpu_key) {
   static std::mutex mutex;
   static std::set<std::string> warned;
-  const std::string name = op_name(op);
+  const auto& name = op.schema().operator_name();
+  const std::string layout =
+      cpu_key == c10::DispatchKey::SparseCPU ? "sparse" : "compressed sparse";
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (warned.insert(name).second) {
-      TORCH_WARN("torch_tpu: '", name,
-                 "' on sparse tensors runs on the host (the device has no sparse layout); its "
-                 "tensors are copied to the host and back.");
+    if (warned.insert(toString(name) + " " + layout).second) {
+      TORCH_WARN("torch_tpu: '", name.name, "' on ", layout,
+                 " tensors runs on the host (the device has no sparse layout); its tensors are "
+                 "copied to the host and back.");
     }
   }
-  // View results cannot share storage across devices: such ops are registered natively below,
-  // and one that is not must fail rather than hand back a copy.
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::SparseCPU);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, cpu_key);
+}
+
+namespace {
+
+void sparse_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  sparse_op_on_host(op, stack, c10::DispatchKey::SparseCPU);
 }
 
 // dense + alpha * sparse, written into `out` (dense itself for add_): every stored entry is

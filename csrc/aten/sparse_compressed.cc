@@ -5,7 +5,6 @@
 // index); every other op on a compressed tensor runs on the host through PyTorch's CPU fallback
 // and warns once per op.
 #include <ATen/ATen.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_nnz_native.h>
 #include <ATen/ops/_validate_compressed_sparse_indices_native.h>
 #include <ATen/ops/ccol_indices_native.h>
@@ -22,26 +21,13 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <mutex>
-#include <set>
-#include <string>
+#include "csrc/aten/sparse_on_host.h"
 
 namespace torch_tpu::aten {
 namespace {
 
 void compressed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  const auto& name = op.schema().operator_name();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (warned.insert(name.name + "." + name.overload_name).second) {
-      TORCH_WARN("torch_tpu: '", name.name,
-                 "' on compressed sparse tensors runs on the host (the device has no sparse "
-                 "layout); its tensors are copied to the host and back.");
-    }
-  }
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::SparseCsrCPU);
+  sparse_op_on_host(op, stack, c10::DispatchKey::SparseCsrCPU);
 }
 
 // Runs when a compressed tensor is made with invariant checks on: CPU's checks, on host copies.
