@@ -219,7 +219,8 @@ def eager_mode(mode: EagerMode) -> Iterator[None]:
 def metrics() -> dict[str, int]:
     """Dispatcher counters: compiles, cache_hits, cache_misses, executions, host_syncs, ...; and
     max_in_flight, the most executions enqueued and not yet finished at any launch (above 1,
-    the host ran ahead of the device)."""
+    the host ran ahead of the device); donated_buffers, the buffers fused and compiled graphs
+    updated in place (an optimizer step's parameters) instead of copying."""
     from . import _C
 
     return dict(_C._metrics())

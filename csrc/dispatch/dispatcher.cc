@@ -555,9 +555,10 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
     // Inputs stay alive until the device is done with them; outputs are usable at once (reads
     // wait for their producer). A failure is reported at the next sync point.
     pending_started();
-    result.done.on_ready([inputs = std::move(inputs), held, timer](auto error) mutable {
+    auto reads = std::make_shared<pjrt::InFlightReads>(std::move(inputs));
+    result.done.on_ready([reads = std::move(reads), held, timer](auto error) mutable {
       if (timer) timer->finished();
-      inputs.clear();
+      reads.reset();
       if (consume_injected_fault()) error = pjrt::Error("injected fault", PJRT_Error_Code_INTERNAL);
       if (error) record_async_error(held->op_name, error->what());
       pending_finished();

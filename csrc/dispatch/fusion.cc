@@ -319,11 +319,11 @@ void flush_locked(Graph& g) {
   // last references) may destroy that storage once pending_slots_mutex is released.
   const int device = g.device;
   auto externals = std::move(g.externals);
-  // Donated only where the graph holds the last reference: no storage, no execution in flight
-  // and no recording of a compiled graph (which replays with its own inputs) still reads it.
+  // Donated only where the graph holds the last reference besides executions in flight: no
+  // storage and no recording of a compiled graph (which replays with its own inputs) reads it.
   std::vector<int64_t> donated;
   for (const Alias& alias : aliases) {
-    if (capture == nullptr && externals[alias.external].use_count() == 1) {
+    if (capture == nullptr && pjrt::held_only_by(externals[alias.external], 1)) {
       donated.push_back(alias.external);
     }
   }
@@ -369,6 +369,8 @@ void flush_locked(Graph& g) {
     }
     capture->op_names = op_names;
     capture->check_ops = check_ops;
+    capture->aliases.clear();
+    for (const Alias& alias : aliases) capture->aliases.emplace_back(alias.external, alias.result);
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> results =
       run_fused(*executable, std::move(externals), device, op_names, std::move(check_ops),
@@ -462,6 +464,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     size_t result_count, std::span<const int64_t> donated) {
   metrics().fused_ops += static_cast<int64_t>(op_names.size());
   metrics().executions++;
+  metrics().donated_buffers += static_cast<int64_t>(donated.size());
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(externals.size());
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
@@ -470,9 +473,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
   if (timer) timer->launched();
   pending_started();
   std::string label = "a fused graph (" + op_names.front() + " ... " + op_names.back() + ")";
-  result.done.on_ready([externals = std::move(externals), label, timer](auto error) mutable {
+  auto reads = std::make_shared<pjrt::InFlightReads>(std::move(externals));
+  result.done.on_ready([reads = std::move(reads), label, timer](auto error) mutable {
     if (timer) timer->finished();
-    externals.clear();
+    reads.reset();
     if (error) record_async_error(label, error->what());
     pending_finished();
   });

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "csrc/device/storage.h"
@@ -41,6 +42,9 @@ struct FusedRun {
   std::vector<hlo::ElementType> result_types;
   std::vector<std::string> op_names;
   std::vector<CheckedOp> check_ops;
+  // (external, result) pairs: the executable may write that result into that external's buffer
+  // (tf.aliasing_output) when the caller donates it.
+  std::vector<std::pair<int, int>> aliases;
 };
 
 // While `run` is set, this thread's fused graphs describe themselves there (nullptr: stop).

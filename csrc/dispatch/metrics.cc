@@ -20,12 +20,14 @@ std::map<std::string, int64_t> Metrics::snapshot() const {
           {"downloads", downloads},
           {"disk_cache_hits", disk_cache_hits},
           {"disk_cache_writes", disk_cache_writes},
+          {"donated_buffers", donated_buffers},
           {"max_in_flight", max_in_flight()}};
 }
 
 void Metrics::reset() {
-  for (auto* counter : {&compiles, &cache_hits, &cache_misses, &executions, &host_syncs, &fused_ops,
-                        &uploads, &downloads, &disk_cache_hits, &disk_cache_writes}) {
+  for (auto* counter :
+       {&compiles, &cache_hits, &cache_misses, &executions, &host_syncs, &fused_ops, &uploads,
+        &downloads, &disk_cache_hits, &disk_cache_writes, &donated_buffers}) {
     counter->store(0);
   }
   reset_max_in_flight();

@@ -93,8 +93,10 @@ std::shared_ptr<pjrt::Buffer> reinterpret_buffer(std::shared_ptr<pjrt::Buffer> b
   PJRT_Buffer* const arguments[] = {buffer->raw()};
   pjrt::ExecuteResult result = executable->execute(arguments, Runtime::get().device(device));
   pending_started();
-  result.done.on_ready([buffer = std::move(buffer)](auto error) mutable {
-    buffer.reset();
+  auto reads = std::make_shared<pjrt::InFlightReads>(
+      std::vector<std::shared_ptr<pjrt::Buffer>>{std::move(buffer)});
+  result.done.on_ready([reads = std::move(reads)](auto error) mutable {
+    reads.reset();
     if (error) record_async_error("reinterpreting a storage as another dtype", error->what());
     pending_finished();
   });

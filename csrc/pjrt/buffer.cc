@@ -14,6 +14,28 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 Buffer::~Buffer() { reset(); }
 
+InFlightReads::InFlightReads(std::vector<std::shared_ptr<Buffer>> buffers)
+    : buffers_(std::move(buffers)) {
+  for (const auto& buffer : buffers_) {
+    if (buffer) buffer->in_flight_reads_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+InFlightReads::~InFlightReads() {
+  // Uncounted before released: a concurrent held_only_by() then sees one holder too many at
+  // worst, never one too few.
+  for (const auto& buffer : buffers_) {
+    if (buffer) buffer->in_flight_reads_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners) {
+  // The count first: an execution finishing between the two reads is then still counted among
+  // the holders (or already released), never missed.
+  const long in_flight = buffer->in_flight_reads_.load(std::memory_order_acquire);
+  return buffer.use_count() - in_flight <= owners;
+}
+
 void Buffer::reset() {
   if (buffer_ == nullptr) return;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();

@@ -1,7 +1,9 @@
 // RAII over PJRT_Buffer: an immutable array in device memory.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "csrc/pjrt/c_api.h"
@@ -33,9 +35,30 @@ class Buffer {
   Event ready_event() const;
 
  private:
+  friend class InFlightReads;
+  friend bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners);
   void reset();
   const PJRT_Api* api_ = nullptr;
   PJRT_Buffer* buffer_ = nullptr;
+  std::atomic<int> in_flight_reads_{0};  // InFlightReads holding it
 };
+
+// Holds the buffers an enqueued execution reads until it finishes, counted on each buffer:
+// PJRT orders a donated buffer's reuse after its pending reads, so these holders never stop a
+// donation, while any other holder (a storage sharing the buffer) does.
+class InFlightReads {
+ public:
+  explicit InFlightReads(std::vector<std::shared_ptr<Buffer>> buffers);
+  ~InFlightReads();
+  InFlightReads(const InFlightReads&) = delete;
+  InFlightReads& operator=(const InFlightReads&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+};
+
+// Whether at most `owners` holders besides executions in flight keep `buffer`: donating it
+// then cannot pull it from under anyone.
+bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners);
 
 }  // namespace torch_tpu::pjrt

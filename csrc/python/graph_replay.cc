@@ -79,6 +79,9 @@ struct Plan {
   };
   std::vector<Result> results;
   std::vector<size_t> fresh_nbytes;
+  // Inputs whose buffer the result written back into the same storage may take over (an
+  // in-place update: an optimizer step), when nothing but that storage holds it at the call.
+  std::vector<int64_t> donatable;
 
   struct Output {
     enum class Kind { Constant, Arg, View } kind = Kind::Constant;
@@ -312,6 +315,19 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
     plan.results.push_back(std::move(result));
   }
   plan.fresh_nbytes = table.fresh_nbytes();
+  for (const auto& [external, result] : run.aliases) {
+    const StorageRef& read = plan.inputs[external].storage;
+    const StorageRef& written = plan.results[result].storage;
+    const bool same_storage =
+        read.kind == written.kind &&
+        (read.kind == StorageRef::Kind::Arg
+             ? read.index == written.index
+             : read.held.unsafeGetStorageImpl() == written.held.unsafeGetStorageImpl());
+    if (plan.inputs[external].kind == Plan::Input::Kind::Storage && same_storage &&
+        read.kind != StorageRef::Kind::Fresh) {
+      plan.donatable.push_back(external);
+    }
+  }
   return plan;
 }
 
@@ -366,10 +382,16 @@ py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
         break;
     }
   }
+  // Held by its storage and this call only, besides executions in flight (no other storage
+  // shares it), and the storage takes the result that replaces it.
+  std::vector<int64_t> donated;
+  for (int64_t input : plan.donatable) {
+    if (pjrt::held_only_by(externals[input], 2)) donated.push_back(input);
+  }
   metrics().cache_hits++;
   std::vector<std::shared_ptr<pjrt::Buffer>> results =
       run_fused(*plan.executable, std::move(externals), plan.device, plan.op_names, plan.check_ops,
-                plan.results.size());
+                plan.results.size(), donated);
 
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, plan.device));
   std::vector<c10::Storage> fresh;
