@@ -3,9 +3,11 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <list>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "csrc/device/runtime.h"
@@ -464,6 +466,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     size_t result_count, std::span<const int64_t> donated) {
   metrics().fused_ops += static_cast<int64_t>(op_names.size());
   metrics().executions++;
+  // TORCH_TPU_DONATE=0 (read at each run, so a measurement can compare both): every in-place
+  // result is written into a copy of its buffer instead.
+  const char* donate = std::getenv("TORCH_TPU_DONATE");
+  if (donate != nullptr && std::string_view(donate) == "0") donated = {};
   metrics().donated_buffers += static_cast<int64_t>(donated.size());
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(externals.size());

@@ -112,3 +112,16 @@ def test_a_compiled_optimizer_step_updates_parameters_in_place_and_keeps_their_r
     # The products and copies hold the values from before each step.
     for got, expected in zip(kept, cpu_kept, strict=True):
         torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_donation_can_be_turned_off_without_changing_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpu_model, _ = sgd_steps("cpu", False, 3, "product")
+    monkeypatch.setenv("TORCH_TPU_DONATE", "0")
+    before = torch_tpu.metrics()["donated_buffers"]
+    model, _ = sgd_steps("tpu", True, 3, "product")
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["donated_buffers"] == before
+    for got, expected in zip(model.parameters(), cpu_model.parameters(), strict=True):
+        torch.testing.assert_close(got.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-6)
