@@ -37,6 +37,12 @@ struct CacheEntry {
   // Compiled on first standalone use (see standalone_executable in dispatcher.cc).
   mutable std::once_flag compiled;
   mutable std::shared_ptr<pjrt::Executable> executable;
+  // (parameter, result) pairs where an in-place result replaces the storage that parameter
+  // reads, with the same type: a second executable, compiled when first needed, writes those
+  // results into the donated parameters' buffers instead of new ones.
+  std::vector<std::pair<int, int>> aliases;
+  mutable std::once_flag compiled_in_place;
+  mutable std::shared_ptr<pjrt::Executable> in_place_executable;
   std::string function;  // the op as `func.func public @main(...)`, for fusion
   // Functions that @main calls (a jax kernel's), by name; a fused module defines each once.
   std::map<std::string, std::string> helpers;

@@ -352,6 +352,18 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   }
   entry->params = std::move(ctx.params);
   entry->rng_blocks = ctx.rng_blocks;
+  for (size_t r = 0; r < entry->outputs.size(); ++r) {
+    const OutputPlan& plan = entry->outputs[r];
+    if (plan.new_tensor) continue;
+    for (size_t p = 0; p < entry->params.size(); ++p) {
+      const ParamSource& param = entry->params[p];
+      if (param.kind == ParamSource::Kind::Storage && param.arg == plan.arg &&
+          param.list_index < 0 && entry->param_types[p] == entry->result_types[r]) {
+        entry->aliases.emplace_back(static_cast<int>(p), static_cast<int>(r));
+        break;
+      }
+    }
+  }
   return entry;
 }
 
@@ -502,12 +514,29 @@ std::string executable_name(const std::string& op_name) {
   return op_name.ends_with('.') ? op_name + "default" : op_name;
 }
 
+// `function` with each aliased parameter of @main marked as the result it may be written into.
+std::string with_aliases(std::string function, const CacheEntry& entry) {
+  for (const auto& [param, result] : entry.aliases) {
+    const std::string declared = "%arg" + std::to_string(param) + ": " + entry.param_types[param];
+    const size_t at = function.find(declared);
+    TORCH_INTERNAL_ASSERT(at != std::string::npos, entry.op_name, ": no parameter ", declared);
+    function.insert(at + declared.size(),
+                    " {tf.aliasing_output = " + std::to_string(result) + " : i32}");
+  }
+  return function;
+}
+
 // The op compiled on its own, on first use: DeferAndFuse only ever runs fused graphs, so an
-// op seen only there never compiles standalone.
-const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
-  std::call_once(entry.compiled, [&entry] {
+// op seen only there never compiles standalone. `in_place`: the variant that writes its
+// in-place results into their donated inputs (entry.aliases).
+const pjrt::Executable& standalone_executable(const CacheEntry& entry, bool in_place) {
+  std::once_flag& compiled = in_place ? entry.compiled_in_place : entry.compiled;
+  std::shared_ptr<pjrt::Executable>& executable =
+      in_place ? entry.in_place_executable : entry.executable;
+  std::call_once(compiled, [&entry, &executable, in_place] {
     std::string module =
-        hlo::wrap_module(entry.function, entry.helpers, executable_name(entry.op_name));
+        hlo::wrap_module(in_place ? with_aliases(entry.function, entry) : entry.function,
+                         entry.helpers, executable_name(entry.op_name));
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }
@@ -515,12 +544,12 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry) {
                                                           Runtime::get().client().platform_name());
     try {
       profiler::HostSpan span("compile " + executable_name(entry.op_name));
-      entry.executable = compile_with_cache(module, persist);
+      executable = compile_with_cache(module, persist);
     } catch (const pjrt::Error& error) {
       TORCH_CHECK(false, "torch_tpu: compiling ", entry.op_name, " failed: ", error.what());
     }
   });
-  return *entry.executable;
+  return *executable;
 }
 
 // Runs one op now (Strict: enqueue and return; Debug: wait for it, so errors name the op).
@@ -538,11 +567,21 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
   raw.reserve(inputs.size());
   for (const auto& input : inputs) raw.push_back(input->raw());
 
+  // An in-place write takes over the buffer it replaces where only its storage and this call
+  // hold it (besides executions in flight): a few rows written into a large tensor, or an
+  // add_, then costs what it writes, not a copy of the whole storage.
+  std::vector<int64_t> donated;
+  if (!entry.aliases.empty() && donation_enabled()) {
+    for (const auto& [param, result] : entry.aliases) {
+      if (pjrt::held_only_by(inputs[param], 2)) donated.push_back(param);
+    }
+  }
   metrics().executions++;
-  const pjrt::Executable& executable = standalone_executable(entry);
+  metrics().donated_buffers += static_cast<int64_t>(donated.size());
+  const pjrt::Executable& executable = standalone_executable(entry, !donated.empty());
   std::shared_ptr<profiler::RunTimer> timer =
       profiler::RunTimer::launch([&entry] { return executable_name(entry.op_name); }, device);
-  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device));
+  pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device), donated);
   if (timer) timer->launched();
   if (wait) {
     try {

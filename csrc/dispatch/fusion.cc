@@ -460,16 +460,19 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   return outputs;
 }
 
+bool donation_enabled() {
+  // Read at each call, so that a measurement can compare both in one process.
+  const char* donate = std::getenv("TORCH_TPU_DONATE");
+  return donate == nullptr || std::string_view(donate) != "0";
+}
+
 std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
     int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
     size_t result_count, std::span<const int64_t> donated) {
   metrics().fused_ops += static_cast<int64_t>(op_names.size());
   metrics().executions++;
-  // TORCH_TPU_DONATE=0 (read at each run, so a measurement can compare both): every in-place
-  // result is written into a copy of its buffer instead.
-  const char* donate = std::getenv("TORCH_TPU_DONATE");
-  if (donate != nullptr && std::string_view(donate) == "0") donated = {};
+  if (!donation_enabled()) donated = {};
   metrics().donated_buffers += static_cast<int64_t>(donated.size());
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(externals.size());

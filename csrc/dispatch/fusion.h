@@ -50,6 +50,9 @@ struct FusedRun {
 // While `run` is set, this thread's fused graphs describe themselves there (nullptr: stop).
 void capture_fused_runs(FusedRun* run);
 
+// False under TORCH_TPU_DONATE=0 (read at each call): no executable writes into its inputs.
+bool donation_enabled();
+
 // Enqueues a fused executable on `externals`; returns its first `result_count` results (the
 // runtime checks' flag, if `check_ops` is not empty, follows them and is watched). `donated`
 // externals' buffers may become results' memory (see Executable::execute).

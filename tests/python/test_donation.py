@@ -1,6 +1,7 @@
-"""A fused graph's in-place result takes over the buffer it replaces where nothing else holds
-it (donation): a few rows written into a large tensor cost no copy of the tensor, and every
-alias still sees what CPU would show."""
+"""An in-place result takes over the buffer it replaces where nothing but its storage and
+executions in flight hold it (donation), in every mode: a few rows written into a large tensor
+cost no copy of the tensor, and every alias, copy and earlier read still sees what CPU would
+show."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from torch.nn import functional as F
 import torch_tpu
 
 MB = 1 << 20
+MODES = ["strict", "defer_and_fuse"]
 
 
-def test_rows_written_into_a_large_tensor_allocate_no_second_copy() -> None:
-    with torch_tpu.eager_mode("defer_and_fuse"):
+@pytest.mark.parametrize("mode", MODES)
+def test_rows_written_into_a_large_tensor_allocate_no_second_copy(mode: str) -> None:
+    with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
         big = torch.zeros(4 * MB, device="tpu")  # 16 MB
         rows = torch.tensor([3, 9], device="tpu")
         big[rows] = 1.0
@@ -32,7 +35,8 @@ def test_rows_written_into_a_large_tensor_allocate_no_second_copy() -> None:
     assert torch.equal(big.cpu(), expected)
 
 
-def test_in_place_writes_keep_every_alias_as_on_cpu() -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_in_place_writes_keep_every_alias_as_on_cpu(mode: str) -> None:
     def program(device: str) -> list[torch.Tensor]:
         a = torch.arange(6.0, device=device)
         b = torch.empty(6, device=device)
@@ -44,14 +48,15 @@ def test_in_place_writes_keep_every_alias_as_on_cpu() -> None:
         view.add_(100)
         return [a, b, view, before]
 
-    with torch_tpu.eager_mode("defer_and_fuse"):
+    with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
         got = [t.cpu() for t in program("tpu")]
     for tpu_result, cpu_result in zip(got, program("cpu"), strict=True):
         assert torch.equal(tpu_result, cpu_result)
 
 
-def test_a_buffer_still_read_by_another_tensor_is_not_taken_over() -> None:
-    with torch_tpu.eager_mode("defer_and_fuse"):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_buffer_still_read_by_another_tensor_is_not_taken_over(mode: str) -> None:
+    with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
         x = torch.ones(1000, device="tpu")
         torch.tpu.synchronize()
         y = torch.empty(1000, device="tpu")
@@ -60,6 +65,29 @@ def test_a_buffer_still_read_by_another_tensor_is_not_taken_over() -> None:
         torch.tpu.synchronize()
         assert torch.equal(x.cpu(), torch.ones(1000))
         assert torch.equal(y.cpu(), torch.full((1000,), 6.0))
+
+
+def test_eager_in_place_writes_update_the_buffer_and_keep_earlier_reads() -> None:
+    with torch_tpu.eager_mode("strict"):
+        big = torch.arange(4.0 * MB, device="tpu")  # 16 MB
+        rows = torch.tensor([3, 9], device="tpu")
+        clone = big.clone()
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics()["donated_buffers"]
+        doubled = big * 2.0  # enqueued: still reading `big` when the writes below run
+        big[rows] = -1.0
+        big.index_put_((rows,), torch.tensor([7.0, 8.0], device="tpu"), accumulate=True)
+        big.add_(1.0)
+        clone.add_(2.0)  # may share big's first buffer: must not write into it
+        torch.tpu.synchronize()
+        donated = torch_tpu.metrics()["donated_buffers"] - before
+    expected = torch.arange(4.0 * MB)
+    assert torch.equal(doubled.cpu(), expected * 2.0)
+    assert torch.equal(clone.cpu(), expected + 2.0)
+    expected += 1.0
+    expected[[3, 9]] = torch.tensor([7.0, 8.0])  # -1, accumulated 7 and 8, then + 1
+    assert torch.equal(big.cpu(), expected)
+    assert donated >= 3  # the three writes into `big` took over its buffer
 
 
 def sgd_steps(
@@ -91,7 +119,7 @@ def sgd_steps(
 
 
 @pytest.mark.parametrize("keep", ["product", "copy"])
-@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+@pytest.mark.parametrize("mode", MODES)
 def test_a_compiled_optimizer_step_updates_parameters_in_place_and_keeps_their_readers(
     mode: str, keep: str
 ) -> None:
