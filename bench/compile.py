@@ -1,18 +1,13 @@
 """Training-step time of a small transformer, side by side from one run: torch.compile on tpu,
 eager Strict and DeferAndFuse on tpu, torch CPU eager and torch.compile (inductor) on CPU. Then
 the host time per call of a compiled 100-op graph: recorded on every call (each op dispatched
-into the fused graph again) against replayed (its executable run on the call's inputs). Last,
-an optimizer step alone (SGD and AdamW over a 4 x Linear(512, 512) MLP's 1M parameters),
-eager and compiled, with the parameter and state buffers it updated in place per step
-(torch_tpu.metrics()["donated_buffers"]), next to the same step with TORCH_TPU_DONATE=0, where
-each update copies the buffer first.
+into the fused graph again) against replayed (its executable run on the call's inputs).
 
     .venv/bin/python bench/compile.py
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -55,7 +50,6 @@ def main() -> None:
     for name, ms in rows.items():
         print(f"{name:<52} {ms:>9.2f} {base / ms:>13.2f}x")
     replay_table()
-    optimizer_table()
 
 
 def chain(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
@@ -94,56 +88,6 @@ def replay_table() -> None:
         ("torch.compile(backend='tpu') call, replayed", through_dynamo),
     ):
         print(f"{name:<52} {us:>9.1f} {recorded / us:>11.1f}x")
-
-
-def optimizer_step(kind: str, compiled: bool) -> Callable[[], None]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)]).to("tpu")
-    for p in model.parameters():
-        p.grad = torch.randn_like(p)
-    optimizer = (
-        torch.optim.SGD(model.parameters(), lr=0.01)
-        if kind == "SGD"
-        else torch.optim.AdamW(model.parameters(), lr=1e-3)
-    )
-
-    def step() -> None:
-        optimizer.step()
-
-    torch._dynamo.reset()
-    return torch.compile(step, backend="tpu") if compiled else step
-
-
-def optimizer_table() -> None:
-    print(
-        f"\n{'optimizer step alone, 1M parameters, synced':<44} {'ms/step':>8} "
-        f"{'DONATE=0':>9} {'ratio':>6} {'in place':>9}"
-    )
-    for kind in ("SGD", "AdamW"):
-        for mode, compiled in (("strict", False), ("defer_and_fuse", False), ("strict", True)):
-            torch_tpu.set_eager_mode(mode)  # type: ignore[arg-type]
-            step = optimizer_step(kind, compiled)
-
-            def synced(step: Callable[[], None] = step) -> float:
-                step()
-                torch.tpu.synchronize()
-                return 0.0
-
-            ms_per_step(synced, warmup=3, repeats=3)
-            before = torch_tpu.metrics()["donated_buffers"]
-            donating = ms_per_step(synced, warmup=0, repeats=50)
-            in_place = (torch_tpu.metrics()["donated_buffers"] - before) / 50
-            os.environ["TORCH_TPU_DONATE"] = "0"
-            try:
-                copying = ms_per_step(synced, warmup=3, repeats=50)
-            finally:
-                del os.environ["TORCH_TPU_DONATE"]
-            label = f"{kind}, {'torch.compile' if compiled else 'eager ' + mode}"
-            print(
-                f"{label:<44} {donating:>8.3f} {copying:>9.3f} {copying / donating:>5.1f}x "
-                f"{in_place:>9.0f}"
-            )
-    torch_tpu.set_eager_mode("strict")
 
 
 if __name__ == "__main__":
