@@ -323,8 +323,7 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
         (read.kind == StorageRef::Kind::Arg
              ? read.index == written.index
              : read.held.unsafeGetStorageImpl() == written.held.unsafeGetStorageImpl());
-    if (plan.inputs[external].kind == Plan::Input::Kind::Storage && same_storage &&
-        read.kind != StorageRef::Kind::Fresh) {
+    if (plan.inputs[external].kind == Plan::Input::Kind::Storage && same_storage) {
       plan.donatable.push_back(external);
     }
   }
