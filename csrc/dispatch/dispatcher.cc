@@ -687,10 +687,20 @@ hlo::DotPrecision follow_matmul_precision() {
 
 // `key_mask`: value_in_key for each argument, worked out once per op (lowered_kernel); null
 // for run_lowering's calls, which work it out at each call.
+// Filling an empty tensor writes nothing. Padding code fills the slice between a real and a
+// padded count, which is often empty; recorded, each offset of an empty slice would be an op
+// of its own in a fused graph, and the graph would compile once per offset.
+bool fills_nothing(const std::string& op_name, const std::vector<c10::IValue>& args) {
+  bool fill = op_name == "aten::fill_.Scalar" || op_name == "aten::zero_." ||
+              (op_name == "aten::fill_.Tensor" && args[1].toTensor().dim() == 0);
+  return fill && args[0].toTensor().numel() == 0;
+}
+
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args,
                                   const std::vector<bool>* key_mask = nullptr) {
   int device = check_devices(schema, args);
+  if (fills_nothing(op_name, args)) return {args[0]};
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   OutputLayouts layouts;

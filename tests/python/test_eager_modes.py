@@ -245,6 +245,29 @@ def test_defer_generate_loop_compiles_nothing_after_second_token() -> None:
     assert compiles[2:] == [compiles[1]] * 8, compiles
 
 
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_filling_empty_slices_runs_and_compiles_nothing(mode: str) -> None:
+    # Padding code fills the slice between a step's real and padded counts, often empty, at a
+    # new offset each step: nothing to write, so nothing to compile or run.
+    torch_tpu.set_eager_mode(mode)
+    buffer = torch.arange(16, device=TPU)
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()
+    for end in range(1, 6):
+        buffer[end:end].fill_(-1)
+        buffer[end:end].zero_()
+        buffer[end:end].fill_(torch.tensor(3, device=TPU))
+    assert buffer.cpu().tolist() == list(range(16))
+    after = torch_tpu.metrics()
+    assert after["compiles"] == before["compiles"]
+    assert after["executions"] == before["executions"]
+    # A non-empty fill still runs, and a bad value is refused as on CPU even for no elements.
+    buffer[3:5].fill_(-1)
+    assert buffer.cpu()[2:6].tolist() == [2, -1, -1, 5]
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        buffer[3:3].fill_(torch.ones(2, device=TPU))
+
+
 @pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
 def test_rng_repeats_under_manual_seed_in_every_mode(mode: str) -> None:
     torch_tpu.set_eager_mode(mode)  # type: ignore[arg-type]

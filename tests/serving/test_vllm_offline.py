@@ -1,5 +1,6 @@
 """vLLM's offline engine on tpu: greedy tokens equal transformers' on CPU, prefix caching, seeded
-sampling, and no compiles once a batch shape has run."""
+sampling, inputs prepared on the host equal to vLLM's own, and no compiles once a step's buckets
+have run."""
 
 from __future__ import annotations
 
@@ -105,22 +106,81 @@ def test_seeded_sampling_repeats_and_stays_in_the_top_k(llm: Any, tiny_llama: Pa
         assert all(token in row.tolist() for token, row in zip(sampled, top5, strict=True))
 
 
-def test_the_forward_compiles_per_token_bucket_not_per_token_count(
-    llm: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"temperature": 0},
+        # Unseeded random sampling: temperature, top-p and top-k tensors padded to the bucket.
+        {"temperature": 0.8, "top_p": 0.9, "top_k": 20},
+    ],
+    ids=["greedy", "top_p_top_k"],
+)
+def test_other_request_counts_in_the_same_buckets_compile_nothing(
+    llm: Any,
+    sampling: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    # A step's real token count changes from step to step; the model's forward graph follows
-    # only its padded count and page bucket. One request fewer gives every decode step another
-    # real count in the same buckets.
-    params = {"temperature": 0, "max_tokens": MAX_TOKENS, "ignore_eos": True}
+    # A step's request and token counts change from step to step; its executables (input
+    # preparation, the forward, logits and sampling) follow only their padded buckets. One and
+    # then two requests fewer give every step other counts in the same buckets.
+    params = {"max_tokens": MAX_TOKENS, "ignore_eos": True, **sampling}
     _generate(llm, PROMPTS, **params)
     monkeypatch.setenv("TORCH_TPU_LOG_COMPILES", "1")
     capfd.readouterr()
+    before = torch_tpu.metrics()["compiles"]
     _generate(llm, PROMPTS[1:], **params)
+    _generate(llm, PROMPTS[2:], **params)
     compiled = [
         line for line in capfd.readouterr().err.splitlines() if "torch_tpu: compiled" in line
     ]
-    # The forward's graph is the one with the layers' RMSNorm (mean.dim) in it.
-    assert [line for line in compiled if "aten::mean.dim" in line] == []
+    assert compiled == []
+    assert torch_tpu.metrics()["compiles"] == before
+
+
+def test_host_prepared_inputs_equal_vllms_device_preparation(
+    llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each step runs vLLM's own input preparation (on the device) and then the runner's (on
+    # the host); the buffers the forward reads must hold the same values.
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    runner_class = type(runner)
+    compared: list[int] = []
+
+    def snapshot(num_reqs: int, tokens: int) -> dict[str, torch.Tensor]:
+        table = runner.input_batch.block_table[0]
+        return {
+            "input_ids": runner.input_ids.gpu[:tokens].cpu(),
+            "positions": runner.positions[:tokens].cpu(),
+            "query_start_loc": runner.query_start_loc.gpu[: num_reqs + 1].cpu(),
+            "seq_lens": runner.seq_lens[:num_reqs].cpu(),
+            "num_computed_tokens": runner.num_computed_tokens[:num_reqs].cpu(),
+            "slot_mapping": table.slot_mapping.gpu[:tokens].cpu(),
+            "block_table": table.block_table.gpu[:num_reqs].cpu(),
+            "discard_request_mask": runner.discard_request_mask.gpu[:num_reqs].cpu(),
+        }
+
+    def both(self: Any, scheduler_output: Any, scheduled: Any) -> Any:
+        num_reqs = self.input_batch.num_reqs
+        tokens = scheduler_output.total_num_scheduled_tokens
+        vllms_rows, *_ = GPUModelRunner._prepare_inputs(self, scheduler_output, scheduled)
+        vllms = snapshot(num_reqs, tokens)
+        result = original(self, scheduler_output, scheduled)
+        ours = snapshot(num_reqs, tokens)
+        for name, expected in vllms.items():
+            torch.testing.assert_close(ours[name], expected, rtol=0, atol=0, msg=name)
+        assert result[0][:num_reqs].cpu().tolist() == vllms_rows.cpu().tolist()
+        assert len(result[0]) >= num_reqs
+        compared.append(tokens)
+        return result
+
+    original = runner_class._prepare_inputs
+    monkeypatch.setattr(runner_class, "_prepare_inputs", both)
+    _generate(llm, PROMPTS, temperature=0, max_tokens=4, ignore_eos=True)
+    # A prefill of every prompt together, then decode steps of one token per request.
+    assert compared[0] > len(PROMPTS) and compared[-1] == len(PROMPTS)
 
 
 def test_a_repeated_batch_compiles_nothing(llm: Any) -> None:

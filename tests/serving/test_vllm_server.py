@@ -187,11 +187,22 @@ def test_eight_concurrent_requests_all_answered_while_metrics_show_the_load(
             gauges.append(_gauges(server.get("/metrics")[1]))
             time.sleep(0.05)
 
+    def keep_busy() -> None:
+        # A long completion the checked ones batch with: without it the load can end between
+        # two samples of /metrics.
+        status, body = server.post(
+            "/v1/completions",
+            {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 200, "ignore_eos": True},
+        )
+        assert status == 200, body
+
     scraper = threading.Thread(target=scrape, daemon=True)
     scraper.start()
     try:
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        with ThreadPoolExecutor(max_workers=9) as pool:
+            busy = pool.submit(keep_busy)
             answers = list(pool.map(lambda p: _complete(server, p), prompts))
+            busy.result()
     finally:
         done.set()
         scraper.join(timeout=REQUEST_TIMEOUT_S)

@@ -26,6 +26,8 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
+from torch_tpu.vllm.buffers import elements_from, whole_buffer
+
 
 class TpuAttentionBackend(AttentionBackend):
     # forward() writes the step's keys and values into the cache itself.
@@ -75,26 +77,15 @@ class TpuAttentionMetadata:
     block_table: torch.Tensor
 
 
-def _pages_for(max_seq_len: int, block_size: int, width: int) -> int:
+def pages_for(max_seq_len: int, block_size: int, width: int) -> int:
     pages = max(1, -(-max_seq_len // block_size))
     return min(1 << (pages - 1).bit_length(), width)
-
-
-def _elements_from(view: torch.Tensor) -> int:
-    """The elements of `view`'s storage from its offset on."""
-    return view.untyped_storage().nbytes() // view.element_size() - view.storage_offset()
-
-
-def _whole_buffer(vector: torch.Tensor) -> torch.Tensor:
-    """The runner's 1-D buffer that `vector` is the front of, at its full length: a step's
-    tensors then have one shape whatever its token count."""
-    return vector.as_strided((_elements_from(vector),), (1,))
 
 
 def _all_rows(table: torch.Tensor) -> torch.Tensor:
     """The runner's block table with a row for every request slot, not only the batch's: each
     token picks its request's row, and no shape then follows the batch's request count."""
-    rows = _elements_from(table) // table.stride(0)
+    rows = elements_from(table) // table.stride(0)
     return table.as_strided((rows, table.shape[1]), table.stride())
 
 
@@ -119,18 +110,18 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
         num_reqs = meta.num_reqs
         if meta.positions is None:
             raise NotImplementedError("tpu paged attention needs the tokens' positions")
-        # The runner pads the step's tokens to a bucket (model_runner.padded_token_count), but
+        # The runner pads the step's tokens to a bucket (padding.padded_count), but
         # hands over positions and slots for its real tokens only, and the real count changes
         # at every step. Passed at the buffers' full length, every step's tensors have the same
         # shapes, and forward() reads its padded count from their front: its graph is compiled
         # once per token and page bucket, not once per token count.
-        positions = _whole_buffer(meta.positions)
-        slots = _whole_buffer(meta.slot_mapping)
+        positions = whole_buffer(meta.positions)
+        slots = whole_buffer(meta.slot_mapping)
         starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
         token_request = np.full(min(len(positions), len(slots)), -1, dtype=np.int64)
         token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
         table = meta.block_table_tensor
-        pages = _pages_for(meta.max_seq_len, self.block_size, table.shape[1])
+        pages = pages_for(meta.max_seq_len, self.block_size, table.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=meta.num_actual_tokens,
             token_request=torch.from_numpy(token_request).to(table.device),

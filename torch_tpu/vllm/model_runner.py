@@ -12,10 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
+from vllm.v1.worker import gpu_input_batch
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from torch_tpu import _C
+from torch_tpu.vllm import host_inputs, padded_sampling, warm_up
+from torch_tpu.vllm.padding import padded_count
 
 
 def _event(*args: Any, blocking: bool | None = None, **kwargs: Any) -> torch.Event:
@@ -47,23 +51,35 @@ def cuda_names_on_tpu() -> Iterator[None]:
             setattr(torch.cuda, name, previous)
 
 
-MIN_TOKENS = 8
+def _copy_whole(source: torch.Tensor, target: torch.Tensor, length: int) -> torch.Tensor:
+    # vLLM copies the batch's rows of a sampling parameter (`target[:length]`), an update
+    # whose shape follows the request count; the whole buffer is one upload of one shape.
+    if source.shape != target.shape:
+        return _copy_slice(source, target, length)
+    return target.copy_(source)[:length]
 
 
-def padded_token_count(tokens: int, limit: int) -> int:
-    """The step's token count rounded up to a power of two (at least MIN_TOKENS, at most
-    `limit`): a step's executable is compiled per distinct shape, and traffic makes every
-    count."""
-    return min(max(MIN_TOKENS, 1 << (tokens - 1).bit_length()), max(limit, tokens))
+_copy_slice = gpu_input_batch.copy_slice
+
+
+@contextmanager
+def whole_parameter_copies() -> Iterator[None]:
+    """The input batch's sampling parameters upload whole inside the block."""
+    gpu_input_batch.copy_slice = _copy_whole
+    try:
+        yield
+    finally:
+        gpu_input_batch.copy_slice = _copy_slice
 
 
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config: Any, device: torch.device) -> None:
         with cuda_names_on_tpu():
             super().__init__(vllm_config, device)
+        self._staging = host_inputs.HostStaging(self)
 
     def execute_model(self, *args: Any, **kwargs: Any) -> Any:
-        with cuda_names_on_tpu():
+        with cuda_names_on_tpu(), whole_parameter_copies():
             return super().execute_model(*args, **kwargs)
 
     def sample_tokens(self, *args: Any, **kwargs: Any) -> Any:
@@ -72,12 +88,22 @@ class TpuModelRunner(GPUModelRunner):
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         super().load_model(*args, **kwargs)
-        # The forward's shapes follow the padded token count and pages; the input preparation
-        # before it and the logits and sampling after it follow the request count. Fused into
-        # one graph, every combination of the two would compile: the model's forward runs as
-        # a graph of its own (the same one at every step of the same token and page buckets).
+        # The forward's shapes follow the token and page buckets; the logits and sampling
+        # after it, the token and request buckets. Fused into one graph, every combination of
+        # the three would compile: the model's forward runs as a graph of its own.
         self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
         self.model.register_forward_hook(lambda *_: _C._materialize_pending())
+
+    def warm_up(self) -> int:
+        """Runs a step of every shape traffic can make (warm_up.py); returns how many."""
+        steps = warm_up.step_shapes(
+            max_tokens=self.max_num_tokens,
+            max_requests=self.max_num_reqs,
+            max_model_len=self.max_model_len,
+            block_size=self.cache_config.block_size,
+            page_width=self.input_batch.block_table[0].max_num_blocks_per_req,
+        )
+        return warm_up.run(self, steps)
 
     def _determine_batch_execution_and_padding(
         self, num_tokens: int, num_reqs: int, *args: Any, **kwargs: Any
@@ -85,10 +111,58 @@ class TpuModelRunner(GPUModelRunner):
         mode, descriptor, *rest = super()._determine_batch_execution_and_padding(
             num_tokens, num_reqs, *args, **kwargs
         )
-        padded = padded_token_count(descriptor.num_tokens, self.max_num_tokens)
+        padded = padded_count(descriptor.num_tokens, self.max_num_tokens)
         if padded != descriptor.num_tokens:
             descriptor = dataclasses.replace(descriptor, num_tokens=padded)
         return (mode, descriptor, *rest)
+
+    def _prepare_inputs(
+        self, scheduler_output: Any, num_scheduled_tokens: np.ndarray
+    ) -> tuple[torch.Tensor, Any, int]:
+        if not host_inputs.applies(self):
+            return super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        last_rows = host_inputs.prepare(
+            self,
+            self._staging,
+            scheduler_output.total_num_scheduled_tokens,
+            num_scheduled_tokens,
+        )
+        return last_rows, None, 1
+
+    def _prepare_padding_mask(self, num_tokens_unpadded: int, num_tokens_padded: int) -> Any:
+        return host_inputs.padding_mask(self, self._staging, num_tokens_unpadded, num_tokens_padded)
+
+    def _preprocess(
+        self, scheduler_output: Any, num_input_tokens: int, *args: Any, **kwargs: Any
+    ) -> Any:
+        if self.supports_mm_inputs or self.enable_prompt_embeds or not host_inputs.applies(self):
+            return super()._preprocess(scheduler_output, num_input_tokens, *args, **kwargs)
+        # vLLM zeroes the positions of the padding tokens, a write whose offset follows the
+        # real token count; host_inputs.prepare uploaded them zeroed already.
+        padded = dataclasses.replace(scheduler_output, total_num_scheduled_tokens=num_input_tokens)
+        return super()._preprocess(padded, num_input_tokens, *args, **kwargs)
+
+    def _sample(self, logits: torch.Tensor | None, spec_decode_metadata: Any) -> Any:
+        num_reqs = self.input_batch.num_reqs
+        if logits is None or spec_decode_metadata is not None or len(logits) == num_reqs:
+            return super()._sample(logits, spec_decode_metadata)
+        # The logits follow the token and request buckets, sampling only the request bucket
+        # and the sampling parameters in use: computed apart, the warm-up's greedy steps
+        # compile every logits shape, and each kind of sampling compiles once per bucket.
+        _C._materialize_pending()
+        metadata = self.input_batch.sampling_metadata
+        padded = padded_sampling.padded_metadata(metadata, len(logits))
+        if padded is None:
+            return super()._sample(logits[:num_reqs], None)
+        self.input_batch.sampling_metadata = padded
+        try:
+            output = super()._sample(logits, None)
+        finally:
+            self.input_batch.sampling_metadata = metadata
+        # Computed before the padding rows are dropped: the executable's shapes are the
+        # bucket's, and reads of the requests' rows copy them out without a compile.
+        _C._materialize_pending()
+        return padded_sampling.first_rows(output, num_reqs)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
         # The GPU runner copies through a pinned buffer and a CUDA event; one device-to-host

@@ -122,6 +122,10 @@ class TpuPlatform(Platform):
             compilation.compile_sizes = []
         if vllm_config.model_config is not None:
             vllm_config.model_config.enforce_eager = True
+        # A step's inputs are prepared on the host from the tokens the previous step sampled
+        # (host_inputs.py), so the scheduler waits for them; device work is asynchronous
+        # behind PJRT's dispatch either way.
+        vllm_config.scheduler_config.async_scheduling = False
         parallel = vllm_config.parallel_config
         if parallel.worker_cls == "auto":
             parallel.worker_cls = WORKER

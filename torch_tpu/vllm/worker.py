@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -18,9 +19,9 @@ import torch_tpu
 from torch_tpu.vllm.model_runner import TpuModelRunner
 
 # The eager mode the model runs in (TORCH_TPU_VLLM_EAGER_MODE overrides): DeferAndFuse gathers a
-# step into three executables (input preparation, the model's forward, logits and sampling; see
-# TpuModelRunner.load_model), each compiled once per distinct shape and replayed at every later
-# step of that shape.
+# step into two executables (the model's forward, then logits and sampling; see
+# TpuModelRunner.load_model) after host-prepared inputs (host_inputs.py), each compiled once per
+# padded shape (warm_up.py compiles them all at start) and replayed at every later step.
 DEFAULT_EAGER_MODE = "defer_and_fuse"
 
 logger = init_logger(__name__)
@@ -73,14 +74,27 @@ class TpuWorker(Worker):
         return available
 
     def compile_or_warm_up_model(self) -> Any:
-        # No CUDA graphs to capture. Shapes compile when traffic first makes them (the profiling
-        # run made the largest batch's); fused graphs persist in the compile cache. (A warm-up
-        # of vLLM's dummy runs over every token and page bucket compiles graphs that real steps
-        # do not reuse: their forward's ops differ, so it is not done.)
+        """Compiles every step shape traffic can make (warm_up.py) before the server takes
+        requests; TORCH_TPU_VLLM_WARM_UP=0 leaves them to the first steps that need them.
+        No CUDA graphs to capture; compiled executables persist in the compile cache, so a
+        later start reads them back."""
         from vllm.v1.worker.worker_base import CompilationTimes
 
+        seconds = 0.0
+        if os.environ.get("TORCH_TPU_VLLM_WARM_UP", "1") != "0":
+            start = time.perf_counter()
+            compiles = torch_tpu.metrics()["compiles"]
+            with set_current_vllm_config(self.vllm_config):
+                steps = self.model_runner.warm_up()
+            seconds = time.perf_counter() - start
+            logger.info(
+                "warm-up: %d steps, %d compiles, %.1f s",
+                steps,
+                torch_tpu.metrics()["compiles"] - compiles,
+                seconds,
+            )
         set_random_seed(self.model_config.seed)
-        return CompilationTimes(language_model=0.0, encoder=0.0)
+        return CompilationTimes(language_model=seconds, encoder=0.0)
 
     def torch_tpu_metrics(self) -> dict[str, int]:
         """torch_tpu's dispatcher counters in this worker (compiles, executions, host syncs):
