@@ -188,8 +188,8 @@ def test_eight_concurrent_requests_all_answered_while_metrics_show_the_load(
             time.sleep(0.05)
 
     def keep_busy() -> None:
-        # A long completion the checked ones batch with: without it the load can end between
-        # two samples of /metrics.
+        # Two long completions the checked ones batch with: without them the load can end
+        # between two samples of /metrics.
         status, body = server.post(
             "/v1/completions",
             {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 200, "ignore_eos": True},
@@ -199,10 +199,11 @@ def test_eight_concurrent_requests_all_answered_while_metrics_show_the_load(
     scraper = threading.Thread(target=scrape, daemon=True)
     scraper.start()
     try:
-        with ThreadPoolExecutor(max_workers=9) as pool:
-            busy = pool.submit(keep_busy)
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            busy = [pool.submit(keep_busy) for _ in range(2)]
             answers = list(pool.map(lambda p: _complete(server, p), prompts))
-            busy.result()
+            for request in busy:
+                request.result()
     finally:
         done.set()
         scraper.join(timeout=REQUEST_TIMEOUT_S)

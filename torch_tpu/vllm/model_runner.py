@@ -143,13 +143,15 @@ class TpuModelRunner(GPUModelRunner):
         return super()._preprocess(padded, num_input_tokens, *args, **kwargs)
 
     def _sample(self, logits: torch.Tensor | None, spec_decode_metadata: Any) -> Any:
-        num_reqs = self.input_batch.num_reqs
-        if logits is None or spec_decode_metadata is not None or len(logits) == num_reqs:
+        if logits is None or spec_decode_metadata is not None:
             return super()._sample(logits, spec_decode_metadata)
         # The logits follow the token and request buckets, sampling only the request bucket
         # and the sampling parameters in use: computed apart, the warm-up's greedy steps
         # compile every logits shape, and each kind of sampling compiles once per bucket.
         _C._materialize_pending()
+        num_reqs = self.input_batch.num_reqs
+        if len(logits) == num_reqs:
+            return super()._sample(logits, None)
         metadata = self.input_batch.sampling_metadata
         padded = padded_sampling.padded_metadata(metadata, len(logits))
         if padded is None:

@@ -14,7 +14,8 @@ import torch_tpu.distributed
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
-logger = init_logger(__name__)
+# vLLM sets up handlers for its own loggers only: named under it, these messages show.
+logger = init_logger(f"vllm.{__name__}")
 
 ATTENTION_BACKEND = "torch_tpu.vllm.attention.TpuAttentionBackend"
 WORKER = "torch_tpu.vllm.worker.TpuWorker"

@@ -24,7 +24,8 @@ from torch_tpu.vllm.model_runner import TpuModelRunner
 # padded shape (warm_up.py compiles them all at start) and replayed at every later step.
 DEFAULT_EAGER_MODE = "defer_and_fuse"
 
-logger = init_logger(__name__)
+# vLLM sets up handlers for its own loggers only: named under it, these messages show.
+logger = init_logger(f"vllm.{__name__}")
 
 
 class TpuWorker(Worker):
