@@ -1,7 +1,8 @@
 """Serving on tpu, timed: `vllm serve` with torch_tpu's platform plugin under 1, 8 and 32
 concurrent streamed completions (output tokens/s and time to first token), next to
 transformers' `generate` on tpu with the same model and batch; and the compiles the server made
-during the measured runs, after a warm-up of the same load (should be 0).
+during the measured runs (0: the worker compiles every step shape at start, torch_tpu/vllm/
+warm_up.py; `--warmup 0` skips the bench's own passes of the same loads and shows it).
 
     .venv-serving/bin/python bench/serving.py [--tokens 32] [--layers 4 --hidden 256]
 
@@ -137,7 +138,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument(
-        "--warmup", type=int, default=2, help="passes of the same loads before the measured one"
+        "--warmup", type=int, default=1, help="passes of the same loads before the measured one"
     )
     args = parser.parse_args()
 
@@ -187,7 +188,7 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise SystemExit("vllm serve did not start in 300 s") from None
                 time.sleep(1)
-        for _ in range(args.warmup):  # the same loads, compiling the shapes they make
+        for _ in range(args.warmup):  # the same loads, warming the server's Python paths
             for concurrency in CONCURRENCY:
                 server_load(url, concurrency, args.tokens)
         compiles_before = server_compiles(url)
