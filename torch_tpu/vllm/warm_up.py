@@ -14,7 +14,6 @@ Greedy sampling is warmed; random sampling compiles its executables on first use
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,20 +49,21 @@ def buckets(limit: int) -> list[int]:
 
 def step_shapes(
     max_tokens: int, max_requests: int, max_model_len: int, block_size: int, page_width: int
-) -> Iterator[WarmUpStep]:
+) -> list[WarmUpStep]:
     """A step for every reachable (token bucket, page bucket) and (token bucket, request
-    bucket) pair."""
+    bucket) pair, each step once."""
     # A request keeps room for the token its step samples.
     longest_allowed = max_model_len - 1
     page_buckets = sorted({pages_for(n * block_size, block_size, page_width) for n in
                            range(1, -(-longest_allowed // block_size) + 1)})  # fmt: skip
+    steps: dict[WarmUpStep, None] = {}  # insertion-ordered, without repeats
     for tokens in buckets(max_tokens):
         for pages in page_buckets:
             # The longest sequence in the page bucket, within the model's length.
             longest = min(pages * block_size, longest_allowed)
             requests = -(-tokens // longest)
             if requests <= max_requests:
-                yield _step(tokens, requests, longest)
+                steps[_step(tokens, requests, longest)] = None
         for request_bucket in buckets(max_requests):
             requests = min(request_bucket, tokens)
             longest = -(-tokens // requests)
@@ -71,7 +71,8 @@ def step_shapes(
                 padded_count(requests, max_requests) == request_bucket
                 and longest <= longest_allowed
             ):
-                yield _step(tokens, requests, longest)
+                steps[_step(tokens, requests, longest)] = None
+    return list(steps)
 
 
 def _step(tokens: int, requests: int, longest: int) -> WarmUpStep:
@@ -83,7 +84,7 @@ def _step(tokens: int, requests: int, longest: int) -> WarmUpStep:
     return WarmUpStep(((longest - first, first), *((0, n) for n in scheduled[1:])))
 
 
-def run(runner: Any, steps: Iterator[WarmUpStep]) -> int:
+def run(runner: Any, steps: list[WarmUpStep]) -> int:
     """Runs each step on `runner` and removes its requests; returns the steps run."""
     count = 0
     for step in steps:
