@@ -140,11 +140,21 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   return Values{b.convert(r, t)};
 });
 
-// Box-Muller on two uniform streams.
+// Box-Muller on two uniform streams, drawn as the two halves of one draw: each draw expands
+// into a few hundred instructions, and compiling that twice doubled the op's compile time.
 Value standard_normal(LoweringContext& ctx, const Shape& shape, ElementType acc) {
   Builder& b = ctx.b;
-  Value u1 = uniform01(ctx, shape, acc);
-  Value u2 = uniform01(ctx, shape, acc);
+  Shape pair = shape;
+  pair.insert(pair.begin(), 2);
+  Value both = uniform01(ctx, pair, acc);
+  auto half = [&](int64_t index) {
+    std::vector<int64_t> start(pair.size(), 0), limit(pair.begin(), pair.end());
+    start[0] = index;
+    limit[0] = index + 1;
+    return b.reshape(b.slice(both, start, limit, std::vector<int64_t>(pair.size(), 1)), shape);
+  };
+  Value u1 = half(0);
+  Value u2 = half(1);
   Value one = splat(b, 1.0, acc, shape);
   Value radius = b.unary("sqrt", b.binary("multiply", splat(b, -2.0, acc, shape),
                                           b.unary("log", b.binary("subtract", one, u1))));
