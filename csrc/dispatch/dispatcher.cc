@@ -648,7 +648,22 @@ struct BoundLowering {
   std::optional<int> output_mask_arg;
   // value_in_key of each argument, worked out when bound rather than at every call.
   std::vector<bool> key_mask;
+  bool fill = false;  // fill_ or zero_ (see fills_nothing)
 };
+
+bool is_fill(const std::string& op_name) {
+  return op_name == "aten::fill_.Scalar" || op_name == "aten::fill_.Tensor" ||
+         op_name == "aten::zero_.";
+}
+
+// Filling an empty tensor writes nothing. Padding code fills the slice between a real and a
+// padded count, which is often empty; recorded, each offset of an empty slice would be an op
+// of its own in a fused graph, and the graph would compile once per offset. (A fill value that
+// is not 0-d is still refused, as on CPU.)
+bool fills_nothing(const BoundLowering& bound, const std::vector<c10::IValue>& args) {
+  return bound.fill && args[0].toTensor().numel() == 0 &&
+         !(args.size() > 1 && args[1].isTensor() && args[1].toTensor().dim() != 0);
+}
 
 std::optional<int> output_mask_argument(const c10::FunctionSchema& schema) {
   if (schema.is_mutable()) return std::nullopt;  // out= variants fill every output
@@ -687,20 +702,10 @@ hlo::DotPrecision follow_matmul_precision() {
 
 // `key_mask`: value_in_key for each argument, worked out once per op (lowered_kernel); null
 // for run_lowering's calls, which work it out at each call.
-// Filling an empty tensor writes nothing. Padding code fills the slice between a real and a
-// padded count, which is often empty; recorded, each offset of an empty slice would be an op
-// of its own in a fused graph, and the graph would compile once per offset.
-bool fills_nothing(const std::string& op_name, const std::vector<c10::IValue>& args) {
-  bool fill = op_name == "aten::fill_.Scalar" || op_name == "aten::zero_." ||
-              (op_name == "aten::fill_.Tensor" && args[1].toTensor().dim() == 0);
-  return fill && args[0].toTensor().numel() == 0;
-}
-
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args,
                                   const std::vector<bool>* key_mask = nullptr) {
   int device = check_devices(schema, args);
-  if (fills_nothing(op_name, args)) return {args[0]};
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   OutputLayouts layouts;
@@ -921,6 +926,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                              output_mask_argument(schema)})
                       .first;
           BoundLowering& bound_op = found->second;
+          bound_op.fill = is_fill(bound_op.op_name);
           if (bound_op.key_mask.empty()) {
             for (size_t i = 0; i < schema.arguments().size(); ++i) {
               bound_op.key_mask.push_back(value_in_key(schema, bound_op.lowering, i));
@@ -936,6 +942,11 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args(std::make_move_iterator(stack->end() - num_args),
                                 std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, num_args);
+  if (fills_nothing(*bound, args)) {
+    check_devices(schema, args);
+    stack->push_back(std::move(args[0]));
+    return;
+  }
   std::vector<c10::IValue> results =
       dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask);
   if (bound->output_mask_arg) {

@@ -8,7 +8,8 @@ it is computed with numpy and each device buffer is replaced by a whole-buffer u
 costs a few host-to-device copies and no compile, whatever its counts.
 
 Covers the runner's plain decoder path (no speculative decoding, M-RoPE, prompt embeddings,
-LoRA, asynchronous scheduling or context parallelism); :func:`applies` says when.
+LoRA, asynchronous scheduling, context parallelism or recurrent-state layers); :func:`applies`
+says when.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def applies(runner: Any) -> bool:
         or runner.enable_prompt_embeds
         or runner.lora_config
         or runner.input_batch.prev_sampled_token_ids is not None
-        or runner.num_accepted_tokens_event is not None
         or any(t.dcp_world_size * t.pcp_world_size != 1 for t in tables)
+        # Recurrent-state (Mamba) groups keep state indices, not slots.
+        or any(t.slot_mapping_mode.name == "NONE" for t in tables)
     )
 
 
@@ -82,8 +84,8 @@ def prepare(
     # A chunk of a prompt samples a token that is thrown away.
     runner.discard_request_mask.np[:num_reqs] = seq_lens[:num_reqs].numpy() < known_tokens
     runner.discard_request_mask.copy_to_gpu()
-    runner.num_accepted_tokens.np.fill(1)
-    runner.num_accepted_tokens.copy_to_gpu()
+    # (num_accepted_tokens stays all ones, as the runner filled it: only speculative decoding
+    # and recurrent-state models change it, and neither takes this path.)
 
     _upload(runner.seq_lens, staging.seq_lens, seq_lens)
     _upload(
@@ -122,8 +124,6 @@ def _upload(device: torch.Tensor, staging: torch.Tensor, values: torch.Tensor) -
 def _slot_mapping(table: Any, request_of_token: np.ndarray, positions: np.ndarray) -> None:
     """Each token's KV-cache slot: its request's block for the position, times the block
     size, plus the offset in the block; -1 past the step's tokens."""
-    if table.slot_mapping_mode.name == "NONE":  # recurrent-state groups keep no slots
-        return
     size = table.block_size
     blocks = table.block_table.np[request_of_token, positions // size].astype(np.int64)
     slots = table.slot_mapping.np

@@ -51,15 +51,15 @@ def cuda_names_on_tpu() -> Iterator[None]:
             setattr(torch.cuda, name, previous)
 
 
+_copy_slice = gpu_input_batch.copy_slice
+
+
 def _copy_whole(source: torch.Tensor, target: torch.Tensor, length: int) -> torch.Tensor:
     # vLLM copies the batch's rows of a sampling parameter (`target[:length]`), an update
     # whose shape follows the request count; the whole buffer is one upload of one shape.
     if source.shape != target.shape:
         return _copy_slice(source, target, length)
     return target.copy_(source)[:length]
-
-
-_copy_slice = gpu_input_batch.copy_slice
 
 
 @contextmanager
@@ -135,7 +135,7 @@ class TpuModelRunner(GPUModelRunner):
     def _preprocess(
         self, scheduler_output: Any, num_input_tokens: int, *args: Any, **kwargs: Any
     ) -> Any:
-        if self.supports_mm_inputs or self.enable_prompt_embeds or not host_inputs.applies(self):
+        if self.supports_mm_inputs or not host_inputs.applies(self):
             return super()._preprocess(scheduler_output, num_input_tokens, *args, **kwargs)
         # vLLM zeroes the positions of the padding tokens, a write whose offset follows the
         # real token count; host_inputs.prepare uploaded them zeroed already.
