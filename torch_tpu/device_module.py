@@ -264,7 +264,7 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     torch.accelerator.reset_peak_memory_stats(_index(device))
-    _C._reset_executable_temp_peak()
+    _C._reset_device_memory_peaks()
 
 
 def reset_max_memory_allocated(device: Any = None) -> None:
@@ -284,6 +284,7 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         ("Allocated memory", "allocated_bytes.all"),
         ("Reserved memory", "reserved_bytes.all"),
         ("Allocations", "allocation.all"),
+        ("Device buffers", "device_buffer_bytes"),
     ]
     lines = [f"tpu:{_index(device)} memory summary", f"{'':<18}{'current':>16}{'peak':>16}"]
     for title, key in rows:

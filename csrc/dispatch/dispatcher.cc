@@ -579,6 +579,7 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
   metrics().executions++;
   metrics().donated_buffers += static_cast<int64_t>(donated.size());
   const pjrt::Executable& executable = standalone_executable(entry, !donated.empty());
+  for (int64_t param : donated) inputs[param]->donate();
   std::shared_ptr<profiler::RunTimer> timer =
       profiler::RunTimer::launch([&entry] { return executable_name(entry.op_name); }, device);
   pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device), donated);

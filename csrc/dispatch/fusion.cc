@@ -477,6 +477,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(externals.size());
   for (const auto& buffer : externals) raw.push_back(buffer->raw());
+  for (int64_t input : donated) externals[input]->donate();
   auto timer = profiler::RunTimer::launch([&op_names] { return graph_label(op_names); }, device);
   pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device), donated);
   if (timer) timer->launched();

@@ -1,15 +1,53 @@
 #include "csrc/pjrt/buffer.h"
 
 namespace torch_tpu::pjrt {
+namespace {
+
+std::atomic<int64_t> bytes_in_use{0};
+std::atomic<int64_t> peak_bytes{0};
+
+void raise_peak(int64_t bytes) {
+  int64_t seen = peak_bytes.load(std::memory_order_relaxed);
+  while (bytes > seen && !peak_bytes.compare_exchange_weak(seen, bytes)) {
+  }
+}
+
+}  // namespace
+
+Buffer::Buffer(const PJRT_Api* api, PJRT_Buffer* buffer, int64_t bytes)
+    : api_(api), buffer_(buffer) {
+  if (buffer_ == nullptr) return;
+  counted_bytes_ = bytes >= 0 ? bytes : static_cast<int64_t>(on_device_size_in_bytes());
+  raise_peak(bytes_in_use.fetch_add(counted_bytes_, std::memory_order_relaxed) + counted_bytes_);
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     reset();
     api_ = other.api_;
     buffer_ = other.buffer_;
+    counted_bytes_ = other.counted_bytes_;
     other.buffer_ = nullptr;
+    other.counted_bytes_ = 0;
   }
   return *this;
+}
+
+void Buffer::donate() {
+  bytes_in_use.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+  counted_bytes_ = 0;
+}
+
+int64_t device_bytes_in_use() { return bytes_in_use.load(std::memory_order_relaxed); }
+
+int64_t peak_device_bytes() { return peak_bytes.load(std::memory_order_relaxed); }
+
+void note_launch(int64_t temp_bytes) {
+  if (temp_bytes > 0) raise_peak(bytes_in_use.load(std::memory_order_relaxed) + temp_bytes);
+}
+
+void reset_peak_device_bytes() {
+  peak_bytes.store(bytes_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 Buffer::~Buffer() { reset(); }
@@ -38,6 +76,8 @@ bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners) {
 
 void Buffer::reset() {
   if (buffer_ == nullptr) return;
+  bytes_in_use.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+  counted_bytes_ = 0;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();
   args.buffer = buffer_;
   PJRT_Error* error = api_->PJRT_Buffer_Destroy(&args);

@@ -14,7 +14,9 @@ namespace torch_tpu::pjrt {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(const PJRT_Api* api, PJRT_Buffer* buffer) : api_(api), buffer_(buffer) {}
+  // Takes ownership of `buffer` and counts its bytes as in use (device_bytes_in_use); `bytes`
+  // where the caller knows them, otherwise the plugin is asked.
+  Buffer(const PJRT_Api* api, PJRT_Buffer* buffer, int64_t bytes = -1);
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
@@ -33,6 +35,9 @@ class Buffer {
   Event copy_to_host(void* dst, std::size_t size) const;
   // Completes when the buffer's contents are defined (its producing computation finished).
   Event ready_event() const;
+  // Called before an execution takes the buffer over (donation): its memory is counted from
+  // then on as the execution's output's.
+  void donate();
 
  private:
   friend class InFlightReads;
@@ -40,8 +45,19 @@ class Buffer {
   void reset();
   const PJRT_Api* api_ = nullptr;
   PJRT_Buffer* buffer_ = nullptr;
+  int64_t counted_bytes_ = 0;            // its share of device_bytes_in_use()
   std::atomic<int> in_flight_reads_{0};  // InFlightReads holding it
 };
+
+// Bytes of the device buffers this process holds (tensors' contents, buffers still read by
+// executions in flight, cached scalars), on all its devices: what the device really holds, where
+// tensor counts also see storages a deferred graph has not produced yet.
+int64_t device_bytes_in_use();
+// The most device memory held at once since the last reset: buffers in use plus the
+// temporaries of the execution being launched, sampled at each launch.
+int64_t peak_device_bytes();
+void note_launch(int64_t temp_bytes);
+void reset_peak_device_bytes();
 
 // Holds the buffers an enqueued execution reads until it finishes, counted on each buffer:
 // PJRT orders a donated buffer's reuse after its pending reads, so these holders never stop a

@@ -165,10 +165,32 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_
   note_temp_run(temp_bytes_);
 
   ExecuteResult result;
-  result.outputs.reserve(num_outputs_);
-  for (PJRT_Buffer* buffer : outputs) result.outputs.emplace_back(api_, buffer);
+  result.outputs = take_outputs(outputs);
   result.done = Event(api_, done);
   return result;
+}
+
+const std::vector<int64_t>& Executable::output_bytes(
+    const std::vector<PJRT_Buffer*>& outputs) const {
+  std::call_once(output_bytes_once_, [&] {
+    output_bytes_.reserve(outputs.size());
+    for (PJRT_Buffer* buffer : outputs) {
+      auto args = make_args<PJRT_Buffer_OnDeviceSizeInBytes_Args>();
+      args.buffer = buffer;
+      check(api_, api_->PJRT_Buffer_OnDeviceSizeInBytes(&args), "PJRT_Buffer_OnDeviceSizeInBytes");
+      output_bytes_.push_back(static_cast<int64_t>(args.on_device_size_in_bytes));
+    }
+  });
+  return output_bytes_;
+}
+
+std::vector<Buffer> Executable::take_outputs(const std::vector<PJRT_Buffer*>& outputs) const {
+  const std::vector<int64_t>& bytes = output_bytes(outputs);
+  std::vector<Buffer> taken;
+  taken.reserve(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) taken.emplace_back(api_, outputs[i], bytes[i]);
+  note_launch(temp_bytes_);
+  return taken;
 }
 
 std::vector<ExecuteResult> Executable::execute_replicated(
@@ -206,8 +228,7 @@ std::vector<ExecuteResult> Executable::execute_replicated(
 
   std::vector<ExecuteResult> results(num_devices);
   for (std::size_t d = 0; d < num_devices; ++d) {
-    results[d].outputs.reserve(num_outputs_);
-    for (PJRT_Buffer* buffer : outputs[d]) results[d].outputs.emplace_back(api_, buffer);
+    results[d].outputs = take_outputs(outputs[d]);
     results[d].done = Event(api_, done[d]);
   }
   return results;

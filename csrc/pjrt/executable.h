@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,10 +47,19 @@ class Executable {
   int64_t temp_bytes() const { return temp_bytes_; }
 
  private:
+  // Each output's bytes, read from the first run's buffers (they are the same at every run),
+  // so that counting outputs as device memory asks the plugin nothing per run.
+  const std::vector<int64_t>& output_bytes(const std::vector<PJRT_Buffer*>& outputs) const;
+  // Wraps one run's output buffers, counted as device memory, then counts the run's temporaries
+  // towards the peak.
+  std::vector<Buffer> take_outputs(const std::vector<PJRT_Buffer*>& outputs) const;
+
   const PJRT_Api* api_;
   PJRT_LoadedExecutable* executable_;
   std::size_t num_outputs_ = 0;
   int64_t temp_bytes_ = -1;
+  mutable std::once_flag output_bytes_once_;
+  mutable std::vector<int64_t> output_bytes_;
 };
 
 // The largest temp_bytes() of the executables run since the last reset, in this process: the

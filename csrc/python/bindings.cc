@@ -94,6 +94,9 @@ py::dict plugin_memory_stats(int device) {
   }
   // XLA's temporaries, which no tensor holds: the largest of one run since the last reset.
   stats["executable_temp_bytes.peak"] = pjrt::largest_temp_run();
+  // What the device holds, counted on the buffers themselves (all of this process's devices).
+  stats["device_buffer_bytes.current"] = pjrt::device_bytes_in_use();
+  stats["device_buffer_bytes.peak"] = pjrt::peak_device_bytes();
   return stats;
 }
 
@@ -213,7 +216,10 @@ PYBIND11_MODULE(_C, m) {
     return attributes;
   });
   m.def("_plugin_memory_stats", &plugin_memory_stats);
-  m.def("_reset_executable_temp_peak", &pjrt::reset_largest_temp_run);
+  m.def("_reset_device_memory_peaks", [] {
+    pjrt::reset_largest_temp_run();
+    pjrt::reset_peak_device_bytes();
+  });
   m.def("_empty_host_cache", &empty_pinned_memory_cache);
   m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });

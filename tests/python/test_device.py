@@ -246,6 +246,79 @@ def test_executable_temporaries_are_counted_until_reset(tpu: torch.device) -> No
     assert torch.tpu.memory_stats()["executable_temp_bytes.peak"] == 0
 
 
+def device_bytes() -> int:
+    return int(torch.tpu.memory_stats()["device_buffer_bytes.current"])
+
+
+# Small device buffers (cached scalar values) may come and go around a check.
+SLACK = 64 * 1024
+
+
+def test_device_buffer_bytes_follow_the_buffers_a_tensor_holds(tpu: torch.device) -> None:
+    torch.tpu.synchronize()
+    before = device_bytes()
+    x = torch.ones(1024, 1024, device=tpu)
+    y = x * 2
+    torch.tpu.synchronize()
+    assert abs(device_bytes() - before - 2 * 4 * 1024 * 1024) < SLACK
+    assert torch.tpu.memory_stats()["device_buffer_bytes.peak"] >= before + 2 * 4 * 1024 * 1024
+    assert y[0, 0].item() == 2.0
+    del x, y
+    torch.tpu.synchronize()
+    assert abs(device_bytes() - before) < SLACK
+
+
+def test_device_buffer_bytes_leave_out_values_a_deferred_graph_has_not_produced(
+    tpu: torch.device,
+) -> None:
+    import torch_tpu
+
+    torch.tpu.synchronize()
+    before, allocated = device_bytes(), torch.tpu.memory_allocated()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        x = torch.full((512, 512), 3.0, device=tpu)
+        y = x.exp()
+        # Both storages are allocated; the graph that produces them has not run.
+        assert torch.tpu.memory_allocated() - allocated >= 2 * 512 * 512 * 4
+        assert device_bytes() - before < SLACK
+        torch.tpu.synchronize()
+        assert abs(device_bytes() - before - 2 * 512 * 512 * 4) < SLACK
+    torch.testing.assert_close(y.cpu(), torch.full((512, 512), 3.0).exp())
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_donated_buffer_is_counted_once(tpu: torch.device, mode: str) -> None:
+    import torch_tpu
+
+    big = torch.zeros(4 * 1024 * 1024, device=tpu)  # 16 MiB
+    torch.tpu.synchronize()
+    before = device_bytes()
+    torch.tpu.reset_peak_memory_stats()
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode(mode):
+        big.add_(1.0)
+        torch.tpu.synchronize()
+    assert torch_tpu.metrics()["donated_buffers"] >= 1
+    # The result took the input's memory over: no second 16 MiB at any launch, and none after.
+    assert torch.tpu.memory_stats()["device_buffer_bytes.peak"] - before < SLACK
+    assert abs(device_bytes() - before) < SLACK
+    assert big[-1].item() == 1.0
+
+
+def test_device_peak_counts_an_executables_temporaries(tpu: torch.device) -> None:
+    import torch_tpu
+
+    x = torch.randn(256, 256).to(tpu)
+    torch.tpu.synchronize()
+    before = device_bytes()
+    torch.tpu.reset_peak_memory_stats()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        ((x @ x * 0.01).exp() @ x).sum().cpu()
+    stats = torch.tpu.memory_stats()
+    assert stats["executable_temp_bytes.peak"] >= 256 * 256 * 4
+    assert stats["device_buffer_bytes.peak"] >= before + stats["executable_temp_bytes.peak"]
+
+
 def test_plugin_path_points_to_a_file() -> None:
     import torch_tpu
 
