@@ -41,7 +41,9 @@ Rows (``--rows`` takes these names, comma separated):
   ``Block.step``, head, argmax, position += 1) that the compiled columns compile; jax jits
   its equivalent (``lax.dynamic_update_slice`` into the caches) and reads back each token too.
 
-Times are medians over the repeats, after warm-up, in ms (the generate row: tokens/s). The
+Times are medians over the repeats, after warm-up, in ms (the generate row: tokens/s). A row's
+columns are timed in interleaved rounds (one run of each column per round), so that the
+machine's drift reaches them alike and their ratios hold where the absolute times wander. The
 second table gives each torch column's time relative to jax.jit ("x jax": how many times longer
 than jax.jit a step takes, so >1 is slower than jax; for the generate row, jax's tokens/s over
 the column's). A cell that failed prints "err" with a footnote naming the exception.
@@ -54,11 +56,12 @@ logits, the generated tokens), so the table never times wrong code; a mismatch i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -148,21 +151,15 @@ def sync_for(column: Column) -> Callable[[object], None]:
     return {"tpu": tpu_sync, "cpu": no_sync, "jax": jax_sync}[column.device]
 
 
-def median_seconds(cell: Cell, warmup: int, repeats: int) -> float:
-    """Median seconds of run() plus sync(). The result is held until after the sync: a result
+def timed_run(cell: Cell) -> float:
+    """Seconds of one run() plus sync(). The result is held until after the sync: a result
     nobody holds is dead code that DeferAndFuse never computes."""
-    for _ in range(warmup):
-        result = cell.run()
-        cell.sync(result)
-        del result
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = cell.run()
-        cell.sync(result)
-        samples.append(time.perf_counter() - start)
-        del result
-    return statistics.median(samples)
+    start = time.perf_counter()
+    result = cell.run()
+    cell.sync(result)
+    seconds = time.perf_counter() - start
+    del result
+    return seconds
 
 
 def maybe_compile(fn: Callable[..., Any], column: Column) -> Callable[..., Any]:
@@ -771,34 +768,72 @@ class Results:
     footnotes: list[str] = field(default_factory=list)
 
 
-def measure_cell(row: Row, column: Column, warmup: int, repeats: int, results: Results) -> None:
-    key = (row.name, column.label)
-    if column.device == "tpu":
-        torch_tpu.set_eager_mode(column.mode)  # type: ignore[arg-type]
-    if column.backend is not None:
-        torch._dynamo.reset()
-    started = time.perf_counter()
+@contextlib.contextmanager
+def column_mode(column: Column) -> Iterator[None]:
+    """The column's torch_tpu eager mode around a build or a run; Strict again after it, with
+    the column's work finished."""
+    if column.device != "tpu":
+        yield
+        return
+    torch_tpu.set_eager_mode(column.mode)  # type: ignore[arg-type]
     try:
-        cell = row.builder.build(column)
-        seconds = median_seconds(cell, warmup, repeats)
-        value = cell.work / seconds if row.unit == "tok/s" else seconds * 1e3
-        results.values[key] = value
-        status = f"{value:.3f} {row.unit}"
-    except Exception as error:  # a failed cell is reported in a footnote, not fatal
-        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        results.footnotes.append(
-            f"{row.name} / {column.label}: {type(error).__name__}: {message[:160]}"
-        )
-        results.errors[key] = len(results.footnotes)
-        status = f"err ({type(error).__name__})"
+        yield
     finally:
-        if column.device == "tpu":
+        try:
+            torch.tpu.synchronize()
+        finally:
+            torch_tpu.set_eager_mode("strict")
+
+
+def record_failure(results: Results, key: tuple[str, str], error: Exception) -> str:
+    """A failed cell is reported in a footnote, not fatal."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    results.footnotes.append(f"{key[0]} / {key[1]}: {type(error).__name__}: {message[:160]}")
+    results.errors[key] = len(results.footnotes)
+    return f"err ({type(error).__name__})"
+
+
+def measure_row(
+    row: Row, columns: list[Column], warmup: int, repeats: int, results: Results
+) -> None:
+    """Builds (and checks) every column's cell, warms each up, then times them in interleaved
+    rounds, one run of each column per round: the machine's drift (other processes, clock
+    changes) then reaches every column of the row alike, and their ratios hold."""
+    torch._dynamo.reset()  # once per row: the row's compiled columns stay compiled throughout
+    cells: dict[str, tuple[Column, Cell]] = {}
+    statuses: dict[str, str] = {}
+    build_seconds: dict[str, float] = {}
+    for column in columns:
+        started = time.perf_counter()
+        try:
+            with column_mode(column):
+                cell = row.builder.build(column)
+                for _ in range(warmup):
+                    timed_run(cell)
+            cells[column.label] = (column, cell)
+        except Exception as error:
+            statuses[column.label] = record_failure(results, (row.name, column.label), error)
+        build_seconds[column.label] = time.perf_counter() - started
+    samples: dict[str, list[float]] = {label: [] for label in cells}
+    for _ in range(repeats):
+        for label, (column, cell) in list(cells.items()):
             try:
-                torch.tpu.synchronize()
-            finally:
-                torch_tpu.set_eager_mode("strict")
-    elapsed = time.perf_counter() - started
-    print(f"  {row.name:<12} {column.label:<19} {status:<28} ({elapsed:.1f} s)", flush=True)
+                with column_mode(column):
+                    samples[label].append(timed_run(cell))
+            except Exception as error:
+                statuses[label] = record_failure(results, (row.name, label), error)
+                del cells[label]
+    for label, (_, cell) in cells.items():
+        seconds = statistics.median(samples[label])
+        value = cell.work / seconds if row.unit == "tok/s" else seconds * 1e3
+        results.values[(row.name, label)] = value
+        statuses[label] = f"{value:.3f} {row.unit}"
+    for column in columns:
+        print(
+            f"  {row.name:<12} {column.label:<19} {statuses[column.label]:<28} "
+            f"(built and warmed up in {build_seconds[column.label]:.1f} s)",
+            flush=True,
+        )
 
 
 def format_value(value: float) -> str:
@@ -910,8 +945,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     results = Results()
     total = time.perf_counter()
     for row in rows:
-        for column in columns:
-            measure_cell(row, column, warmup, repeats, results)
+        measure_row(row, columns, warmup, repeats, results)
     print(f"(measured in {time.perf_counter() - total:.0f} s)")
     print_tables(rows, columns, results)
 

@@ -10,9 +10,11 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/TypeCast.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <list>
@@ -367,10 +369,18 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   return entry;
 }
 
+// A scalar's host bytes, at most a complex double's 16: kept on the stack, since every op
+// with a Scalar argument (add's alpha) looks its device copy up by them.
+struct ScalarBytes {
+  std::array<char, 16> data{};
+  size_t size = 0;
+};
+
 template <typename T>
-void put(std::vector<char>& bytes, T value) {
-  bytes.resize(sizeof(T));
-  std::memcpy(bytes.data(), &value, sizeof(T));
+void put(ScalarBytes& bytes, T value) {
+  static_assert(sizeof(T) <= sizeof(bytes.data));
+  bytes.size = sizeof(T);
+  std::memcpy(bytes.data.data(), &value, sizeof(T));
 }
 
 // A scalar as an eight-bit float, raising on overflow as CPU's fill does.
@@ -380,8 +390,8 @@ Float8 float8_of(const c10::Scalar& scalar, const char* name) {
 }
 
 // A Scalar as host bytes of `type`.
-std::vector<char> scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type) {
-  std::vector<char> bytes;
+ScalarBytes scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type) {
+  ScalarBytes bytes;
   using E = hlo::ElementType;
   switch (type) {
     case E::Pred:
@@ -475,8 +485,8 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   static auto& buffers = *new std::unordered_map<std::string, Slot>();
   static auto& ages = *new std::list<std::string>();  // most recently used first
   constexpr size_t kMaxEntries = 256;
-  std::vector<char> bytes = scalar_bytes(scalar, type);
-  std::string key(bytes.begin(), bytes.end());
+  const ScalarBytes bytes = scalar_bytes(scalar, type);
+  std::string key(bytes.data.data(), bytes.size);
   key += static_cast<char>(type);
   key += std::to_string(device);
   {
@@ -487,7 +497,7 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
       return found->second.buffer;
     }
   }
-  auto buffer = upload_bytes(bytes.data(), type, {}, device);
+  auto buffer = upload_bytes(bytes.data.data(), type, {}, device);
   std::lock_guard<std::mutex> lock(mutex);
   if (buffers.contains(key)) return buffer;  // another thread uploaded it meanwhile
   ages.push_front(key);
@@ -563,8 +573,7 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
                          ? storage_buffer(tensor_of(args, param.arg, param.list_index))
                          : value_param_buffer(param, entry, args, device));
   }
-  std::vector<PJRT_Buffer*> raw;
-  raw.reserve(inputs.size());
+  c10::SmallVector<PJRT_Buffer*, 8> raw;
   for (const auto& input : inputs) raw.push_back(input->raw());
 
   // An in-place write takes over the buffer it replaces where only its storage and this call
@@ -712,8 +721,10 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
   OutputLayouts layouts;
   bool checked = false;
   for (int attempt = 0;; ++attempt) {
-    std::string key;
-    key.reserve(op_name.size() + 24 * args.size() + 8);
+    // Built in a string the thread reuses, so that a cache hit allocates no key. A miss copies
+    // it first: building the entry may dispatch other ops on this thread.
+    thread_local std::string key;
+    key.clear();
     key += op_name;
     // Integer division, mean of integers' float results, ...: the default dtype is part of
     // what a call computes.
@@ -734,6 +745,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       metrics().cache_hits++;
     } else {
       metrics().cache_misses++;
+      const std::string missed_key = key;
       // Only on a miss: a call that fails these never compiles, so it never hits. CPU's own
       // error for a bad call comes first; an op CPU computes for complex tensors but we do not
       // yet is refused after it.
@@ -749,7 +761,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       std::shared_ptr<pjrt::Executable> evicted;
       {
         std::lock_guard<std::mutex> lock(cache_mutex);
-        evicted = cache_insert(key, entry);
+        evicted = cache_insert(missed_key, entry);
       }
       retire(std::move(evicted));
     }

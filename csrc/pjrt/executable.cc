@@ -136,9 +136,9 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_
                                   std::span<const int64_t> donated) const {
   auto options = make_args<PJRT_ExecuteOptions>();
   // Inputs are storage buffers that other tensors may still alias: XLA reuses only those the
-  // caller donates.
-  std::vector<int64_t> non_donatable;
-  non_donatable.reserve(arguments.size());
+  // caller donates. (Both lists are reused by the thread: a launch allocates none of its own.)
+  thread_local std::vector<int64_t> non_donatable;
+  non_donatable.clear();
   for (std::size_t i = 0; i < arguments.size(); ++i) {
     if (std::find(donated.begin(), donated.end(), static_cast<int64_t>(i)) == donated.end()) {
       non_donatable.push_back(static_cast<int64_t>(i));
@@ -147,7 +147,8 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_
   options.non_donatable_input_indices = non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
 
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  thread_local std::vector<PJRT_Buffer*> outputs;
+  outputs.assign(num_outputs_, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();
   PJRT_Buffer** output_list = outputs.data();
   PJRT_Event* done = nullptr;
