@@ -6,8 +6,9 @@ with a warm persistent compile cache, side by side from one run.
 Each measurement is a new Python process (as after a restart) that builds the model and runs
 one training step, timed from the model being built to the first loss being on the host: once
 with the whole step under torch.compile(backend="tpu") (Dynamo and AOTAutograd trace it in
-every process; only the XLA compiles are cached) and once in eager DeferAndFuse mode (the
-step becomes one fused executable, loaded from the cache when warm). The compiled first step
+every process; only the XLA compiles are cached), once in eager DeferAndFuse mode (the
+step becomes one fused executable, loaded from the cache when warm) and once in eager Strict
+mode (each op its own executable, each loaded from the cache when warm). The compiled first step
 is split into Dynamo's frame compiles (tracing and AOTAutograd, from torch's own
 compilation_time_metrics) and the rest, torch_tpu's (recording, XLA compiles or cache loads,
 the run itself), with that share of the step.
@@ -42,7 +43,6 @@ def fresh_process(cache_dir: str, backend: str, mode: str) -> dict:  # type: ign
     env = dict(
         os.environ,
         TORCH_TPU_CACHE_DIR=cache_dir,
-        TORCH_TPU_CACHE_EAGER="1",
         BENCH_BACKEND=backend,
         TPU_DEFER_AND_FUSE="1" if mode == "defer_and_fuse" else "0",
     )
@@ -60,6 +60,7 @@ def main() -> None:
     for label, backend, mode in (
         ("torch.compile(backend='tpu')", "tpu", "strict"),
         ("eager DeferAndFuse (no Dynamo)", "", "defer_and_fuse"),
+        ("eager Strict (no Dynamo)", "", "strict"),
     ):
         with tempfile.TemporaryDirectory(prefix="torch_tpu_cache_") as cache_dir:
             cold = fresh_process(cache_dir, backend, mode)

@@ -768,6 +768,9 @@ class Results:
     footnotes: list[str] = field(default_factory=list)
 
 
+SETTLE_SECONDS = 0.1
+
+
 @contextlib.contextmanager
 def column_mode(column: Column) -> Iterator[None]:
     """The column's torch_tpu eager mode around a build or a run; Strict again after it, with
@@ -817,6 +820,9 @@ def measure_row(
     samples: dict[str, list[float]] = {label: [] for label in cells}
     for _ in range(repeats):
         for label, (column, cell) in list(cells.items()):
+            # Thread pools spin a while after their work (torch CPU's OpenMP threads for tens
+            # of ms): without a pause they take the cores from the next column's run.
+            time.sleep(SETTLE_SECONDS)
             try:
                 with column_mode(column):
                     samples[label].append(timed_run(cell))

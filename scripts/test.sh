@@ -20,7 +20,7 @@
 #
 # Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
 # would turn another worker's or pass's compiles into disk hits under tests that count
-# compiles, and only fused and compiled graphs are persisted, so it would save little.
+# compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FULL=0

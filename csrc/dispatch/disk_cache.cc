@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "csrc/device/runtime.h"
 #include "csrc/dispatch/metrics.h"
@@ -121,9 +123,10 @@ std::string read_entry(const std::filesystem::path& path, const std::string& key
 }
 
 // Writes to a private temporary file, then renames: readers see the old entry or the new one,
-// never a torn one, however many processes write at once.
-void write_entry(const std::filesystem::path& path, const std::string& key,
-                 const std::string& payload) {
+// never a torn one, however many processes write at once. Returns the entry's bytes, 0 where it
+// could not be written.
+size_t write_entry(const std::filesystem::path& path, const std::string& key,
+                   const std::string& payload) {
   std::string bytes(kMagic, sizeof(kMagic));
   put_u64(bytes, key.size());
   bytes += key;
@@ -137,15 +140,71 @@ void write_entry(const std::filesystem::path& path, const std::string& key,
   temporary += ".tmp." + std::to_string(getpid()) + "." + std::to_string(random());
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) return;  // an unwritable cache only costs compile time
+    if (!file) return 0;  // an unwritable cache only costs compile time
     file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!file) {
       std::filesystem::remove(temporary, error);
-      return;
+      return 0;
     }
   }
   std::filesystem::rename(temporary, path, error);
-  if (error) std::filesystem::remove(temporary, error);
+  if (!error) return bytes.size();
+  std::filesystem::remove(temporary, error);
+  return 0;
+}
+
+// TORCH_TPU_CACHE_MAX_BYTES (default 4 GiB; 0: no bound): the folder's entries are kept under
+// it, the least recently used (a hit touches its entry) removed first, down to nine tenths, so
+// that eager executables of every shape a process meets do not fill the disk.
+int64_t cache_max_bytes() {
+  static const int64_t limit = [] {
+    const char* setting = std::getenv("TORCH_TPU_CACHE_MAX_BYTES");
+    if (setting == nullptr || *setting == '\0') return int64_t{4} << 30;
+    return int64_t{std::atoll(setting)};
+  }();
+  return limit;
+}
+
+// Removes the least recently used entries of `directory` until they take at most nine tenths
+// of `limit`, if they take more than `limit`; returns the bytes the entries then take.
+int64_t trim(const std::filesystem::path& directory, int64_t limit) {
+  struct Entry {
+    std::filesystem::file_time_type used;
+    int64_t bytes;
+    std::filesystem::path path;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+    if (item.path().extension() != ".exe") continue;  // not other processes' temporary files
+    std::error_code stat_error;
+    const auto bytes = static_cast<int64_t>(item.file_size(stat_error));
+    const auto used = item.last_write_time(stat_error);
+    if (stat_error) continue;  // removed meanwhile by another process
+    entries.push_back({used, bytes, item.path()});
+    total += bytes;
+  }
+  if (total <= limit) return total;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  for (const Entry& entry : entries) {
+    if (total <= limit / 10 * 9) break;
+    std::error_code remove_error;
+    if (std::filesystem::remove(entry.path, remove_error)) total -= entry.bytes;
+  }
+  return total;
+}
+
+// Counts a written entry; the folder is listed at the first write and again whenever the
+// count passes the bound (other processes' writes are seen then).
+void note_written(const std::filesystem::path& directory, int64_t bytes) {
+  const int64_t limit = cache_max_bytes();
+  if (limit <= 0) return;
+  static std::mutex mutex;
+  static int64_t counted = -1;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (counted < 0 || (counted += bytes) > limit) counted = trim(directory, limit);
 }
 
 // Read at every compile (a compile costs far more), so that it can be turned on mid-run.
@@ -233,6 +292,8 @@ std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, 
     try {
       auto executable = Runtime::get().client().deserialize(payload);
       metrics().disk_cache_hits++;
+      std::error_code error;  // marks it recently used; a failure only makes it older
+      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), error);
       return executable;
     } catch (const pjrt::Error& error) {
       problem = std::string("rejected by the plugin: ") + error.what();
@@ -244,8 +305,10 @@ std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, 
   }
   auto executable = compile(module, label);
   try {
-    write_entry(path, key, executable->serialize());
-    metrics().disk_cache_writes++;
+    if (const size_t written = write_entry(path, key, executable->serialize())) {
+      metrics().disk_cache_writes++;
+      note_written(directory, static_cast<int64_t>(written));
+    }
   } catch (const pjrt::Error&) {
     // A plugin that cannot serialize just does not persist.
   }

@@ -509,13 +509,6 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const c10::Scalar& scalar, hlo::Elem
   return buffer;
 }
 
-bool persist_eager_executables(const char* setting, const std::string& platform) {
-  if (setting != nullptr && *setting != '\0') return std::string(setting) == "1";
-  // On the CPU plugin a single op compiles in milliseconds, less than reading it back; on a
-  // TPU or GPU each is a real compile, which a warm process should not pay again.
-  return platform != "cpu";
-}
-
 namespace {
 
 // An op's executable as the profiler names it: the overload torch.ops spells, so that it never
@@ -550,8 +543,14 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry, bool in_p
     if (std::getenv("TORCH_TPU_DUMP_HLO") != nullptr) {
       std::fprintf(stderr, "torch_tpu: module for %s\n%s\n", entry.op_name.c_str(), module.c_str());
     }
-    static const bool persist = persist_eager_executables(std::getenv("TORCH_TPU_CACHE_EAGER"),
-                                                          Runtime::get().client().platform_name());
+    // Single ops' executables are persisted like graphs' unless TORCH_TPU_CACHE_EAGER=0, so
+    // that a warm process compiles nothing: on a TPU or GPU each is a real compile, and even
+    // the CPU plugin takes 20-110 ms for one where loading it back takes a few
+    // (bench/compile_cache.py).
+    static const bool persist = [] {
+      const char* setting = std::getenv("TORCH_TPU_CACHE_EAGER");
+      return setting == nullptr || std::string_view(setting) != "0";
+    }();
     try {
       profiler::HostSpan span("compile " + executable_name(entry.op_name));
       executable = compile_with_cache(module, persist);

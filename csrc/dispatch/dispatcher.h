@@ -37,10 +37,6 @@ void await_all_pending();
 void inject_async_fault();
 bool consume_injected_fault();
 
-// Whether single eager ops' executables go to the persistent cache: TORCH_TPU_CACHE_EAGER
-// (`setting`, "1" or "0") when set, else on every platform but the CPU plugin's.
-bool persist_eager_executables(const char* setting, const std::string& platform);
-
 // Number of executables in the in-memory cache.
 int64_t cache_size();
 void clear_cache();

@@ -254,12 +254,6 @@ PYBIND11_MODULE(_C, m) {
         return fn(*args);
       },
       "Calls fn(*args) recording its tpu ops into one fused executable, run on return.");
-  m.def(
-      "_persist_eager_executables",
-      [](std::optional<std::string> setting, const std::string& platform) {
-        return persist_eager_executables(setting ? setting->c_str() : nullptr, platform);
-      },
-      "Whether eager ops' executables are persisted, for TORCH_TPU_CACHE_EAGER and a platform.");
   m.def("_get_eager_mode", [] { return eager_mode_name(eager_mode()); });
   m.def("_pending_op_count", &pending_op_count);
   m.def("_inject_async_fault", &inject_async_fault,

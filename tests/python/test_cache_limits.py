@@ -44,9 +44,11 @@ def test_small_cache_limits_evict_and_stay_correct() -> None:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         assert result["worst"] < 1e-5, result
         assert result["max_cache"] <= 16, result
-        # The revisited sizes had been evicted, so they compiled again.
+        # The revisited sizes had been evicted, so their executables were compiled again or
+        # loaded back from the persistent cache.
         per_size = 1 if mode == "defer_and_fuse" else 4  # mul, add, tanh, sub
-        assert result["metrics"]["compiles"] >= 70 * per_size, result
+        metrics = result["metrics"]
+        assert metrics["compiles"] + metrics["disk_cache_hits"] >= 70 * per_size, result
 
 
 def test_a_process_near_its_mapping_limit_evicts_past_the_size_limits() -> None:

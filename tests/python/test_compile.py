@@ -172,10 +172,12 @@ print(json.dumps({"out": out.cpu().tolist(), "grad": model[0].weight.grad.cpu().
 """
 
 
-def run_program(cache_dir: Path) -> tuple[dict, str]:  # type: ignore[type-arg]
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir), TORCH_TPU_CACHE_EAGER="1")
+def run_program(cache_dir: Path, program: str = PROGRAM, **settings: str) -> tuple[dict, str]:  # type: ignore[type-arg]
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    env.pop("TORCH_TPU_CACHE_EAGER", None)  # the default: eager ops persist too
+    env.update(settings)
     proc = subprocess.run(
-        [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
@@ -215,7 +217,8 @@ def test_corrupt_truncated_and_foreign_entries_are_recompiled(tmp_path: Path) ->
 
 
 def test_concurrent_processes_fill_one_cache_safely(tmp_path: Path) -> None:
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_CACHE_EAGER="1")
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
+    env.pop("TORCH_TPU_CACHE_EAGER", None)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", PROGRAM],
@@ -267,11 +270,45 @@ def test_tiny_hugging_face_causal_lm_compiled() -> None:
     )
 
 
-def test_eager_executables_persist_by_default_except_on_the_cpu_plugin() -> None:
-    from torch_tpu import _C
+EAGER_PROGRAM = """
+import json, torch, torch_tpu
+values = [(torch.arange(n, device="tpu", dtype=torch.float32) * 2 + 1).sum().item() for n in SIZES]
+print(json.dumps({"values": values, "metrics": torch_tpu.metrics()}))
+"""
 
-    persist = _C._persist_eager_executables
-    assert not persist(None, "cpu")  # compiling is cheaper than reading back
-    assert persist(None, "tpu") and persist(None, "cuda")  # each op is a real compile
-    assert persist("1", "cpu") and not persist("0", "tpu")
-    assert not persist("", "cpu") and persist("", "tpu")  # empty: unset
+
+def run_eager(cache_dir: Path, sizes: list[int], **settings: str) -> dict:  # type: ignore[type-arg]
+    result, _ = run_program(cache_dir, EAGER_PROGRAM.replace("SIZES", repr(sizes)), **settings)
+    assert result["values"] == [float(n * n) for n in sizes]  # the sum of 2i + 1 over i < n
+    return result
+
+
+def test_a_warm_process_compiles_no_eager_op(tmp_path: Path) -> None:
+    cold = run_eager(tmp_path, [5, 6, 7])
+    assert cold["metrics"]["compiles"] > 0
+    assert cold["metrics"]["disk_cache_writes"] == cold["metrics"]["compiles"]
+    warm = run_eager(tmp_path, [5, 6, 7])
+    assert warm["metrics"]["compiles"] == 0
+    assert warm["metrics"]["disk_cache_hits"] == cold["metrics"]["compiles"]
+    # TORCH_TPU_CACHE_EAGER=0 keeps single ops out of the cache.
+    unpersisted = tmp_path / "unpersisted"
+    run_eager(unpersisted, [5], TORCH_TPU_CACHE_EAGER="0")
+    assert not list(unpersisted.glob("*.exe"))
+
+
+def test_the_cache_folder_stays_under_its_bound_dropping_the_least_recently_used(
+    tmp_path: Path,
+) -> None:
+    one = tmp_path / "one"
+    per_shape = run_eager(one, [3])["metrics"]["disk_cache_writes"]
+    bound = sum(p.stat().st_size for p in one.glob("*.exe")) * 4  # about four shapes' entries
+    cache = tmp_path / "bounded"
+    sizes = list(range(10, 22))
+    cold = run_eager(cache, sizes, TORCH_TPU_CACHE_MAX_BYTES=str(bound))
+    assert cold["metrics"]["disk_cache_writes"] == per_shape * len(sizes)
+    assert sum(p.stat().st_size for p in cache.glob("*.exe")) <= bound
+    # The newest shape's executables are kept; the oldest one's were dropped.
+    newest = run_eager(cache, [sizes[-1]], TORCH_TPU_CACHE_MAX_BYTES=str(bound))
+    assert newest["metrics"]["compiles"] == 0
+    oldest = run_eager(cache, [sizes[0]], TORCH_TPU_CACHE_MAX_BYTES=str(bound))
+    assert oldest["metrics"]["compiles"] == per_shape
