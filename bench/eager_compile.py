@@ -1,11 +1,13 @@
 """Eager compile time at a new shape on the CPU plugin with full optimization (the default) and
 with quick compiles (TORCH_TPU_QUICK_COMPILE_ELEMENTS=4096: small executables built with LLVM's
 optimizations off), side by side from one run; and what a quick-compiled executable costs at
-every later run: a 4x4 add per call, and small ops at the size limit.
+every later run: a 4x4 add per call, and small ops at the size limit. The last column is a
+warm process: the same shapes again with the persistent cache that a first process filled, so
+each executable is loaded instead of compiled.
 
     .venv/bin/python bench/eager_compile.py
 
-Each setting runs in its own process with the disk cache off, so every shape compiles.
+Each compile setting runs in its own process with the disk cache off, so every shape compiles.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 SHAPES = range(100, 120)  # 20 new shapes per op
 
@@ -60,9 +63,10 @@ print(json.dumps(result))
 """
 
 
-def measure(quick: bool) -> dict[str, float]:
-    env = {**os.environ, "TORCH_TPU_CACHE_DIR": ""}
+def measure(quick: bool, cache_dir: str = "") -> dict[str, float]:
+    env = {**os.environ, "TORCH_TPU_CACHE_DIR": cache_dir}
     env.pop("TORCH_TPU_QUICK_COMPILE_ELEMENTS", None)
+    env.pop("TORCH_TPU_CACHE_EAGER", None)
     if quick:
         env["TORCH_TPU_QUICK_COMPILE_ELEMENTS"] = "4096"
     code = f"SHAPES = {SHAPES!r}\n{WORKER}"
@@ -74,11 +78,20 @@ def measure(quick: bool) -> dict[str, float]:
 
 def main() -> None:
     full, quick = measure(quick=False), measure(quick=True)
+    with tempfile.TemporaryDirectory(prefix="torch_tpu_cache_") as cache_dir:
+        measure(quick=False, cache_dir=cache_dir)  # fills the cache
+        warm = measure(quick=False, cache_dir=cache_dir)
     print("eager Strict, CPU plugin: ms per call at a new shape (compile + run), then run times")
-    print(f"{'op':<42} {'full compile':>13} {'quick compile':>14} {'quick / full':>13}")
+    print(
+        f"{'op':<42} {'full compile':>13} {'quick compile':>14} {'quick / full':>13} "
+        f"{'warm cache':>11} {'warm / full':>12}"
+    )
     for name in full:
-        ratio = quick[name] / full[name]
-        print(f"{name:<42} {full[name]:>13.2f} {quick[name]:>14.2f} {ratio:>12.2f}x")
+        print(
+            f"{name:<42} {full[name]:>13.2f} {quick[name]:>14.2f} "
+            f"{quick[name] / full[name]:>12.2f}x {warm[name]:>11.2f} "
+            f"{warm[name] / full[name]:>11.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -278,7 +278,9 @@ print(json.dumps({"values": values, "metrics": torch_tpu.metrics()}))
 
 
 def run_eager(cache_dir: Path, sizes: list[int], **settings: str) -> dict:  # type: ignore[type-arg]
-    result, _ = run_program(cache_dir, EAGER_PROGRAM.replace("SIZES", repr(sizes)), **settings)
+    """Single ops in Strict mode (DeferAndFuse would fuse them into graphs, persisted anyway)."""
+    program = EAGER_PROGRAM.replace("SIZES", repr(sizes))
+    result, _ = run_program(cache_dir, program, TPU_DEFER_AND_FUSE="0", **settings)
     assert result["values"] == [float(n * n) for n in sizes]  # the sum of 2i + 1 over i < n
     return result
 
