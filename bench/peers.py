@@ -42,8 +42,9 @@ Rows (``--rows`` takes these names, comma separated):
   its equivalent (``lax.dynamic_update_slice`` into the caches) and reads back each token too.
 
 Times are medians over the repeats, after warm-up, in ms (the generate row: tokens/s). A row's
-columns are timed in interleaved rounds (one run of each column per round), so that the
-machine's drift reaches them alike and their ratios hold where the absolute times wander. The
+columns are timed in interleaved rounds (in each round, each column runs twice and its second
+run is timed), so that the machine's drift reaches them alike and their ratios hold where the
+absolute times wander. The
 second table gives each torch column's time relative to jax.jit ("x jax": how many times longer
 than jax.jit a step takes, so >1 is slower than jax; for the generate row, jax's tokens/s over
 the column's). A cell that failed prints "err" with a footnote naming the exception.
@@ -768,9 +769,6 @@ class Results:
     footnotes: list[str] = field(default_factory=list)
 
 
-SETTLE_SECONDS = 0.1
-
-
 @contextlib.contextmanager
 def column_mode(column: Column) -> Iterator[None]:
     """The column's torch_tpu eager mode around a build or a run; Strict again after it, with
@@ -820,11 +818,11 @@ def measure_row(
     samples: dict[str, list[float]] = {label: [] for label in cells}
     for _ in range(repeats):
         for label, (column, cell) in list(cells.items()):
-            # Thread pools spin a while after their work (torch CPU's OpenMP threads for tens
-            # of ms): without a pause they take the cores from the next column's run.
-            time.sleep(SETTLE_SECONDS)
             try:
                 with column_mode(column):
+                    # An untimed run first: the column's thread pools are awake and the previous
+                    # column's have stopped spinning on the cores when the timed run starts.
+                    timed_run(cell)
                     samples[label].append(timed_run(cell))
             except Exception as error:
                 statuses[label] = record_failure(results, (row.name, label), error)
