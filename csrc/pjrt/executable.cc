@@ -163,7 +163,6 @@ ExecuteResult Executable::execute(std::span<PJRT_Buffer* const> arguments, PJRT_
   args.device_complete_events = &done;
   args.execute_device = device;
   check(api_, api_->PJRT_LoadedExecutable_Execute(&args), "PJRT_LoadedExecutable_Execute");
-  note_temp_run(temp_bytes_);
 
   ExecuteResult result;
   result.outputs = take_outputs(outputs);
@@ -190,6 +189,7 @@ std::vector<Buffer> Executable::take_outputs(const std::vector<PJRT_Buffer*>& ou
   std::vector<Buffer> taken;
   taken.reserve(outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) taken.emplace_back(api_, outputs[i], bytes[i]);
+  note_temp_run(temp_bytes_);
   note_launch(temp_bytes_);
   return taken;
 }
@@ -225,7 +225,6 @@ std::vector<ExecuteResult> Executable::execute_replicated(
   args.device_complete_events = done.data();
   args.execute_device = nullptr;  // the devices fixed by the compiled device assignment
   check(api_, api_->PJRT_LoadedExecutable_Execute(&args), "PJRT_LoadedExecutable_Execute");
-  note_temp_run(temp_bytes_);
 
   std::vector<ExecuteResult> results(num_devices);
   for (std::size_t d = 0; d < num_devices; ++d) {
