@@ -44,10 +44,10 @@ Rows (``--rows`` takes these names, comma separated):
 Times are medians over the repeats, after warm-up, in ms (the generate row: tokens/s). A row's
 columns are timed in interleaved rounds (in each round, each column runs twice and its second
 run is timed), so that the machine's drift reaches them alike and their ratios hold where the
-absolute times wander. The
-second table gives each torch column's time relative to jax.jit ("x jax": how many times longer
-than jax.jit a step takes, so >1 is slower than jax; for the generate row, jax's tokens/s over
-the column's). A cell that failed prints "err" with a footnote naming the exception.
+absolute times wander. The second table gives each torch column's time relative to jax.jit
+("x jax": how many times longer than jax.jit a step takes, so >1 is slower than jax; for the
+generate row, jax's tokens/s over the column's). A cell that failed prints "err" with a
+footnote naming the exception.
 
 Before timing, every cell is checked against torch CPU eager (the MLP and conv steps' loss and
 updated parameters, the chains' results, the GPT losses of the first two steps, the forward's
@@ -798,8 +798,9 @@ def measure_row(
     row: Row, columns: list[Column], warmup: int, repeats: int, results: Results
 ) -> None:
     """Builds (and checks) every column's cell, warms each up, then times them in interleaved
-    rounds, one run of each column per round: the machine's drift (other processes, clock
-    changes) then reaches every column of the row alike, and their ratios hold."""
+    rounds, each column run twice per round and its second run timed: the machine's drift
+    (other processes, clock changes) then reaches every column of the row alike, and their
+    ratios hold."""
     torch._dynamo.reset()  # once per row: the row's compiled columns stay compiled throughout
     cells: dict[str, tuple[Column, Cell]] = {}
     statuses: dict[str, str] = {}
