@@ -314,3 +314,18 @@ def test_the_cache_folder_stays_under_its_bound_dropping_the_least_recently_used
     assert newest["metrics"]["compiles"] == 0
     oldest = run_eager(cache, [sizes[0]], TORCH_TPU_CACHE_MAX_BYTES=str(bound))
     assert oldest["metrics"]["compiles"] == per_shape
+
+
+def test_a_cache_hit_keeps_its_entry_from_being_dropped_first(tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    per_shape = run_eager(one, [3])["metrics"]["disk_cache_writes"]
+    bound = str(sum(p.stat().st_size for p in one.glob("*.exe")) * 4)  # about four shapes
+    cache = tmp_path / "bounded"
+    run_eager(cache, [10, 11, 12], TORCH_TPU_CACHE_MAX_BYTES=bound)
+    # Loading 10's executables marks them used: 11's are now the least recently used.
+    assert run_eager(cache, [10], TORCH_TPU_CACHE_MAX_BYTES=bound)["metrics"]["compiles"] == 0
+    run_eager(cache, [13, 14], TORCH_TPU_CACHE_MAX_BYTES=bound)  # past the bound
+    assert run_eager(cache, [10], TORCH_TPU_CACHE_MAX_BYTES=bound)["metrics"]["compiles"] == 0
+    assert run_eager(cache, [11], TORCH_TPU_CACHE_MAX_BYTES=bound)["metrics"]["compiles"] == (
+        per_shape
+    )
