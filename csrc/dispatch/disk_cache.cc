@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "csrc/device/runtime.h"
+#include "csrc/dispatch/env_setting.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/pjrt/compile_options.h"
 
@@ -157,11 +158,8 @@ size_t write_entry(const std::filesystem::path& path, const std::string& key,
 // it, the least recently used (a hit touches its entry) removed first, down to nine tenths, so
 // that eager executables of every shape a process meets do not fill the disk.
 int64_t cache_max_bytes() {
-  static const int64_t limit = [] {
-    const char* setting = std::getenv("TORCH_TPU_CACHE_MAX_BYTES");
-    if (setting == nullptr || *setting == '\0') return int64_t{4} << 30;
-    return int64_t{std::atoll(setting)};
-  }();
+  static const auto limit = static_cast<int64_t>(
+      count_setting("TORCH_TPU_CACHE_MAX_BYTES", size_t{4} << 30, /*at_least=*/0));
   return limit;
 }
 

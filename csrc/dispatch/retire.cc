@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "csrc/device/runtime.h"
+#include "csrc/dispatch/env_setting.h"
 
 namespace torch_tpu {
 namespace {
@@ -20,25 +21,15 @@ constexpr size_t kRetireBatch = 256;
 std::mutex retired_mutex;
 auto& retired = *new std::vector<std::shared_ptr<pjrt::Executable>>();  // leaked, like the caches
 
-size_t limit_from_env(const char* name, size_t fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  char* end = nullptr;
-  unsigned long long parsed = std::strtoull(value, &end, 10);
-  TORCH_CHECK(end != nullptr && *end == '\0' && parsed > 0, "torch_tpu: ", name,
-              " must be a positive integer, got '", value, "'");
-  return static_cast<size_t>(parsed);
-}
-
 }  // namespace
 
 size_t max_cached_ops() {
-  static const size_t limit = limit_from_env("TORCH_TPU_MAX_CACHED_OPS", 4096);
+  static const size_t limit = count_setting("TORCH_TPU_MAX_CACHED_OPS", 4096, 1);
   return limit;
 }
 
 size_t max_cached_graphs() {
-  static const size_t limit = limit_from_env("TORCH_TPU_MAX_CACHED_GRAPHS", 1024);
+  static const size_t limit = count_setting("TORCH_TPU_MAX_CACHED_GRAPHS", 1024, 1);
   return limit;
 }
 
@@ -58,7 +49,7 @@ size_t count_lines(const char* path) {
 
 size_t mapping_budget() {
   if (std::getenv("TORCH_TPU_MAX_MAPPINGS") != nullptr) {
-    return limit_from_env("TORCH_TPU_MAX_MAPPINGS", 0);
+    return count_setting("TORCH_TPU_MAX_MAPPINGS", 0, 1);
   }
   size_t limit = 65530;  // Linux's default vm.max_map_count
   if (std::FILE* file = std::fopen("/proc/sys/vm/max_map_count", "r")) {

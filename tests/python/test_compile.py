@@ -329,3 +329,13 @@ def test_a_cache_hit_keeps_its_entry_from_being_dropped_first(tmp_path: Path) ->
     assert run_eager(cache, [11], TORCH_TPU_CACHE_MAX_BYTES=bound)["metrics"]["compiles"] == (
         per_shape
     )
+
+
+def test_a_malformed_cache_bound_is_a_clear_error(tmp_path: Path) -> None:
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_CACHE_MAX_BYTES="lots")
+    code = "import torch, torch_tpu; (torch.ones(3, device='tpu') * 2).cpu()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode != 0
+    assert "TORCH_TPU_CACHE_MAX_BYTES must be a non-negative integer, got 'lots'" in proc.stderr
