@@ -12,7 +12,12 @@ compiled-memory stats), sampled at each launch. Each cell has two figures:
   there is, as in jax's figure;
 - run ahead: the steps enqueued back to back, as a training loop runs them. A buffer whose last
   tensor is gone stays until the executions reading it have finished, while the host has
-  already enqueued the next step, whose outputs the plugin allocates at launch.
+  already enqueued the next step, whose outputs the plugin allocates at launch. The host waits
+  for the device when such buffers pass TORCH_TPU_RETIRED_PERCENT of the live bytes;
+- unbounded: run ahead with that bound off (percent 0), as before it existed.
+
+A second table times the steps run ahead with the bound and without, in alternating rounds of
+ten steps (medians of five), to show what the waits cost.
 
 jax.jit: the step's compiled-memory analysis, arguments + outputs - donated aliases +
 temporaries, which is its whole footprint (the state lives in the step's arguments between
@@ -21,7 +26,9 @@ steps).
 
 from __future__ import annotations
 
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,32 +119,69 @@ def gpt_jax() -> int:
     )
 
 
+def run_ahead_ms(step: Callable[[], Any], percents: tuple[int, ...]) -> list[float]:
+    """Median ms per step run ahead under each retired-bytes percent, in alternating rounds,
+    then the waits per step under the first."""
+    times: list[list[float]] = [[] for _ in percents]
+    waits = 0
+    for _ in range(5):
+        for column, percent in enumerate(percents):
+            torch_tpu._C._set_retired_percent(percent)
+            torch.tpu.synchronize()
+            before = torch_tpu.metrics()["run_ahead_waits"]
+            start = time.perf_counter()
+            for _ in range(10):
+                step()
+            torch.tpu.synchronize()
+            times[column].append((time.perf_counter() - start) * 100)
+            if column == 0:
+                waits += torch_tpu.metrics()["run_ahead_waits"] - before
+    return [statistics.median(column) for column in times] + [waits / 50]
+
+
 def main() -> None:
     rows = (
         ("MLP train step 4x512, b128, SGD", mlp_tpu_step, mlp_jax),
         ("TinyGPT train step 8x32, AdamW", gpt_tpu_step, gpt_jax),
     )
+    bound = torch_tpu._C._retired_percent()
     print(
-        f"plugin {Path(torch_tpu.plugin_path()).name}; KiB, device peak: synchronized / run ahead"
+        f"plugin {Path(torch_tpu.plugin_path()).name}; KiB, device peak: "
+        f"synchronized / run ahead / run ahead unbounded (TORCH_TPU_RETIRED_PERCENT {bound} / 0)"
     )
-    header = f"{'row':<32}" + "".join(f"{label:>22}" for label, _, _ in MODES)
-    print(header + f"{'jax.jit':>10}{'worst x jax':>13}{'run ahead':>11}")
+    header = f"{'row':<32}" + "".join(f"{label:>26}" for label, _, _ in MODES)
+    print(header + f"{'jax.jit':>10}{'worst x jax':>13}{'run ahead':>11}{'unbounded':>11}")
+    speed_rows = []
     for title, tpu_step, jax_row in rows:
-        cells, worst, worst_ahead = [], 0.0, 0.0
+        cells, speeds, worst = [], [], [0.0, 0.0, 0.0]
         jax_bytes = jax_row()
         for _, mode, backend in MODES:
             peaks = []
-            for synchronized in (True, False):
-                with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
-                    peaks.append(tpu_peak(tpu_step(backend), synchronized))
-                torch._dynamo.reset()
-            cells.append(f"{peaks[0] // 1024} / {peaks[1] // 1024}")
-            worst = max(worst, peaks[0] / jax_bytes)
-            worst_ahead = max(worst_ahead, peaks[1] / jax_bytes)
+            with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+                step = tpu_step(backend)
+                for synchronized, percent in ((True, bound), (False, bound), (False, 0)):
+                    torch_tpu._C._set_retired_percent(percent)
+                    peaks.append(tpu_peak(step, synchronized))
+                speeds.append(run_ahead_ms(step, (bound, 0)))
+            torch_tpu._C._set_retired_percent(bound)
+            torch._dynamo.reset()
+            cells.append(" / ".join(str(peak // 1024) for peak in peaks))
+            worst = [max(w, peak / jax_bytes) for w, peak in zip(worst, peaks, strict=True)]
         print(
             f"{title:<32}"
-            + "".join(f"{c:>22}" for c in cells)
-            + f"{jax_bytes // 1024:>10}{worst:>12.2f}x{worst_ahead:>10.2f}x"
+            + "".join(f"{c:>26}" for c in cells)
+            + f"{jax_bytes // 1024:>10}"
+            + "".join(f"{w:>{12 if i == 0 else 10}.2f}x" for i, w in enumerate(worst))
+        )
+        speed_rows.append((title, speeds))
+    print(
+        "\nms per step run ahead: bounded / unbounded (medians of 5 alternating rounds of 10); "
+        "the bound's waits per step"
+    )
+    print(f"{'row':<32}" + "".join(f"{label:>26}" for label, _, _ in MODES))
+    for title, speeds in speed_rows:
+        print(
+            f"{title:<32}" + "".join(f"{f'{a:.2f} / {b:.2f}; {w:.1f}':>26}" for a, b, w in speeds)
         )
 
 

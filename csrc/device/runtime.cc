@@ -99,16 +99,18 @@ void reset_max_in_flight() {
 
 void pending_finished() {
   std::lock_guard<std::mutex> lock(pending_mutex);
-  if (--pending_count == 0) pending_done.notify_all();
+  if (--pending_count <= 1) pending_done.notify_all();  // the counts waited for
 }
 
 std::atomic<void (*)()> materialize_hook{nullptr};
 
 void set_materialize_hook(void (*hook)()) { materialize_hook = hook; }
 
-void await_in_flight() {
+void await_in_flight() { await_in_flight_at_most(0); }
+
+void await_in_flight_at_most(int64_t count) {
   std::unique_lock<std::mutex> lock(pending_mutex);
-  pending_done.wait(lock, [] { return pending_count == 0; });
+  pending_done.wait(lock, [count] { return pending_count <= count; });
 }
 
 void await_pending() {

@@ -3,6 +3,8 @@
 #include <ATen/core/TensorBase.h>
 #include <c10/util/Exception.h>
 
+#include <utility>
+
 #include "csrc/device/runtime.h"
 
 namespace torch_tpu {
@@ -23,13 +25,18 @@ DeviceStorage::~DeviceStorage() {
     std::lock_guard<std::mutex> lock(pending_slots_mutex());
     pending->owner = nullptr;
   }
+  pjrt::release(std::move(contents_.buffer));
 }
 
 void DeviceStorage::assign_pending(std::shared_ptr<PendingSlot> slot) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  contents_.buffer.reset();
-  contents_.type = slot->type;
-  contents_.pending = std::move(slot);
+  std::shared_ptr<pjrt::Buffer> previous;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    previous = std::exchange(contents_.buffer, nullptr);
+    contents_.type = slot->type;
+    contents_.pending = std::move(slot);
+  }
+  pjrt::release(std::move(previous));
 }
 
 DeviceStorage::Contents DeviceStorage::contents() const {
@@ -38,10 +45,13 @@ DeviceStorage::Contents DeviceStorage::contents() const {
 }
 
 void DeviceStorage::assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  contents_.buffer = std::move(buffer);
-  contents_.type = type;
-  contents_.pending.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::swap(contents_.buffer, buffer);
+    contents_.type = type;
+    contents_.pending.reset();
+  }
+  pjrt::release(std::move(buffer));  // the previous one
 }
 
 DeviceStorage& device_storage(const c10::Storage& storage) {

@@ -40,6 +40,7 @@
 #include "csrc/dispatch/registration.h"
 #include "csrc/dispatch/reinterpret.h"
 #include "csrc/dispatch/retire.h"
+#include "csrc/dispatch/run_ahead.h"
 #include "csrc/dispatch/runtime_checks.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
@@ -564,6 +565,7 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry, bool in_p
 // Runs one op now (Strict: enqueue and return; Debug: wait for it, so errors name the op).
 std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
                                  const std::vector<c10::IValue>& args, int device, bool wait) {
+  if (!wait) bound_run_ahead();
   const CacheEntry& entry = *held;
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
   inputs.reserve(entry.params.size());

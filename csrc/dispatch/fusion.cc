@@ -17,6 +17,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/retire.h"
+#include "csrc/dispatch/run_ahead.h"
 #include "csrc/dispatch/runtime_checks.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/profiler/device_trace.h"
@@ -470,6 +471,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     const pjrt::Executable& executable, std::vector<std::shared_ptr<pjrt::Buffer>> externals,
     int device, const std::vector<std::string>& op_names, std::vector<CheckedOp> check_ops,
     size_t result_count, std::span<const int64_t> donated) {
+  bound_run_ahead();
   metrics().fused_ops += static_cast<int64_t>(op_names.size());
   metrics().executions++;
   if (!donation_enabled()) donated = {};

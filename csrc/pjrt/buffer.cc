@@ -5,6 +5,7 @@ namespace {
 
 std::atomic<int64_t> bytes_in_use{0};
 std::atomic<int64_t> peak_bytes{0};
+std::atomic<int64_t> retired_bytes{0};
 
 void raise_peak(int64_t bytes) {
   int64_t seen = peak_bytes.load(std::memory_order_relaxed);
@@ -27,11 +28,24 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     api_ = other.api_;
     buffer_ = other.buffer_;
     counted_bytes_ = other.counted_bytes_;
+    retired_.store(other.retired_.exchange(false));
     other.buffer_ = nullptr;
     other.counted_bytes_ = 0;
   }
   return *this;
 }
+
+void release(std::shared_ptr<Buffer> buffer) {
+  // Only this owner besides executions in flight, so no other can start reading it: the
+  // count cannot rise again. Marked before the reference drops, so that its reset (here or on
+  // the thread finishing the last execution) takes the bytes back off.
+  if (buffer && buffer->in_flight_reads_.load(std::memory_order_acquire) > 0 &&
+      held_only_by(buffer, 1) && !buffer->retired_.exchange(true)) {
+    retired_bytes.fetch_add(buffer->counted_bytes_);
+  }
+}
+
+int64_t retired_device_bytes() { return retired_bytes.load(); }
 
 void Buffer::donate() {
   bytes_in_use.fetch_sub(counted_bytes_, std::memory_order_relaxed);
@@ -76,6 +90,7 @@ bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners) {
 
 void Buffer::reset() {
   if (buffer_ == nullptr) return;
+  if (retired_.exchange(false)) retired_bytes.fetch_sub(counted_bytes_);
   bytes_in_use.fetch_sub(counted_bytes_, std::memory_order_relaxed);
   counted_bytes_ = 0;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();

@@ -42,11 +42,13 @@ class Buffer {
  private:
   friend class InFlightReads;
   friend bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners);
+  friend void release(std::shared_ptr<Buffer> buffer);
   void reset();
   const PJRT_Api* api_ = nullptr;
   PJRT_Buffer* buffer_ = nullptr;
   int64_t counted_bytes_ = 0;            // its share of device_bytes_in_use()
   std::atomic<int> in_flight_reads_{0};  // InFlightReads holding it
+  std::atomic<bool> retired_{false};     // counted in retired_device_bytes()
 };
 
 // Bytes of the device buffers this process holds (tensors' contents, buffers still read by
@@ -58,6 +60,15 @@ int64_t device_bytes_in_use();
 int64_t peak_device_bytes();
 void note_launch(int64_t temp_bytes);
 void reset_peak_device_bytes();
+
+// Drops an owner's reference (a storage's): when only executions in flight still read the
+// buffer, its memory is "retired" from then until they finish, held for them alone. The host
+// running ahead of the device retires a buffer at every one of its last uses, and the plugin
+// allocates each launch's outputs at once, so without a bound these would add up to several
+// steps' worth of memory (see bound_run_ahead).
+void release(std::shared_ptr<Buffer> buffer);
+// Bytes of retired buffers (all devices of the process).
+int64_t retired_device_bytes();
 
 // Holds the buffers an enqueued execution reads until it finishes, counted on each buffer:
 // PJRT orders a donated buffer's reuse after its pending reads, so these holders never stop a

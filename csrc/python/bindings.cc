@@ -18,6 +18,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
+#include "csrc/dispatch/run_ahead.h"
 #include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
@@ -97,6 +98,8 @@ py::dict plugin_memory_stats(int device) {
   // What the device holds, counted on the buffers themselves (all of this process's devices).
   stats["device_buffer_bytes.current"] = pjrt::device_bytes_in_use();
   stats["device_buffer_bytes.peak"] = pjrt::peak_device_bytes();
+  // Of those, what tensors let go of but executions in flight still read.
+  stats["retired_buffer_bytes.current"] = pjrt::retired_device_bytes();
   return stats;
 }
 
@@ -223,6 +226,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_host_cache", &empty_pinned_memory_cache);
   m.def("_host_cache_bytes", &pinned_memory_cached_bytes);
   m.def("_metrics", [] { return metrics().snapshot(); });
+  m.def("_retired_percent", &retired_percent);
+  m.def("_set_retired_percent", &set_retired_percent);
   m.def("_reset_metrics", [] { metrics().reset(); });
   m.def("_in_flight", &in_flight);
   m.def("_cache_size", &cache_size);

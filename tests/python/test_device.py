@@ -305,6 +305,31 @@ def test_a_donated_buffer_is_counted_once(tpu: torch.device, mode: str) -> None:
     assert big[-1].item() == 1.0
 
 
+def test_running_ahead_holds_back_once_let_go_buffers_pile_up(tpu: torch.device) -> None:
+    import torch_tpu
+
+    torch_tpu.set_eager_mode("strict")
+    x = torch.ones(1 << 20, device=tpu)  # 4 MiB; each op below takes the device ~0.3 ms
+    (x * 1.0001 + 0.001).cpu()  # compiled outside the measured part
+    torch.tpu.synchronize()
+    before = device_bytes()
+    torch.tpu.reset_peak_memory_stats()
+    torch_tpu.reset_metrics()
+    y = x
+    for _ in range(40):
+        y = y * 1.0001 + 0.001  # both inputs die at once while the device still reads them
+    # The host ran ahead (unbounded it enqueues up to 32 launches, 132 MiB of outputs), but
+    # waited for the device whenever dead buffers passed the bound (1 MiB here).
+    assert torch_tpu.metrics()["run_ahead_waits"] >= 1
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_stats()["device_buffer_bytes.peak"] - before <= 8 * (4 << 20)
+    assert torch.tpu.memory_stats()["retired_buffer_bytes.current"] == 0
+    expected = torch.ones(1 << 20)
+    for _ in range(40):
+        expected = expected * 1.0001 + 0.001
+    torch.testing.assert_close(y.cpu(), expected)
+
+
 def test_device_peak_counts_an_executables_temporaries(tpu: torch.device) -> None:
     import torch_tpu
 
