@@ -99,18 +99,20 @@ void reset_max_in_flight() {
 
 void pending_finished() {
   std::lock_guard<std::mutex> lock(pending_mutex);
-  if (--pending_count <= 1) pending_done.notify_all();  // the counts waited for
+  --pending_count;
+  pending_done.notify_all();  // cheap without waiters; await_in_flight_until re-checks at each
 }
 
 std::atomic<void (*)()> materialize_hook{nullptr};
 
 void set_materialize_hook(void (*hook)()) { materialize_hook = hook; }
 
-void await_in_flight() { await_in_flight_at_most(0); }
+void await_in_flight() { await_in_flight_until(0, nullptr); }
 
-void await_in_flight_at_most(int64_t count) {
+void await_in_flight_until(int64_t count, bool (*enough)()) {
   std::unique_lock<std::mutex> lock(pending_mutex);
-  pending_done.wait(lock, [count] { return pending_count <= count; });
+  pending_done.wait(
+      lock, [count, enough] { return pending_count <= count || (enough != nullptr && enough()); });
 }
 
 void await_pending() {

@@ -29,6 +29,11 @@ int64_t retired_bytes_bound() {
   return std::max(kRetiredFloorBytes, live / 100 * retired_percent());
 }
 
+bool within_bound() {
+  const int64_t bound = retired_bytes_bound();
+  return bound < 0 || pjrt::retired_device_bytes() <= bound;
+}
+
 }  // namespace
 
 int64_t retired_percent() { return percent_setting().load(std::memory_order_relaxed); }
@@ -41,11 +46,11 @@ void set_retired_percent(int64_t percent) {
 
 void bound_run_ahead() {
   if (pjrt::retired_device_bytes() <= kRetiredFloorBytes) return;  // the common case
-  const int64_t bound = retired_bytes_bound();
-  if (bound < 0 || pjrt::retired_device_bytes() <= bound || in_flight() <= 1) return;
+  if (within_bound() || in_flight() <= 1) return;
   metrics().run_ahead_waits++;
-  // Retired buffers are read only by launched executions, which finish on their own.
-  await_in_flight_at_most(1);
+  // Retired buffers are read only by launched executions, which finish on their own (each
+  // releases what it read before it counts as finished).
+  await_in_flight_until(1, within_bound);
 }
 
 }  // namespace torch_tpu
