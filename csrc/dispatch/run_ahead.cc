@@ -13,8 +13,13 @@
 namespace torch_tpu {
 namespace {
 
-// Below this the memory is not worth a wait: small ops keep running ahead freely.
-constexpr int64_t kRetiredFloorBytes = int64_t{1} << 20;
+// Below this the memory is not worth a wait (TORCH_TPU_RETIRED_MIN_BYTES, default 1 MiB): a
+// small model's ops keep their lead over the device.
+int64_t retired_floor_bytes() {
+  static const int64_t floor =
+      static_cast<int64_t>(count_setting("TORCH_TPU_RETIRED_MIN_BYTES", 1 << 20, 0));
+  return floor;
+}
 
 std::atomic<int64_t>& percent_setting() {
   static std::atomic<int64_t> percent{
@@ -26,7 +31,7 @@ std::atomic<int64_t>& percent_setting() {
 int64_t retired_bytes_bound() {
   if (retired_percent() == 0) return -1;
   const int64_t live = pjrt::device_bytes_in_use() - pjrt::retired_device_bytes();
-  return std::max(kRetiredFloorBytes, live / 100 * retired_percent());
+  return std::max(retired_floor_bytes(), live / 100 * retired_percent());
 }
 
 bool within_bound() {
@@ -45,7 +50,7 @@ void set_retired_percent(int64_t percent) {
 }
 
 void bound_run_ahead() {
-  if (pjrt::retired_device_bytes() <= kRetiredFloorBytes) return;  // the common case
+  if (pjrt::retired_device_bytes() <= retired_floor_bytes()) return;  // the common case
   if (within_bound() || in_flight() <= 1) return;
   metrics().run_ahead_waits++;
   // Retired buffers are read only by launched executions, which finish on their own (each
