@@ -220,7 +220,9 @@ def metrics() -> dict[str, int]:
     """Dispatcher counters: compiles, cache_hits, cache_misses, executions, host_syncs, ...; and
     max_in_flight, the most executions enqueued and not yet finished at any launch (above 1,
     the host ran ahead of the device); donated_buffers, the buffers fused and compiled graphs
-    updated in place (an optimizer step's parameters) instead of copying."""
+    updated in place (an optimizer step's parameters) instead of copying; run_ahead_waits, the
+    launches that first waited for the device because buffers the host had let go of, but
+    executions in flight still read, passed TORCH_TPU_RETIRED_PERCENT of the live memory."""
     from . import _C
 
     return dict(_C._metrics())

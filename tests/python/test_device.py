@@ -311,23 +311,43 @@ def test_running_ahead_holds_back_once_let_go_buffers_pile_up(tpu: torch.device)
     torch_tpu.set_eager_mode("strict")
     x = torch.ones(1 << 20, device=tpu)  # 4 MiB; each op below takes the device ~0.3 ms
     (x * 1.0001 + 0.001).cpu()  # compiled outside the measured part
-    torch.tpu.synchronize()
-    before = device_bytes()
-    torch.tpu.reset_peak_memory_stats()
-    torch_tpu.reset_metrics()
-    y = x
-    for _ in range(40):
-        y = y * 1.0001 + 0.001  # both inputs die at once while the device still reads them
-    # The host ran ahead (unbounded it enqueues up to 32 launches, 132 MiB of outputs), but
-    # waited for the device whenever dead buffers passed the bound (1 MiB here).
-    assert torch_tpu.metrics()["run_ahead_waits"] >= 1
-    torch.tpu.synchronize()
-    assert torch.tpu.memory_stats()["device_buffer_bytes.peak"] - before <= 8 * (4 << 20)
-    assert torch.tpu.memory_stats()["retired_buffer_bytes.current"] == 0
+
+    def run_ahead(percent: int) -> tuple[int, int, torch.Tensor]:
+        """The device peak above the start and the waits of 40 iterations enqueued at once."""
+        torch_tpu._C._set_retired_percent(percent)
+        torch.tpu.synchronize()
+        before = device_bytes()
+        torch.tpu.reset_peak_memory_stats()
+        torch_tpu.reset_metrics()
+        y = x
+        for _ in range(40):
+            y = y * 1.0001 + 0.001  # both inputs die at once while the device still reads them
+        waits = torch_tpu.metrics()["run_ahead_waits"]
+        torch.tpu.synchronize()
+        assert torch.tpu.memory_stats()["retired_buffer_bytes.current"] == 0
+        return torch.tpu.memory_stats()["device_buffer_bytes.peak"] - before, waits, y
+
+    default = torch_tpu._C._retired_percent()
+    try:
+        unbounded_peak, unbounded_waits, _ = run_ahead(0)
+        peak, waits, y = run_ahead(default)
+    finally:
+        torch_tpu._C._set_retired_percent(default)
+    # Unbounded, the host enqueues up to 32 launches and their outputs (measured: 132 MiB);
+    # bounded, it waits whenever dead buffers pass 1 MiB.
+    assert unbounded_waits == 0 and unbounded_peak > 12 * (4 << 20)
+    assert waits >= 1 and peak <= 8 * (4 << 20)
     expected = torch.ones(1 << 20)
     for _ in range(40):
         expected = expected * 1.0001 + 0.001
     torch.testing.assert_close(y.cpu(), expected)
+
+
+def test_retired_percent_must_not_be_negative() -> None:
+    import torch_tpu
+
+    with pytest.raises(RuntimeError, match="at least 0, not -1"):
+        torch_tpu._C._set_retired_percent(-1)
 
 
 def test_device_peak_counts_an_executables_temporaries(tpu: torch.device) -> None:
