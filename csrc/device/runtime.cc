@@ -75,6 +75,7 @@ std::mutex pending_mutex;
 std::condition_variable pending_done;
 int64_t pending_count = 0;
 int64_t most_pending = 0;
+int64_t testing_waiters = 0;  // in await_in_flight_until with a test of their own
 }  // namespace
 
 void pending_started() {
@@ -99,8 +100,8 @@ void reset_max_in_flight() {
 
 void pending_finished() {
   std::lock_guard<std::mutex> lock(pending_mutex);
-  --pending_count;
-  pending_done.notify_all();  // cheap without waiters; await_in_flight_until re-checks at each
+  // A waiter on a count wakes when it may be reached; one with its own test, at each finish.
+  if (--pending_count <= 1 || testing_waiters > 0) pending_done.notify_all();
 }
 
 std::atomic<void (*)()> materialize_hook{nullptr};
@@ -111,8 +112,10 @@ void await_in_flight() { await_in_flight_until(0, nullptr); }
 
 void await_in_flight_until(int64_t count, bool (*enough)()) {
   std::unique_lock<std::mutex> lock(pending_mutex);
+  if (enough != nullptr) ++testing_waiters;
   pending_done.wait(
       lock, [count, enough] { return pending_count <= count || (enough != nullptr && enough()); });
+  if (enough != nullptr) --testing_waiters;
 }
 
 void await_pending() {

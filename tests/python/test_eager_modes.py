@@ -81,16 +81,28 @@ def test_strict_host_runs_ahead_of_device() -> None:
     n = 512 if torch_tpu._state.get("kind") == "cpu" else 4096
     x = torch.randn(n, n, device=TPU) / n**0.5
     (x @ x).cpu()  # compile outside the timed part
-    y = x
-    start = time.perf_counter()
+    # Unbounded first: every launch returns at once. The memory bound (on by default) lets the
+    # host wait for the device, keeping it a launch ahead (test_device.py covers that).
+    default = torch_tpu._C._retired_percent()
+    torch_tpu._C._set_retired_percent(0)
+    try:
+        y = x
+        start = time.perf_counter()
+        for _ in range(30):
+            y = torch.tanh(y @ x)
+        enqueued = time.perf_counter() - start
+        assert not torch_tpu._C._is_ready(y), "the chain finished before enqueueing returned"
+        torch.tpu.synchronize()
+        finished = time.perf_counter() - start
+        assert torch_tpu._C._is_ready(y)
+        assert enqueued < finished
+    finally:
+        torch_tpu._C._set_retired_percent(default)
+    torch_tpu.reset_metrics()
     for _ in range(30):
         y = torch.tanh(y @ x)
-    enqueued = time.perf_counter() - start
-    assert not torch_tpu._C._is_ready(y), "the chain finished before enqueueing returned"
     torch.tpu.synchronize()
-    finished = time.perf_counter() - start
-    assert torch_tpu._C._is_ready(y)
-    assert enqueued < finished
+    assert torch_tpu.metrics()["max_in_flight"] >= 2
 
 
 def test_async_error_surfaces_at_next_sync_point_naming_the_op() -> None:
