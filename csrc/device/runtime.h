@@ -48,8 +48,8 @@ void reset_max_in_flight();
 void await_pending();
 // Waits for enqueued executions only (not for DeferAndFuse's unflushed graph).
 void await_in_flight();
-// Waits until at most `count` executions are in flight, or `enough` (when given) says so; it
-// is asked again as each execution finishes.
+// Waits until at most `count` (0 or 1: the counts finishing wakes waiters at) executions are in
+// flight, or `enough` (when given) says so; it is asked again as each execution finishes.
 void await_in_flight_until(int64_t count, bool (*enough)());
 // Called by await_pending() first, to run work that is recorded but not yet enqueued
 // (DeferAndFuse's pending graph); the dispatcher installs it.
