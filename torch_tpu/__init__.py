@@ -222,7 +222,9 @@ def metrics() -> dict[str, int]:
     the host ran ahead of the device); donated_buffers, the buffers fused and compiled graphs
     updated in place (an optimizer step's parameters) instead of copying; run_ahead_waits, the
     launches that first waited for the device because buffers the host had let go of, but
-    executions in flight still read, passed TORCH_TPU_RETIRED_PERCENT of the live memory."""
+    executions in flight still read, passed TORCH_TPU_RETIRED_PERCENT of the live memory;
+    size_bucket_ops, the ops run at a size bucket's length instead of their exact one (see
+    TORCH_TPU_SIZE_BUCKETS in the README)."""
     from . import _C
 
     return dict(_C._metrics())

@@ -140,17 +140,18 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   return Values{b.convert(r, t)};
 });
 
-// Box-Muller on two uniform streams, drawn as the two halves of one draw: each draw expands
-// into a few hundred instructions, and compiling that twice doubled the op's compile time.
+// Box-Muller on two uniform streams, drawn as one draw of pairs: each draw expands into a few
+// hundred instructions, and compiling that twice doubled the op's compile time. Element i
+// takes numbers 2i and 2i + 1, so a longer draw begins with the same values (size_buckets.h).
 Value standard_normal(LoweringContext& ctx, const Shape& shape, ElementType acc) {
   Builder& b = ctx.b;
   Shape pair = shape;
-  pair.insert(pair.begin(), 2);
+  pair.push_back(2);
   Value both = uniform01(ctx, pair, acc);
   auto half = [&](int64_t index) {
     std::vector<int64_t> start(pair.size(), 0), limit(pair.begin(), pair.end());
-    start[0] = index;
-    limit[0] = index + 1;
+    start.back() = index;
+    limit.back() = index + 1;
     return b.reshape(b.slice(both, start, limit, std::vector<int64_t>(pair.size(), 1)), shape);
   };
   Value u1 = half(0);

@@ -191,12 +191,18 @@ bool share_buffer(const at::Tensor& dst, const at::Tensor& src) {
   // While a compiled graph records, every value flows through its fused graph, so that a
   // replay of it (graph_replay.cc) reproduces the copy.
   if (recording()) return false;
-  DeviceStorage::Contents contents = device_storage(src).contents();
+  DeviceStorage::Contents contents = device_storage(src).raw_contents();
   // A pending (deferred or recorded) source takes the normal path, which defers the copy too.
-  if (!contents.buffer || contents.pending || contents.type != to_element_type(src.scalar_type())) {
+  if ((!contents.buffer && !contents.bucket) || contents.pending ||
+      contents.type != to_element_type(src.scalar_type())) {
     return false;
   }
-  device_storage(dst).assign(contents.buffer, contents.type);
+  // A size bucket's start is shared as such, without making its view.
+  if (contents.bucket) {
+    device_storage(dst).assign_bucket(contents.bucket, contents.type);
+  } else {
+    device_storage(dst).assign(contents.buffer, contents.type);
+  }
   return true;
 }
 

@@ -3,11 +3,26 @@
 #include <ATen/core/TensorBase.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <utility>
 
 #include "csrc/device/runtime.h"
+#include "csrc/device/types.h"
 
 namespace torch_tpu {
+
+namespace {
+std::atomic<int64_t> bucketed_storages{0};
+
+// Counts a storage's bucket as it comes and goes.
+void count_bucket(const std::shared_ptr<pjrt::Buffer>& before,
+                  const std::shared_ptr<pjrt::Buffer>& after) {
+  if (!before && after) bucketed_storages.fetch_add(1, std::memory_order_relaxed);
+  if (before && !after) bucketed_storages.fetch_sub(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+int64_t bucketed_storage_count() { return bucketed_storages.load(std::memory_order_relaxed); }
 
 std::mutex& pending_slots_mutex() {
   static std::mutex mutex;
@@ -26,32 +41,70 @@ DeviceStorage::~DeviceStorage() {
     pending->owner = nullptr;
   }
   pjrt::release(std::move(contents_.buffer));
+  count_bucket(contents_.bucket, nullptr);
+  pjrt::release(std::move(contents_.bucket));
 }
 
 void DeviceStorage::assign_pending(std::shared_ptr<PendingSlot> slot) {
-  std::shared_ptr<pjrt::Buffer> previous;
+  std::shared_ptr<pjrt::Buffer> previous, previous_bucket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     previous = std::exchange(contents_.buffer, nullptr);
+    previous_bucket = std::exchange(contents_.bucket, nullptr);
+    count_bucket(previous_bucket, nullptr);
     contents_.type = slot->type;
     contents_.pending = std::move(slot);
   }
   pjrt::release(std::move(previous));
+  pjrt::release(std::move(previous_bucket));
 }
 
 DeviceStorage::Contents DeviceStorage::contents() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (contents_.bucket && !contents_.buffer) {
+    const int64_t elements = static_cast<int64_t>(nbytes_) / hlo::byte_size(contents_.type);
+    const auto& runtime = Runtime::get();
+    try {
+      contents_.buffer = runtime.client().prefix_view(
+          contents_.bucket, to_pjrt_type(contents_.type), {&elements, 1}, runtime.device(device_));
+    } catch (const pjrt::Error& error) {
+      TORCH_CHECK(false, "torch_tpu: reading a tensor whose computation failed: ", error.what());
+    }
+  }
+  return contents_;
+}
+
+DeviceStorage::Contents DeviceStorage::raw_contents() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return contents_;
 }
 
 void DeviceStorage::assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type) {
+  std::shared_ptr<pjrt::Buffer> previous_bucket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::swap(contents_.buffer, buffer);
+    previous_bucket = std::exchange(contents_.bucket, nullptr);
+    count_bucket(previous_bucket, nullptr);
     contents_.type = type;
     contents_.pending.reset();
   }
   pjrt::release(std::move(buffer));  // the previous one
+  pjrt::release(std::move(previous_bucket));
+}
+
+void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type) {
+  std::shared_ptr<pjrt::Buffer> previous;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    previous = std::exchange(contents_.buffer, nullptr);
+    count_bucket(contents_.bucket, bucket);
+    std::swap(contents_.bucket, bucket);
+    contents_.type = type;
+    contents_.pending.reset();
+  }
+  pjrt::release(std::move(previous));
+  pjrt::release(std::move(bucket));  // the previous one
 }
 
 DeviceStorage& device_storage(const c10::Storage& storage) {

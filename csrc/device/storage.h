@@ -55,10 +55,18 @@ class DeviceStorage {
     std::shared_ptr<pjrt::Buffer> buffer;  // flat rank-1 array; null until first written
     hlo::ElementType type = hlo::ElementType::U8;
     std::shared_ptr<PendingSlot> pending;  // set: the contents are a pending fused-graph value
+    // Set where the storage is the first elements of a larger buffer, a size bucket's (see
+    // dispatch/size_buckets.h); `buffer` is then a view of them, made when first needed.
+    std::shared_ptr<pjrt::Buffer> bucket;
   };
+  // The contents, with a bucketed storage's view made (which waits for the bucket's producer).
   Contents contents() const;
+  // The contents as they are: a bucketed storage's `buffer` may still be null.
+  Contents raw_contents() const;
   // Swaps in a new flat buffer holding the whole storage as elements of `type`.
   void assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type);
+  // Swaps in a bucket's buffer whose first elements (of `type`) are the storage's contents.
+  void assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type);
   // The contents become a pending value (the previous buffer is released).
   void assign_pending(std::shared_ptr<PendingSlot> slot);
 
@@ -68,8 +76,11 @@ class DeviceStorage {
   const uint64_t serial_;
   static inline std::atomic<uint64_t> next_serial_{0};
   mutable std::mutex mutex_;
-  Contents contents_;
+  mutable Contents contents_;  // contents() makes a bucket's view
 };
+
+// Storages whose contents are the start of a size bucket's buffer (see Contents::bucket).
+int64_t bucketed_storage_count();
 
 DeviceStorage& device_storage(const c10::Storage& storage);
 DeviceStorage& device_storage(const at::TensorBase& tensor);

@@ -4,6 +4,7 @@
 
 #include "csrc/device/types.h"
 #include "csrc/dispatch/lowering.h"
+#include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
 
 namespace torch_tpu {
@@ -90,10 +91,14 @@ hlo::Value LoweringContext::rng_state() {
 }
 
 hlo::Value LoweringContext::random_bits(const hlo::Shape& shape, hlo::ElementType type) {
-  auto [next_state, bits] = b.rng_bit_generator(rng_state(), shape, type);
+  // Drawn as one run of numbers, and the generator advanced as for the length's size bucket:
+  // element i's bits then depend only on the state and i, so that a fill run at the bucket's
+  // length begins with the numbers the exact fill draws (size_buckets.h).
+  const int64_t count = hlo::num_elements(shape);
+  auto [next_state, bits] = b.rng_bit_generator(rng_state(), {count}, type);
   rng_state_ = next_state;
-  rng_blocks += static_cast<uint64_t>(hlo::num_elements(shape) * hlo::byte_size(type) / 16 + 1);
-  return bits;
+  rng_blocks += static_cast<uint64_t>(bucket_length(count) * hlo::byte_size(type) / 16 + 1);
+  return b.reshape(bits, shape);
 }
 
 }  // namespace torch_tpu

@@ -42,6 +42,7 @@
 #include "csrc/dispatch/retire.h"
 #include "csrc/dispatch/run_ahead.h"
 #include "csrc/dispatch/runtime_checks.h"
+#include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/profiler/device_trace.h"
@@ -660,6 +661,7 @@ struct BoundLowering {
   // value_in_key of each argument, worked out when bound rather than at every call.
   std::vector<bool> key_mask;
   bool fill = false;  // fill_ or zero_ (see fills_nothing)
+  BucketKind bucket = BucketKind::None;
 };
 
 bool is_fill(const std::string& op_name) {
@@ -715,7 +717,15 @@ hlo::DotPrecision follow_matmul_precision() {
 // for run_lowering's calls, which work it out at each call.
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args,
-                                  const std::vector<bool>* key_mask = nullptr) {
+                                  const std::vector<bool>* key_mask = nullptr,
+                                  BucketKind bucket = BucketKind::None) {
+  if (bucket != BucketKind::None) {
+    auto results = dispatch_in_buckets(
+        bucket, op_name, schema, args, [&](std::vector<c10::IValue>& at_bucket_length) {
+          return dispatch(op_name, schema, lowering, at_bucket_length, key_mask);
+        });
+    if (results) return std::move(*results);
+  }
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
@@ -941,6 +951,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                       .first;
           BoundLowering& bound_op = found->second;
           bound_op.fill = is_fill(bound_op.op_name);
+          bound_op.bucket = bucket_kind(bound_op.op_name);
           if (bound_op.key_mask.empty()) {
             for (size_t i = 0; i < schema.arguments().size(); ++i) {
               bound_op.key_mask.push_back(value_in_key(schema, bound_op.lowering, i));
@@ -962,7 +973,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   std::vector<c10::IValue> results =
-      dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask);
+      dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask, bound->bucket);
   if (bound->output_mask_arg) {
     const auto mask = args[*bound->output_mask_arg].toBoolList();
     for (size_t i = 0; i < results.size() && i < mask.size(); ++i) {
@@ -975,7 +986,11 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lowering& lowering,
                                       const c10::FunctionSchema& schema,
                                       std::vector<c10::IValue> args) {
-  return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args);
+  // Of the kernels' calls, device copies and index_put can run at a size bucket's length.
+  const BucketKind bucket = key_prefix == "aten::copy_"              ? BucketKind::Copy
+                            : key_prefix == "aten::_index_put_impl_" ? BucketKind::IndexPut
+                                                                     : BucketKind::None;
+  return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args, nullptr, bucket);
 }
 
 void await_all_pending() {

@@ -29,6 +29,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     buffer_ = other.buffer_;
     counted_bytes_ = other.counted_bytes_;
     retired_.store(other.retired_.exchange(false));
+    viewed_ = std::move(other.viewed_);
     other.buffer_ = nullptr;
     other.counted_bytes_ = 0;
   }
@@ -85,7 +86,7 @@ bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners) {
   // The count first: an execution finishing between the two reads is then still counted among
   // the holders (or already released), never missed.
   const long in_flight = buffer->in_flight_reads_.load(std::memory_order_acquire);
-  return buffer.use_count() - in_flight <= owners;
+  return buffer.use_count() - in_flight <= owners && !buffer->viewed_;
 }
 
 void Buffer::reset() {
@@ -98,6 +99,7 @@ void Buffer::reset() {
   PJRT_Error* error = api_->PJRT_Buffer_Destroy(&args);
   if (error != nullptr) (void)to_exception(api_, error, "PJRT_Buffer_Destroy");  // destructor
   buffer_ = nullptr;
+  viewed_.reset();  // only once the view over its memory is gone
 }
 
 std::vector<int64_t> Buffer::dims() const {

@@ -38,9 +38,13 @@ class Buffer {
   // Called before an execution takes the buffer over (donation): its memory is counted from
   // then on as the execution's output's.
   void donate();
+  // Set for a view of another buffer's memory (Client::prefix_view): it keeps that buffer
+  // alive, counts no bytes of its own, and is never donated (the memory is not its own).
+  const std::shared_ptr<Buffer>& viewed() const { return viewed_; }
 
  private:
   friend class InFlightReads;
+  friend class Client;
   friend bool held_only_by(const std::shared_ptr<Buffer>& buffer, long owners);
   friend void release(std::shared_ptr<Buffer> buffer);
   void reset();
@@ -49,6 +53,7 @@ class Buffer {
   int64_t counted_bytes_ = 0;            // its share of device_bytes_in_use()
   std::atomic<int> in_flight_reads_{0};  // InFlightReads holding it
   std::atomic<bool> retired_{false};     // counted in retired_device_bytes()
+  std::shared_ptr<Buffer> viewed_;       // destroyed after buffer_ (see reset)
 };
 
 // Bytes of the device buffers this process holds (tensors' contents, buffers still read by

@@ -1,5 +1,6 @@
 #include "csrc/pjrt/client.h"
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 
@@ -212,6 +213,38 @@ Buffer Client::upload_releasing(const void* data, PJRT_Buffer_Type type,
   Buffer buffer = upload_with(data, type, dims, device, semantics, &done);
   Event(api(), done).on_ready([release = std::move(release)](auto) { release(); });
   return buffer;
+}
+
+bool Client::supports_views() const {
+  // An older plugin's table may end before these entries.
+  return api()->struct_size > offsetof(PJRT_Api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer) &&
+         api()->PJRT_Client_CreateViewOfDeviceBuffer != nullptr &&
+         api()->PJRT_Buffer_OpaqueDeviceMemoryDataPointer != nullptr;
+}
+
+std::shared_ptr<Buffer> Client::prefix_view(std::shared_ptr<Buffer> whole, PJRT_Buffer_Type type,
+                                            std::span<const int64_t> dims,
+                                            PJRT_Device* device) const {
+  whole->ready_event().await("a size bucket's buffer");
+  auto pointer = make_args<PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args>();
+  pointer.buffer = whole->raw();
+  check(api(), api()->PJRT_Buffer_OpaqueDeviceMemoryDataPointer(&pointer),
+        "PJRT_Buffer_OpaqueDeviceMemoryDataPointer");
+  auto args = make_args<PJRT_Client_CreateViewOfDeviceBuffer_Args>();
+  args.client = client_;
+  args.device_buffer_ptr = pointer.device_memory_ptr;
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.element_type = type;
+  args.device = device;
+  // The memory stays `whole`'s, held by the view (Buffer::viewed). The CPU plugin calls the
+  // callback unconditionally, so there must be one.
+  args.on_delete_callback = [](void*, void*) {};
+  check(api(), api()->PJRT_Client_CreateViewOfDeviceBuffer(&args),
+        "PJRT_Client_CreateViewOfDeviceBuffer");
+  auto view = std::make_shared<Buffer>(api(), args.buffer, /*bytes=*/0);
+  view->viewed_ = std::move(whole);
+  return view;
 }
 
 std::optional<MemoryStats> Client::memory_stats(PJRT_Device* device) const {

@@ -1,0 +1,320 @@
+#include "csrc/dispatch/size_buckets.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
+
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+
+#include "csrc/device/runtime.h"
+#include "csrc/device/storage.h"
+#include "csrc/device/types.h"
+#include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/metrics.h"
+#include "csrc/dispatch/mode.h"
+#include "csrc/dispatch/view_io.h"
+
+namespace torch_tpu {
+
+int64_t bucket_length(int64_t length) {
+  int64_t bucket = 8;
+  while (bucket < length) bucket *= 2;
+  return bucket;
+}
+
+namespace {
+
+// Past this, padding to the bucket costs more memory than a compile is worth.
+constexpr int64_t kLargestBucket = int64_t{1} << 24;
+
+bool enabled() {
+  static const bool on = [] {
+    const char* setting = std::getenv("TORCH_TPU_SIZE_BUCKETS");
+    if (setting != nullptr && std::string_view(setting) == "0") return false;
+    return Runtime::get().client().supports_views();
+  }();
+  return on;
+}
+
+// Fills start bucketing once they meet a second length in a bucket: a program that keeps its
+// sizes never pays for views. Keyed by (op, dtype, bucket): the first length met, or -1 once
+// the bucket is in use.
+bool fill_uses_bucket(const std::string& op_name, c10::ScalarType dtype, int64_t bucket,
+                      int64_t length) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int, int64_t>, int64_t> first_length;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [at, added] = first_length.try_emplace({op_name, static_cast<int>(dtype), bucket}, length);
+  if (added || at->second == length) return false;
+  at->second = -1;
+  return true;
+}
+
+// A tensor a bucket can stand in for: dense, on the device, read as stored.
+bool plain(const at::Tensor& tensor, int64_t length) {
+  return tensor.defined() && tensor.is_privateuseone() && tensor.numel() == length &&
+         covers_whole_storage(tensor) && !tensor.is_conj() && !tensor.is_neg();
+}
+
+// The bucket holding the tensor's elements, where it is one of `bucket` elements of its dtype.
+std::shared_ptr<pjrt::Buffer> bucket_of(const at::Tensor& tensor, int64_t bucket) {
+  DeviceStorage::Contents contents = device_storage(tensor).raw_contents();
+  if (!contents.bucket || contents.type != to_element_type(tensor.scalar_type())) return nullptr;
+  const std::vector<int64_t> dims = contents.bucket->dims();
+  return dims.size() == 1 && dims[0] == bucket ? contents.bucket : nullptr;
+}
+
+// A flat tensor of the bucket's length, holding `contents` where given (else never written).
+at::Tensor stand_in(const at::Tensor& like, int64_t bucket,
+                    std::shared_ptr<pjrt::Buffer> contents) {
+  at::Tensor tensor = at::empty({bucket}, like.options());
+  if (contents)
+    device_storage(tensor).assign(std::move(contents), to_element_type(like.scalar_type()));
+  return tensor;
+}
+
+// `tensor` (a bucket's stand-in) with the elements from `length` on replaced by `fill`.
+at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
+  static const c10::FunctionSchema schema = torch::jit::parseSchema(
+      "torch_tpu::bucket_mask(Tensor self, Scalar length, Scalar fill) -> Tensor");
+  return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
+                      {tensor, c10::Scalar(length), fill})[0]
+      .toTensor();
+}
+
+// What lies past a length must read as, for a full reduction of `dtype` to ignore it.
+c10::Scalar neutral(std::string_view reduction, c10::ScalarType dtype) {
+  if (reduction == "sum") return c10::isFloatingType(dtype) ? c10::Scalar(-0.0) : c10::Scalar(0);
+  if (reduction == "prod" || reduction == "all") return c10::Scalar(1);
+  if (reduction == "any") return c10::Scalar(0);
+  const bool lowest = reduction == "max";
+  if (dtype == c10::kBool) return c10::Scalar(!lowest);
+  if (c10::isFloatingType(dtype)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    return c10::Scalar(lowest ? -inf : inf);
+  }
+  c10::Scalar result;
+  AT_DISPATCH_INTEGRAL_TYPES(dtype, "neutral", [&] {
+    result = c10::Scalar(static_cast<int64_t>(lowest ? std::numeric_limits<scalar_t>::lowest()
+                                                     : std::numeric_limits<scalar_t>::max()));
+  });
+  return result;
+}
+
+struct Parsed {
+  std::string base;  // "abs_", "cumsum", "copy_"
+  std::string overload;
+};
+
+Parsed parse(const std::string& op_name) {
+  std::string_view name(op_name);
+  if (name.starts_with("aten::")) name.remove_prefix(6);
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return {std::string(name), ""};
+  return {std::string(name.substr(0, dot)), std::string(name.substr(dot + 1))};
+}
+
+std::string without_trailing_underscore(std::string name) {
+  if (name.ends_with('_') && !name.starts_with('_')) name.pop_back();
+  return name;
+}
+
+}  // namespace
+
+BucketKind bucket_kind(const std::string& op_name) {
+  static const std::unordered_set<std::string> pointwise = {
+      "abs",        "neg",         "exp",         "exp2",        "log",         "log2",
+      "log10",      "log1p",       "expm1",       "sqrt",        "rsqrt",       "sin",
+      "cos",        "tan",         "tanh",        "sigmoid",     "relu",        "floor",
+      "ceil",       "trunc",       "frac",        "sign",        "reciprocal",  "erf",
+      "add",        "sub",         "mul",         "div",         "pow",         "maximum",
+      "minimum",    "fmax",        "fmin",        "clamp",       "clamp_min",   "clamp_max",
+      "where",      "lt",          "le",          "gt",          "ge",          "eq",
+      "ne",         "logical_and", "logical_or",  "logical_xor", "logical_not", "bitwise_and",
+      "bitwise_or", "bitwise_xor", "bitwise_not", "remainder",   "fmod",        "atan2",
+      "hypot",      "nan_to_num",  "gelu",        "silu",        "leaky_relu",  "hardtanh"};
+  static const std::unordered_set<std::string> fills = {"uniform_",   "normal_",     "random_",
+                                                        "fill_",      "zero_",       "exponential_",
+                                                        "geometric_", "log_normal_", "cauchy_"};
+  const Parsed parsed = parse(op_name);
+  if (parsed.base == "copy_" && parsed.overload.empty()) return BucketKind::Copy;
+  if (fills.contains(parsed.base) || (parsed.base == "bernoulli_" && parsed.overload == "float")) {
+    return BucketKind::Fill;
+  }
+  const std::string base = without_trailing_underscore(parsed.base);
+  if (parsed.overload == "dimname" || parsed.overload == "dimname_out") return BucketKind::None;
+  if (pointwise.contains(base)) return BucketKind::Pointwise;
+  if ((base == "cumsum" || base == "cumprod") &&
+      (parsed.overload.empty() || parsed.overload == "out")) {
+    return BucketKind::Scan;
+  }
+  if ((base == "sum" || base == "max" || base == "min" || base == "prod" || base == "any" ||
+       base == "all") &&
+      parsed.overload.empty() && base == parsed.base) {
+    return BucketKind::Reduce;
+  }
+  if (parsed.base == "_index_put_impl_" || parsed.base == "index_put_" ||
+      parsed.base == "index_put") {
+    return BucketKind::IndexPut;
+  }
+  return BucketKind::None;
+}
+
+std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
+                                                            const std::string& op_name,
+                                                            const c10::FunctionSchema& schema,
+                                                            const std::vector<c10::IValue>& args,
+                                                            const Redispatch& redispatch) {
+  if (kind == BucketKind::None || !enabled() || eager_mode() == EagerMode::DeferAndFuse) {
+    return std::nullopt;
+  }
+  // Only fills begin a bucket; every other kind needs an input that already is one.
+  if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
+  const auto& arguments = schema.arguments();
+  auto written = [&](size_t index) {
+    const auto* alias = arguments[index].alias_info();
+    return alias != nullptr && alias->isWrite();
+  };
+  // The length: the first tensor argument's, but the indices' for a scatter (its target keeps
+  // its own exact length).
+  const int first = kind == BucketKind::IndexPut ? 2 : 0;
+  if (static_cast<int>(args.size()) <= first || !args[first].isTensor()) return std::nullopt;
+  const at::Tensor& leader = args[first].toTensor();
+  const int64_t length = leader.numel();
+  if (length == 0 || !plain(leader, length)) return std::nullopt;
+  const int64_t bucket = bucket_length(length);
+  if (bucket > kLargestBucket || bucket == length) return std::nullopt;
+  const std::vector<int64_t> sizes = leader.sizes().vec();
+
+  std::vector<c10::IValue> inner = args;
+  std::vector<std::optional<at::Tensor>> stand_ins(args.size());
+  // Replaces argument `index` (a tensor of the call's sizes) by a stand-in of the bucket's
+  // length: holding its bucket where the op reads it, else fresh. False where it cannot.
+  auto stand_in_for = [&](size_t index, bool reads) {
+    const at::Tensor& tensor = args[index].toTensor();
+    if (!plain(tensor, length) || tensor.sizes() != c10::IntArrayRef(sizes)) return false;
+    std::shared_ptr<pjrt::Buffer> contents;
+    if (reads && !(contents = bucket_of(tensor, bucket))) return false;
+    stand_ins[index] = stand_in(tensor, bucket, std::move(contents));
+    inner[index] = *stand_ins[index];
+    return true;
+  };
+
+  switch (kind) {
+    case BucketKind::Fill:
+    case BucketKind::Copy: {
+      // self is overwritten whole; a copy's source must hold a bucket already, a fill's other
+      // arguments are scalars (or a 0-d value).
+      const at::Tensor& self = args[0].toTensor();
+      if (kind == BucketKind::Fill && !bucket_of(self, bucket) &&
+          !fill_uses_bucket(op_name, self.scalar_type(), bucket, length)) {
+        return std::nullopt;
+      }
+      if (!stand_in_for(0, false)) return std::nullopt;
+      for (size_t i = 1; i < args.size(); ++i) {
+        if (!args[i].isTensor() || args[i].toTensor().dim() == 0) continue;
+        if (kind == BucketKind::Fill || !stand_in_for(i, true)) return std::nullopt;
+      }
+      if (kind == BucketKind::Copy && !stand_ins[1]) return std::nullopt;
+      break;
+    }
+    case BucketKind::Pointwise:
+    case BucketKind::Scan: {
+      // Every tensor of the call's sizes is read from its bucket, but out= targets; 0-d tensors
+      // broadcast and are passed as they are.
+      if (kind == BucketKind::Scan && leader.dim() != 1) return std::nullopt;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (!args[i].isTensor()) {
+          if (args[i].isTensorList()) return std::nullopt;
+          continue;
+        }
+        if (args[i].toTensor().dim() == 0) continue;
+        const bool out = written(i) && arguments[i].kwarg_only();
+        if (!stand_in_for(i, !out)) return std::nullopt;
+      }
+      break;
+    }
+    case BucketKind::Reduce: {
+      if (!stand_in_for(0, true)) return std::nullopt;
+      const c10::ScalarType dtype = leader.scalar_type();
+      if (c10::isComplexType(dtype)) return std::nullopt;
+      inner[0] = masked(*stand_ins[0], length, neutral(parse(op_name).base, dtype));
+      break;
+    }
+    case BucketKind::IndexPut: {
+      // self[indices] += values with one 1-d index tensor: the indices past the length read as
+      // 0 and their values as the sum's identity, so they add nothing. self keeps its length
+      // (the indices are checked against it).
+      const at::Tensor& self = args[0].toTensor();
+      if (args.size() < 4 || !args[3].isBool() || !args[3].toBool() || self.dim() != 1 ||
+          leader.dim() != 1 || leader.scalar_type() != self.scalar_type() ||
+          !c10::isFloatingType(self.scalar_type())) {
+        return std::nullopt;
+      }
+      // A list of tensors (a kernel's call) or of optional tensors (the op's own schema).
+      std::vector<at::Tensor> indices;
+      if (args[1].isTensorList()) {
+        indices = args[1].toTensorVector();
+      } else if (args[1].isList()) {
+        for (const c10::IValue& index : args[1].toListRef()) {
+          indices.push_back(index.isTensor() ? index.toTensor() : at::Tensor());
+        }
+      }
+      if (indices.size() != 1) return std::nullopt;
+      const at::Tensor& index = indices[0];
+      auto index_bucket = plain(index, length) && index.dim() == 1 &&
+                                  c10::isIntegralType(index.scalar_type(), false)
+                              ? bucket_of(index, bucket)
+                              : nullptr;
+      if (!index_bucket || !stand_in_for(2, true)) return std::nullopt;
+      inner[2] = masked(*stand_ins[2], length, c10::Scalar(-0.0));
+      at::Tensor masked_index =
+          masked(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
+      if (args[1].isTensorList()) {
+        inner[1] = c10::List<at::Tensor>({masked_index});
+        break;
+      }
+      c10::List<std::optional<at::Tensor>> index_list;
+      index_list.push_back(masked_index);
+      inner[1] = index_list;
+      break;
+    }
+    case BucketKind::None:
+      return std::nullopt;
+  }
+
+  metrics().size_bucket_ops++;
+  std::vector<c10::IValue> results = redispatch(inner);
+  // Written arguments take their stand-in's new bucket; new results of the bucket's length
+  // become tensors of the call's sizes over it.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!stand_ins[i] || !written(i)) continue;
+    DeviceStorage::Contents contents = device_storage(*stand_ins[i]).raw_contents();
+    device_storage(args[i].toTensor()).assign_bucket(contents.buffer, contents.type);
+  }
+  for (c10::IValue& result : results) {
+    if (!result.isTensor()) continue;
+    const at::Tensor& tensor = result.toTensor();
+    bool replaced = false;
+    for (size_t i = 0; i < args.size() && !replaced; ++i) {
+      if (stand_ins[i] && tensor.is_same(*stand_ins[i])) {
+        result = args[i];
+        replaced = true;
+      }
+    }
+    if (replaced || kind == BucketKind::Reduce || tensor.numel() != bucket) continue;
+    at::Tensor exact = at::empty(sizes, tensor.options());
+    DeviceStorage::Contents contents = device_storage(tensor).raw_contents();
+    device_storage(exact).assign_bucket(contents.buffer, contents.type);
+    result = exact;
+  }
+  return results;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,49 @@
+// Size buckets for eager ops. A script that meets many lengths (a sweep over sizes, inputs of
+// varying length) would compile one executable per op and length: 20-100 ms each on the CPU
+// plugin, far more on a TPU. Once a fill meets a second length within a bucket (the next power
+// of two), it runs at the bucket's length, and its result is the first n elements of the
+// bucket's buffer. Ops whose first n results do not depend on what lies past n in their inputs
+// (elementwise ops, copies, prefix scans) then run at the bucket's length too, full reductions
+// and accumulating scatters after what lies past n is replaced by a neutral value (n a runtime
+// input): each bucket's executable serves every length in it. Any other reader sees a view of
+// the first n elements, made when first needed (which waits for the bucket's producer).
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch_tpu {
+
+// The bucket a length falls in: the next power of two, at least 8.
+int64_t bucket_length(int64_t length);
+
+// How an op can run at a bucket's length in place of its exact one.
+enum class BucketKind : uint8_t {
+  None,
+  Pointwise,  // elementwise over tensors of one size (and 0-d ones)
+  Fill,       // overwrites self whole (a constant, random numbers)
+  Copy,       // copy_ of a whole tensor into another of its size
+  Scan,       // cumsum/cumprod of a 1-d tensor
+  Reduce,     // a full reduction (sum, prod, max, min, any, all)
+  IndexPut,   // self[index] += values, one 1-d index
+};
+// The kind of an op by its name ("aten::add_.Tensor"), worked out once per op.
+BucketKind bucket_kind(const std::string& op_name);
+
+using Redispatch = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
+
+// The op's results computed at its size bucket through `redispatch`, where the op and its
+// arguments qualify (Strict and Debug modes, a plugin that makes views, TORCH_TPU_SIZE_BUCKETS
+// not 0); nullopt where they do not, and the op runs at its exact sizes.
+std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
+                                                            const std::string& op_name,
+                                                            const c10::FunctionSchema& schema,
+                                                            const std::vector<c10::IValue>& args,
+                                                            const Redispatch& redispatch);
+
+}  // namespace torch_tpu

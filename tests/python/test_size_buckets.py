@@ -1,0 +1,194 @@
+"""Eager size buckets: once a fill meets a second length in a bucket (the next power of two),
+fills, elementwise ops, copies, prefix scans, full reductions and accumulating index_put run at
+the bucket's length, so every length in it shares their executables. Results equal CPU's at
+every length, random numbers equal the exact draw's, and any other op reads the same values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+import torch_tpu
+
+DEVICE = "tpu"
+
+
+@pytest.fixture(autouse=True)
+def strict() -> Iterator[None]:
+    # Buckets are for ops run one by one; a deferred graph compiles once for its ops anyway.
+    with torch_tpu.eager_mode("strict"):
+        yield
+
+
+def bucket(length: int) -> int:
+    size = 8
+    while size < length:
+        size *= 2
+    return size
+
+
+def start_bucket(fill: Callable[[int], torch.Tensor], length: int) -> None:
+    """Meets two other lengths of `length`'s bucket, so that `fill` runs at the bucket from now."""
+    size = bucket(length)
+    fill(size // 2 + 1)
+    fill(size - 1)
+
+
+def bucket_ops() -> int:
+    return torch_tpu.metrics()["size_bucket_ops"]
+
+
+def compiled() -> int:
+    counts = torch_tpu.metrics()
+    return counts["compiles"] + counts["disk_cache_hits"]
+
+
+def test_random_fills_at_a_bucket_draw_the_numbers_of_the_exact_fill() -> None:
+    draws: list[Callable[[int], torch.Tensor]] = [
+        lambda n: torch.rand(n, device=DEVICE),
+        lambda n: torch.randn(n, device=DEVICE),
+        lambda n: torch.rand(n, device=DEVICE, dtype=torch.float64),
+        lambda n: torch.randn(n, device=DEVICE, dtype=torch.float64),
+        lambda n: torch.randint(0, 1000, (n,), device=DEVICE),
+        lambda n: torch.empty(n, device=DEVICE).bernoulli_(0.3),
+    ]
+    for index, draw in enumerate(draws):
+        length = 1500 + 50 * index  # a bucket (2048) that only this draw has met
+        torch.manual_seed(index)
+        exact = draw(length).cpu()
+        after_exact = draw(3).cpu()
+        start_bucket(draw, length)
+        before = bucket_ops()
+        torch.manual_seed(index)
+        at_bucket = draw(length).cpu()
+        assert bucket_ops() > before, index
+        torch.testing.assert_close(at_bucket, exact, rtol=0, atol=0)
+        # The generator moved on by as much: the next draw is the same too.
+        torch.testing.assert_close(draw(3).cpu(), after_exact, rtol=0, atol=0)
+
+
+def reference_ops(x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Ops that run at the bucket on tpu (elementwise, copies, scans, reductions, in place,
+    out=), and a few that read its start through a view (sort, dot, flip)."""
+    z = x.clone()
+    z.add_(y, alpha=2)
+    out = torch.empty_like(x)
+    torch.mul(x, y, out=out)
+    return {
+        "pointwise": (x * y + 1).abs().exp(),
+        "where": torch.where(x > 0, x, y),
+        "compare": x >= y,
+        "to_int": (x * 10).to(torch.int64),
+        "in_place": z,
+        "out": out,
+        "cumsum": x.cumsum(0),
+        "cumprod": (y + 0.5).cumprod(0),
+        "sum": x.sum(),
+        "max": x.max(),
+        "min": y.min(),
+        "prod": (y + 0.5).prod(),
+        "any": (x > 2).any(),
+        "all": (y >= 0).all(),
+        "int_max": (x * 10).to(torch.int64).max(),
+        "sort": torch.sort(x).values,
+        "dot": torch.dot(x, y),
+        "flip": x.flip(0),
+    }
+
+
+def test_ops_on_bucketed_tensors_match_cpu_at_every_length() -> None:
+    def fills(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(n, device=DEVICE), torch.rand(n, device=DEVICE)
+
+    start_bucket(lambda n: fills(n)[0], 40)
+    for length in (33, 40, 51, 63, 64):
+        before = bucket_ops()
+        x, y = fills(length)
+        assert length == 64 or bucket_ops() > before  # 64 is its own bucket: exact
+        got = reference_ops(x, y)
+        expected = reference_ops(x.cpu(), y.cpu())
+        for name, value in expected.items():
+            assert got[name].shape == value.shape, (length, name)
+            assert got[name].dtype == value.dtype, (length, name)
+            torch.testing.assert_close(got[name].cpu(), value, msg=f"{name} at {length}")
+
+
+def test_lengths_in_one_bucket_share_executables() -> None:
+    def step(n: int) -> torch.Tensor:
+        x = torch.randn(n, device=DEVICE)
+        y = torch.zeros(n, device=DEVICE)
+        y += x.abs().cumsum(0)
+        return (y * 0.5).sum() + x.max()
+
+    for length in (65, 66, 67):  # the bucket of 128, met twice: from here every op uses it
+        step(length)
+    before = compiled()
+    results = {length: step(length) for length in range(68, 128)}
+    assert compiled() == before, "a length in a met bucket compiled again"
+    torch.manual_seed(0)
+    for length in (70, 99, 127):
+        x = torch.randn(length, device=DEVICE)
+        expected = (x.cpu().abs().cumsum(0) * 0.5).sum() + x.cpu().max()
+        torch.testing.assert_close(step_from(x).cpu(), expected)
+    assert all(value.shape == () for value in results.values())
+
+
+def step_from(x: torch.Tensor) -> torch.Tensor:
+    y = torch.zeros(x.numel(), device=DEVICE)
+    y += x.abs().cumsum(0)
+    return (y * 0.5).sum() + x.max()
+
+
+def test_index_put_accumulates_duplicates_at_every_length() -> None:
+    # PyTorch's test_index_put_accumulate_duplicate_indices, over fewer lengths: indices from
+    # a random walk repeat and interleave; each length used to compile seven executables.
+    start = compiled()
+    for length in range(1, 140):
+        delta = torch.empty(length, dtype=torch.double, device=DEVICE).uniform_(-1, 1)
+        indices = delta.cumsum(0).long()
+        base = torch.randn(int(indices.abs().max()) + 1, device=DEVICE)
+        values = torch.randn(indices.size(0), device=DEVICE)
+        output = base.index_put((indices,), values, accumulate=True)
+        expected = base.cpu().clone()
+        for index, value in zip(indices.tolist(), values.cpu(), strict=True):
+            expected[index] += value
+        torch.testing.assert_close(output.cpu(), expected)
+    # Exact sizes: ~7 per length (973). Buckets: the ops' per bucket, and index_put per length
+    # of its target, which depends on the draws.
+    assert compiled() - start < 300
+
+
+def test_index_put_past_its_target_still_raises() -> None:
+    def fills(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.full((n,), 5, device=DEVICE), torch.ones(n, device=DEVICE)
+
+    start_bucket(fills, 20)
+    indices, values = fills(20)  # every index is out of range for a target of 5
+    target = torch.zeros(5, device=DEVICE)
+    before = bucket_ops()
+    with pytest.raises(IndexError):
+        target.index_put_((indices,), values, accumulate=True)
+        torch.tpu.synchronize()
+    assert bucket_ops() > before
+
+
+def test_buckets_can_be_turned_off() -> None:
+    script = (
+        "import torch, torch_tpu\n"
+        "for n in (9, 10, 11):\n"
+        "    x = torch.rand(n, device='tpu')\n"
+        "    assert (x.abs().cpu() == x.cpu()).all()\n"
+        "print(torch_tpu.metrics()['size_bucket_ops'])\n"
+    )
+    env = dict(os.environ, TORCH_TPU_SIZE_BUCKETS="0")
+    env.pop("TPU_DEFER_AND_FUSE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "0"
