@@ -11,6 +11,7 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -26,6 +27,7 @@
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/runtime_checks.h"
+#include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
 #include "csrc/profiler/device_trace.h"
 
@@ -146,6 +148,20 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
   // As on CUDA, a non-blocking upload reads the host memory after returning only where the
   // caller promised not to touch it until a sync (pinned memory), or where it is our own copy:
   // pageable memory may be written again as soon as the call returns.
+  if (std::optional<int64_t> bucket = upload_bucket(dst)) {
+    // Our own padded copy: the upload may read it after returning.
+    const int64_t length = *bucket;
+    at::Tensor padded = at::zeros({length}, src.options());
+    padded.narrow(0, 0, src.numel()).copy_(src.reshape({-1}));
+    auto& runtime = Runtime::get();
+    const hlo::ElementType type = to_element_type(dst.scalar_type());
+    metrics().uploads++;
+    pjrt::Buffer buffer = runtime.client().upload_async(
+        padded.data_ptr(), to_pjrt_type(type), {&length, 1}, runtime.device(dst.device().index()),
+        [keep = padded.storage()]() {});
+    device_storage(dst).assign_bucket(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+    return;
+  }
   const bool async =
       non_blocking && (!src.storage().is_alias_of(src_cpu.storage()) || src_cpu.is_pinned());
   replace_storage_by_upload(dst, src, [&](pjrt::Client& client, auto... args) {

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -33,27 +34,49 @@ namespace {
 // Past this, padding to the bucket costs more memory than a compile is worth.
 constexpr int64_t kLargestBucket = int64_t{1} << 24;
 
-bool enabled() {
-  static const bool on = [] {
-    const char* setting = std::getenv("TORCH_TPU_SIZE_BUCKETS");
-    if (setting != nullptr && std::string_view(setting) == "0") return false;
-    return Runtime::get().client().supports_views();
+// TORCH_TPU_SIZE_BUCKETS=0 at start-up, or set_size_buckets(false), turns buckets off.
+std::atomic<int>& setting() {
+  static std::atomic<int> on = [] {
+    const char* value = std::getenv("TORCH_TPU_SIZE_BUCKETS");
+    return value == nullptr || std::string_view(value) != "0" ? -1 : 0;  // -1: not yet asked
   }();
   return on;
 }
 
-// Fills start bucketing once they meet a second length in a bucket: a program that keeps its
-// sizes never pays for views. Keyed by (op, dtype, bucket): the first length met, or -1 once
-// the bucket is in use.
+bool enabled() {
+  int on = setting().load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = Runtime::get().client().supports_views() ? 1 : 0;
+    setting().store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+// What fills and uploads have met, by (op, dtype, bucket): the first length, whether a
+// second one came, and how each shape ran.
+struct Met {
+  int64_t first_length = -1;
+  bool two_lengths = false;
+  std::map<std::vector<int64_t>, bool> shapes;  // shape -> ran at the bucket
+};
+std::mutex met_mutex;
+std::map<std::tuple<std::string, int, int64_t>, Met>& met_by_bucket() {
+  static std::map<std::tuple<std::string, int, int64_t>, Met> met;
+  return met;
+}
+
+// A fill runs a shape at its bucket where, when it first met the shape, the bucket had met two
+// lengths of this (op, dtype): a sweep over lengths then shares the bucket's executables, and
+// a shape keeps how it first ran, so that a program repeating its shapes compiles nothing new.
 bool fill_uses_bucket(const std::string& op_name, c10::ScalarType dtype, int64_t bucket,
-                      int64_t length) {
-  static std::mutex mutex;
-  static std::map<std::tuple<std::string, int, int64_t>, int64_t> first_length;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [at, added] = first_length.try_emplace({op_name, static_cast<int>(dtype), bucket}, length);
-  if (added || at->second == length) return false;
-  at->second = -1;
-  return true;
+                      c10::IntArrayRef sizes, int64_t length) {
+  std::lock_guard<std::mutex> lock(met_mutex);
+  Met& met = met_by_bucket()[{op_name, static_cast<int>(dtype), bucket}];
+  auto [shape, added] = met.shapes.try_emplace(sizes.vec(), met.two_lengths);
+  if (!added) return shape->second;
+  if (met.first_length < 0) met.first_length = length;
+  met.two_lengths = met.two_lengths || met.first_length != length;
+  return shape->second;
 }
 
 // A tensor a bucket can stand in for: dense, on the device, read as stored.
@@ -71,11 +94,22 @@ std::shared_ptr<pjrt::Buffer> bucket_of(const at::Tensor& tensor, int64_t bucket
 }
 
 // A flat tensor of the bucket's length, holding `contents` where given (else never written).
+// Its storage is the dispatcher's own, so the allocator's counts and memory history, which
+// tell what the program allocates, leave it out.
 at::Tensor stand_in(const at::Tensor& like, int64_t bucket,
                     std::shared_ptr<pjrt::Buffer> contents) {
-  at::Tensor tensor = at::empty({bucket}, like.options());
-  if (contents)
-    device_storage(tensor).assign(std::move(contents), to_element_type(like.scalar_type()));
+  const auto nbytes = static_cast<size_t>(bucket) * like.element_size();
+  auto* storage = new DeviceStorage(nbytes, like.device().index());
+  if (contents) storage->assign(std::move(contents), to_element_type(like.scalar_type()));
+  c10::Storage holder(
+      c10::Storage::use_byte_size_t(), nbytes,
+      c10::DataPtr(
+          storage, storage, [](void* context) { delete static_cast<DeviceStorage*>(context); },
+          like.device()),
+      /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(holder), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous({bucket});
   return tensor;
 }
 
@@ -126,6 +160,31 @@ std::string without_trailing_underscore(std::string name) {
 }
 
 }  // namespace
+
+void set_size_buckets(bool on) {
+  TORCH_CHECK(!on || Runtime::get().client().supports_views(),
+              "torch_tpu: size buckets need a plugin that makes views of device buffers");
+  setting().store(on ? 1 : 0);
+}
+
+bool size_buckets() { return enabled(); }
+
+void forget_met_shapes() {
+  std::lock_guard<std::mutex> lock(met_mutex);
+  met_by_bucket().clear();
+}
+
+std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
+  if (!enabled() || eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
+  const int64_t length = dst.numel();
+  const int64_t bucket = bucket_length(length);
+  if (length == 0 || bucket == length || bucket > kLargestBucket || !plain(dst, length) ||
+      !fill_uses_bucket("upload", dst.scalar_type(), bucket, dst.sizes(), length)) {
+    return std::nullopt;
+  }
+  metrics().size_bucket_ops++;
+  return bucket;
+}
 
 BucketKind bucket_kind(const std::string& op_name) {
   static const std::unordered_set<std::string> pointwise = {
@@ -213,7 +272,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       // arguments are scalars (or a 0-d value).
       const at::Tensor& self = args[0].toTensor();
       if (kind == BucketKind::Fill && !bucket_of(self, bucket) &&
-          !fill_uses_bucket(op_name, self.scalar_type(), bucket, length)) {
+          !fill_uses_bucket(op_name, self.scalar_type(), bucket, self.sizes(), length)) {
         return std::nullopt;
       }
       if (!stand_in_for(0, false)) return std::nullopt;

@@ -19,6 +19,13 @@
 
 namespace torch_tpu {
 
+// Whether eager ops may run at size buckets (TORCH_TPU_SIZE_BUCKETS; on where the plugin makes
+// views). Turning them off leaves tensors already in buckets as they are.
+bool size_buckets();
+void set_size_buckets(bool on);
+// Forgets the lengths and shapes fills and uploads have met (tests start from none).
+void forget_met_shapes();
+
 // The bucket a length falls in: the next power of two, at least 8.
 int64_t bucket_length(int64_t length);
 
@@ -34,6 +41,11 @@ enum class BucketKind : uint8_t {
 };
 // The kind of an op by its name ("aten::add_.Tensor"), worked out once per op.
 BucketKind bucket_kind(const std::string& op_name);
+
+// The bucket length an upload into `dst` should fill (its values first, zeros after), where
+// uploads of this dtype have met two lengths of the bucket and `dst`'s shape is new, as for
+// fills; nullopt where it is written at its exact length.
+std::optional<int64_t> upload_bucket(const at::Tensor& dst);
 
 using Redispatch = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
 

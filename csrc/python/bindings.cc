@@ -19,6 +19,7 @@
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
 #include "csrc/dispatch/run_ahead.h"
+#include "csrc/dispatch/size_buckets.h"
 #include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
@@ -228,6 +229,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metrics", [] { return metrics().snapshot(); });
   m.def("_retired_percent", &retired_percent);
   m.def("_set_retired_percent", &set_retired_percent);
+  m.def("_size_buckets", &size_buckets);
+  m.def("_set_size_buckets", &set_size_buckets);
+  m.def("_forget_size_bucket_shapes", &forget_met_shapes);
   m.def("_reset_metrics", [] { metrics().reset(); });
   m.def("_in_flight", &in_flight);
   m.def("_cache_size", &cache_size);
@@ -264,9 +268,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_inject_async_fault", &inject_async_fault,
         "Test hook: the next asynchronous execution reports a device failure.");
   m.def("_is_ready", [](const at::Tensor& tensor) {
-    auto contents = device_storage(tensor).contents();
+    auto contents = device_storage(tensor).raw_contents();  // a bucket's view would wait
     if (contents.pending) return false;
-    return !contents.buffer || contents.buffer->ready_event().is_ready();
+    const auto& buffer = contents.buffer ? contents.buffer : contents.bucket;
+    return !buffer || buffer->ready_event().is_ready();
   });
   m.def("_bench_bare_execute", [](const std::string& op, int iterations) {
     py::gil_scoped_release release;

@@ -1,6 +1,7 @@
-"""Eager size buckets: once a fill meets a second length in a bucket (the next power of two),
-fills, elementwise ops, copies, prefix scans, full reductions and accumulating index_put run at
-the bucket's length, so every length in it shares their executables. Results equal CPU's at
+"""Eager size buckets: once a fill has met two lengths in a bucket (the next power of two), it
+runs each new shape at the bucket's length, and elementwise ops, copies, prefix scans, full
+reductions and accumulating index_put on its tensors follow, so every length in the bucket
+shares their executables. Results equal CPU's at
 every length, random numbers equal the exact draw's, and any other op reads the same values."""
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ DEVICE = "tpu"
 
 
 @pytest.fixture(autouse=True)
-def strict() -> Iterator[None]:
-    # Buckets are for ops run one by one; a deferred graph compiles once for its ops anyway.
-    with torch_tpu.eager_mode("strict"):
-        yield
+def buckets_on() -> Iterator[None]:
+    # Buckets are for ops run one by one (Strict, Debug); a deferred graph compiles once for
+    # its ops anyway.
+    was_on = torch_tpu._C._size_buckets()
+    torch_tpu._C._set_size_buckets(True)
+    torch_tpu._C._forget_size_bucket_shapes()  # what other tests met in this process
+    try:
+        with torch_tpu.eager_mode("strict"):
+            yield
+    finally:
+        torch_tpu._C._set_size_buckets(was_on)
 
 
 def bucket(length: int) -> int:
@@ -49,27 +57,28 @@ def compiled() -> int:
 
 
 def test_random_fills_at_a_bucket_draw_the_numbers_of_the_exact_fill() -> None:
-    draws: list[Callable[[int], torch.Tensor]] = [
-        lambda n: torch.rand(n, device=DEVICE),
-        lambda n: torch.randn(n, device=DEVICE),
-        lambda n: torch.rand(n, device=DEVICE, dtype=torch.float64),
-        lambda n: torch.randn(n, device=DEVICE, dtype=torch.float64),
-        lambda n: torch.randint(0, 1000, (n,), device=DEVICE),
-        lambda n: torch.empty(n, device=DEVICE).bernoulli_(0.3),
+    draws: list[Callable[[tuple[int, ...]], torch.Tensor]] = [
+        lambda shape: torch.rand(shape, device=DEVICE),
+        lambda shape: torch.randn(shape, device=DEVICE),
+        lambda shape: torch.rand(shape, device=DEVICE, dtype=torch.float64),
+        lambda shape: torch.randn(shape, device=DEVICE, dtype=torch.float64),
+        lambda shape: torch.randint(0, 1000, shape, device=DEVICE),
+        lambda shape: torch.empty(shape, device=DEVICE).bernoulli_(0.3),
     ]
     for index, draw in enumerate(draws):
-        length = 1500 + 50 * index  # a bucket (2048) that only this draw has met
+        length = 1500 + 50 * index  # a bucket (2048) that only this draw meets
         torch.manual_seed(index)
-        exact = draw(length).cpu()
-        after_exact = draw(3).cpu()
-        start_bucket(draw, length)
+        # Exact: the first shape of its bucket. (A shape met before always runs exact.)
+        exact = draw((2, length // 2)).cpu().flatten()
+        after_exact = draw((3,)).cpu()
+        start_bucket(lambda n, draw=draw: draw((n,)), length)
         before = bucket_ops()
         torch.manual_seed(index)
-        at_bucket = draw(length).cpu()
+        at_bucket = draw((length,)).cpu()
         assert bucket_ops() > before, index
         torch.testing.assert_close(at_bucket, exact, rtol=0, atol=0)
         # The generator moved on by as much: the next draw is the same too.
-        torch.testing.assert_close(draw(3).cpu(), after_exact, rtol=0, atol=0)
+        torch.testing.assert_close(draw((3,)).cpu(), after_exact, rtol=0, atol=0)
 
 
 def reference_ops(x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -101,12 +110,20 @@ def reference_ops(x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
-def test_ops_on_bucketed_tensors_match_cpu_at_every_length() -> None:
+@pytest.mark.parametrize(
+    ("mode", "lengths"),
+    # Lengths the mode alone meets (start_bucket meets 33 and 63); 64 is its own bucket.
+    [("strict", (35, 40, 51, 62, 64)), ("debug", (34, 41, 50, 61))],
+)
+def test_ops_on_bucketed_tensors_match_cpu_at_every_length(
+    mode: torch_tpu.EagerMode, lengths: tuple[int, ...]
+) -> None:
     def fills(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(n, device=DEVICE), torch.rand(n, device=DEVICE)
 
+    torch_tpu.set_eager_mode(mode)
     start_bucket(lambda n: fills(n)[0], 40)
-    for length in (33, 40, 51, 63, 64):
+    for length in lengths:
         before = bucket_ops()
         x, y = fills(length)
         assert length == 64 or bucket_ops() > before  # 64 is its own bucket: exact
@@ -136,6 +153,22 @@ def test_lengths_in_one_bucket_share_executables() -> None:
         expected = (x.cpu().abs().cumsum(0) * 0.5).sum() + x.cpu().max()
         torch.testing.assert_close(step_from(x).cpu(), expected)
     assert all(value.shape == () for value in results.values())
+
+
+def test_uploads_of_many_lengths_share_executables() -> None:
+    host = torch.randn(300)
+
+    def step(length: int) -> torch.Tensor:
+        return (host[:length].to(DEVICE) * 2 + 1).cumsum(0)
+
+    for length in (130, 131, 132):  # two lengths of the bucket, then the first bucketed one
+        step(length)
+    before, bucketed = compiled(), bucket_ops()
+    for length in range(133, 200):
+        got = step(length)
+        torch.testing.assert_close(got.cpu(), (host[:length] * 2 + 1).cumsum(0))
+    assert compiled() == before
+    assert bucket_ops() - bucketed >= 4 * (200 - 133)  # the upload, mul, add and cumsum
 
 
 def step_from(x: torch.Tensor) -> torch.Tensor:
