@@ -122,8 +122,9 @@ at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& f
       .toTensor();
 }
 
-// What lies past a length must read as, for a full reduction of `dtype` to ignore it.
-c10::Scalar neutral(std::string_view reduction, c10::ScalarType dtype) {
+// What lies past a length must read as, for a full reduction of `dtype` to ignore it (nullopt
+// for a dtype this does not know: the reduction then runs exact).
+std::optional<c10::Scalar> neutral(std::string_view reduction, c10::ScalarType dtype) {
   if (reduction == "sum") return c10::isFloatingType(dtype) ? c10::Scalar(-0.0) : c10::Scalar(0);
   if (reduction == "prod" || reduction == "all") return c10::Scalar(1);
   if (reduction == "any") return c10::Scalar(0);
@@ -133,12 +134,24 @@ c10::Scalar neutral(std::string_view reduction, c10::ScalarType dtype) {
     const double inf = std::numeric_limits<double>::infinity();
     return c10::Scalar(lowest ? -inf : inf);
   }
-  c10::Scalar result;
-  AT_DISPATCH_INTEGRAL_TYPES(dtype, "neutral", [&] {
-    result = c10::Scalar(static_cast<int64_t>(lowest ? std::numeric_limits<scalar_t>::lowest()
-                                                     : std::numeric_limits<scalar_t>::max()));
-  });
-  return result;
+  auto limit = [lowest]<typename T>(T) {
+    return c10::Scalar(static_cast<int64_t>(lowest ? std::numeric_limits<T>::lowest()
+                                                   : std::numeric_limits<T>::max()));
+  };
+  switch (dtype) {
+    case c10::kByte:
+      return limit(uint8_t{});
+    case c10::kChar:
+      return limit(int8_t{});
+    case c10::kShort:
+      return limit(int16_t{});
+    case c10::kInt:
+      return limit(int32_t{});
+    case c10::kLong:
+      return limit(int64_t{});
+    default:
+      return std::nullopt;
+  }
 }
 
 struct Parsed {
@@ -271,6 +284,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       // self is overwritten whole; a copy's source must hold a bucket already, a fill's other
       // arguments are scalars (or a 0-d value).
       const at::Tensor& self = args[0].toTensor();
+      // A complex fill draws its parts one after the other: the second draw would start where
+      // the bucket's first one ended.
+      if (kind == BucketKind::Fill && c10::isComplexType(self.scalar_type())) return std::nullopt;
       if (kind == BucketKind::Fill && !bucket_of(self, bucket) &&
           !fill_uses_bucket(op_name, self.scalar_type(), bucket, self.sizes(), length)) {
         return std::nullopt;
@@ -300,10 +316,11 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       break;
     }
     case BucketKind::Reduce: {
-      if (!stand_in_for(0, true)) return std::nullopt;
       const c10::ScalarType dtype = leader.scalar_type();
-      if (c10::isComplexType(dtype)) return std::nullopt;
-      inner[0] = masked(*stand_ins[0], length, neutral(parse(op_name).base, dtype));
+      const std::optional<c10::Scalar> fill =
+          c10::isComplexType(dtype) ? std::nullopt : neutral(parse(op_name).base, dtype);
+      if (!fill || !stand_in_for(0, true)) return std::nullopt;
+      inner[0] = masked(*stand_ins[0], length, *fill);
       break;
     }
     case BucketKind::IndexPut: {

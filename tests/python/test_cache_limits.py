@@ -39,7 +39,13 @@ def run(mode: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_small_cache_limits_evict_and_stay_correct() -> None:
     for mode in ("strict", "defer_and_fuse"):
-        proc = run(mode, TORCH_TPU_MAX_CACHED_OPS="16", TORCH_TPU_MAX_CACHED_GRAPHS="8")
+        # Every size its own executables (size buckets would share them), to evict them.
+        proc = run(
+            mode,
+            TORCH_TPU_MAX_CACHED_OPS="16",
+            TORCH_TPU_MAX_CACHED_GRAPHS="8",
+            TORCH_TPU_SIZE_BUCKETS="0",
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         assert result["worst"] < 1e-5, result
