@@ -4,6 +4,7 @@ device, and every test that passes on CPU but not on tpu, classified by cause.
 
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test [--files test_view_ops.py ...]
         [--timeout 120] [--jobs 2] [--devices tpu cpu]
+        # --devices tpu: runs tpu only, keeping each file's earlier CPU results
     .venv/bin/python tools/pytorch_suites.py --files     # rewrites the report from its JSON
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --rerun-failing
         # runs each file's tpu-only failures again (minutes, not the full run's half hour)
@@ -277,7 +278,12 @@ def main() -> None:
         if args.seeds:
             runs[file] = with_seed_counts(path, everything.get(file, {}), args.seeds)
             continue
-        runs[file] = {}
+        # A device not run now keeps its earlier results (--devices tpu after a tpu change).
+        runs[file] = {
+            device: results
+            for device, results in everything.get(file, {}).items()
+            if device not in args.devices
+        }
         for device in args.devices:
             t0 = time.time()
             runs[file][device] = run_file(path, device, args.timeout, args.jobs)
@@ -290,7 +296,8 @@ def main() -> None:
         keep_seed_counts(by_device, everything.get(file, {}))
     everything.update(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(summarize(everything, args.devices))
+    present = {device for by_device in everything.values() for device in by_device}
+    args.out.write_text(summarize(everything, [d for d in ("tpu", "cpu") if d in present]))
     report.write_text(json.dumps(compact(everything), indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")
 

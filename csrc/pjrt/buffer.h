@@ -38,9 +38,6 @@ class Buffer {
   // Called before an execution takes the buffer over (donation): its memory is counted from
   // then on as the execution's output's.
   void donate();
-  // Set for a view of another buffer's memory (Client::prefix_view): it keeps that buffer
-  // alive, counts no bytes of its own, and is never donated (the memory is not its own).
-  const std::shared_ptr<Buffer>& viewed() const { return viewed_; }
 
  private:
   friend class InFlightReads;
@@ -53,7 +50,10 @@ class Buffer {
   int64_t counted_bytes_ = 0;            // its share of device_bytes_in_use()
   std::atomic<int> in_flight_reads_{0};  // InFlightReads holding it
   std::atomic<bool> retired_{false};     // counted in retired_device_bytes()
-  std::shared_ptr<Buffer> viewed_;       // destroyed after buffer_ (see reset)
+  // Set for a view of another buffer's memory (Client::prefix_view): it keeps that buffer
+  // alive (released after buffer_, see reset), counts no bytes of its own, and is never
+  // donated (the memory is not its own).
+  std::shared_ptr<Buffer> viewed_;
 };
 
 // Bytes of the device buffers this process holds (tensors' contents, buffers still read by

@@ -1,6 +1,5 @@
 #include "csrc/pjrt/client.h"
 
-#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 
@@ -216,10 +215,12 @@ Buffer Client::upload_releasing(const void* data, PJRT_Buffer_Type type,
 }
 
 bool Client::supports_views() const {
-  // An older plugin's table may end before these entries.
-  return api()->struct_size > offsetof(PJRT_Api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer) &&
-         api()->PJRT_Client_CreateViewOfDeviceBuffer != nullptr &&
-         api()->PJRT_Buffer_OpaqueDeviceMemoryDataPointer != nullptr;
+  // A prefix of a buffer's memory is the prefix of its array where the plugin lays arrays out
+  // densely (CPU, GPU); TPUs tile them, so a prefix there may hold other elements.
+  const std::string platform = platform_name();
+  return (platform == "cpu" || platform == "cuda" || platform == "gpu") &&
+         TORCH_TPU_PJRT_HAS(*plugin_, PJRT_Client_CreateViewOfDeviceBuffer) &&
+         TORCH_TPU_PJRT_HAS(*plugin_, PJRT_Buffer_OpaqueDeviceMemoryDataPointer);
 }
 
 std::shared_ptr<Buffer> Client::prefix_view(std::shared_ptr<Buffer> whole, PJRT_Buffer_Type type,

@@ -85,8 +85,8 @@ class Client {
   Buffer upload_zero_copy(const void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
                           PJRT_Device* device, std::function<void()> release) const;
 
-  // Whether prefix_view works here (the plugin can make a buffer over memory it did not
-  // allocate, as dlpack imports need).
+  // Whether prefix_view works here: the plugin can make a buffer over memory it did not
+  // allocate (as dlpack imports need), and lays 1-d arrays out densely.
   bool supports_views() const;
   // A buffer of `dims` over the first elements of `whole`'s memory, which must hold at least
   // as many of `type`. Waits for `whole` to be defined: the view's readers know no producer.
