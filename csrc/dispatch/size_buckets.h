@@ -1,12 +1,13 @@
 // Size buckets for eager ops. A script that meets many lengths (a sweep over sizes, inputs of
 // varying length) would compile one executable per op and length: 20-100 ms each on the CPU
-// plugin, far more on a TPU. Once a fill meets a second length within a bucket (the next power
-// of two), it runs at the bucket's length, and its result is the first n elements of the
-// bucket's buffer. Ops whose first n results do not depend on what lies past n in their inputs
-// (elementwise ops, copies, prefix scans) then run at the bucket's length too, full reductions
-// and accumulating scatters after what lies past n is replaced by a neutral value (n a runtime
-// input): each bucket's executable serves every length in it. Any other reader sees a view of
-// the first n elements, made when first needed (which waits for the bucket's producer).
+// plugin, far more on a TPU. Once fills (or uploads) of an op and dtype have met two lengths
+// within a bucket (the next power of two), each new shape runs at the bucket's length, and its
+// tensor is the first n elements of the bucket's buffer. Ops whose first n results do not depend
+// on what lies past n in their inputs (elementwise ops, copies, prefix scans) then run at the
+// bucket's length too, full reductions and accumulating scatters after what lies past n is
+// replaced by a neutral value (n a runtime input): each bucket's executable serves every length
+// in it. Any other reader sees a view of the first n elements, made when first needed (which
+// waits for the bucket's producer).
 #pragma once
 
 #include <ATen/core/function_schema.h>
@@ -20,7 +21,8 @@
 namespace torch_tpu {
 
 // Whether eager ops may run at size buckets (TORCH_TPU_SIZE_BUCKETS; on where the plugin makes
-// views). Turning them off leaves tensors already in buckets as they are.
+// views of dense arrays, see Client::supports_views). Turning them off leaves tensors already
+// in buckets as they are.
 bool size_buckets();
 void set_size_buckets(bool on);
 // Forgets the lengths and shapes fills and uploads have met (tests start from none).
@@ -49,9 +51,9 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst);
 
 using Redispatch = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
 
-// The op's results computed at its size bucket through `redispatch`, where the op and its
-// arguments qualify (Strict and Debug modes, a plugin that makes views, TORCH_TPU_SIZE_BUCKETS
-// not 0); nullopt where they do not, and the op runs at its exact sizes.
+// The op's results computed at its size bucket through `redispatch`, where buckets are on, the
+// mode runs ops one by one (Strict, Debug) and the op and its arguments qualify; nullopt where
+// they do not, and the op runs at its exact sizes.
 std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                                                             const std::string& op_name,
                                                             const c10::FunctionSchema& schema,
