@@ -124,12 +124,15 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   if (hlo::is_complex(t)) {
-    // As CPU: both parts of the real view drawn from [from, to).
+    // As CPU: both parts of the real view drawn from [from, to) (complex32's halves computed
+    // in f32, as its real view's would be).
     ElementType part = hlo::component_type(t);
+    ElementType part_acc = compute_type(part);
     auto draw = [&] {
-      return b.binary(
-          "add", splat(b, from, part, shape),
-          b.binary("multiply", uniform01(ctx, shape, part), splat(b, to - from, part, shape)));
+      return b.convert(b.binary("add", splat(b, from, part_acc, shape),
+                                b.binary("multiply", uniform01(ctx, shape, part_acc),
+                                         splat(b, to - from, part_acc, shape))),
+                       part);
     };
     Value re = draw();
     return Values{b.complex(re, draw())};
@@ -174,10 +177,12 @@ LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
   if (hlo::is_complex(t)) {
     // As CPU: both parts drawn as normal_(mean, std / sqrt(2)) of the real view.
     ElementType part = hlo::component_type(t);
+    ElementType part_acc = compute_type(part);
     auto draw = [&] {
-      return b.binary("add", splat(b, mean, part, shape),
-                      b.binary("multiply", standard_normal(ctx, shape, part),
-                               splat(b, std / std::sqrt(2.0), part, shape)));
+      return b.convert(b.binary("add", splat(b, mean, part_acc, shape),
+                                b.binary("multiply", standard_normal(ctx, shape, part_acc),
+                                         splat(b, std / std::sqrt(2.0), part_acc, shape))),
+                       part);
     };
     Value re = draw();
     return Values{b.complex(re, draw())};

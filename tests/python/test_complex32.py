@@ -121,3 +121,20 @@ def test_ops_cpu_lacks_match_complex64_rounded() -> None:
         got = op(x.to(TPU), y.to(TPU))
         assert got.dtype == torch.chalf, name
         torch.testing.assert_close(got.cpu(), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_samplers_draw_both_halves_as_cpu() -> None:
+    # normal_ and uniform_ fill both parts of the real view, as on CPU (normal_ with std/sqrt(2)
+    # per part); they failed to compile for complex32 (f16 parts, f32 arithmetic).
+    torch.manual_seed(0)
+    count = 20000
+    for fill, mean, std in (
+        (lambda t: t.normal_(1.0, 2.0), 1.0, 2.0 / 2**0.5),
+        (lambda t: t.uniform_(-1.0, 3.0), 1.0, 4.0 / 12**0.5),
+    ):
+        on_device = fill(torch.empty(count, dtype=torch.chalf, device=TPU))
+        on_cpu = fill(torch.empty(count, dtype=torch.chalf))
+        for got in (on_device.cpu(), on_cpu):
+            parts = torch.view_as_real(got).float()
+            torch.testing.assert_close(parts.mean(0), torch.full((2,), mean), atol=0.06, rtol=0)
+            torch.testing.assert_close(parts.std(0), torch.full((2,), std), atol=0.06, rtol=0)
