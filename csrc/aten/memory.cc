@@ -121,15 +121,22 @@ void download(const at::Tensor& tensor, void* dst) {
 
 // Makes `host` (dense, of dst's dtype and element count) dst's whole storage, through
 // `upload(client, data, type, dims, device)`, one of the client's upload flavours.
+// `host` holding more elements than `dst` (a size bucket's, see size_buckets.h) becomes the
+// bucket whose first elements are dst's.
 template <typename Upload>
 void replace_storage_by_upload(const at::Tensor& dst, const at::Tensor& host, Upload&& upload) {
   auto& runtime = Runtime::get();
   hlo::ElementType type = to_element_type(dst.scalar_type());
   std::vector<int64_t> dims{host.numel()};
   metrics().uploads++;
-  pjrt::Buffer buffer = upload(runtime.client(), host.data_ptr(), to_pjrt_type(type), dims,
-                               runtime.device(dst.device().index()));
-  device_storage(dst).assign(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+  auto buffer =
+      std::make_shared<pjrt::Buffer>(upload(runtime.client(), host.data_ptr(), to_pjrt_type(type),
+                                            dims, runtime.device(dst.device().index())));
+  if (host.numel() > dst.numel()) {
+    device_storage(dst).assign_bucket(std::move(buffer), type);
+  } else {
+    device_storage(dst).assign(std::move(buffer), type);
+  }
 }
 
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {
@@ -150,16 +157,11 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
   // pageable memory may be written again as soon as the call returns.
   if (std::optional<int64_t> bucket = upload_bucket(dst)) {
     // Our own padded copy: the upload may read it after returning.
-    const int64_t length = *bucket;
-    at::Tensor padded = at::zeros({length}, src.options());
+    at::Tensor padded = at::zeros({*bucket}, src.options());
     padded.narrow(0, 0, src.numel()).copy_(src.reshape({-1}));
-    auto& runtime = Runtime::get();
-    const hlo::ElementType type = to_element_type(dst.scalar_type());
-    metrics().uploads++;
-    pjrt::Buffer buffer = runtime.client().upload_async(
-        padded.data_ptr(), to_pjrt_type(type), {&length, 1}, runtime.device(dst.device().index()),
-        [keep = padded.storage()]() {});
-    device_storage(dst).assign_bucket(std::make_shared<pjrt::Buffer>(std::move(buffer)), type);
+    replace_storage_by_upload(dst, padded, [&](pjrt::Client& client, auto... args) {
+      return client.upload_async(args..., [keep = padded.storage()]() {});
+    });
     return;
   }
   const bool async =

@@ -986,10 +986,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lowering& lowering,
                                       const c10::FunctionSchema& schema,
                                       std::vector<c10::IValue> args) {
-  // Of the kernels' calls, device copies and index_put can run at a size bucket's length.
-  const BucketKind bucket = key_prefix == "aten::copy_"              ? BucketKind::Copy
-                            : key_prefix == "aten::_index_put_impl_" ? BucketKind::IndexPut
-                                                                     : BucketKind::None;
+  const BucketKind bucket = remembered_bucket_kind(key_prefix);
   return dispatch(key_prefix, schema, LoweringEntry{lowering, {}}, args, nullptr, bucket);
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "csrc/device/runtime.h"
@@ -238,11 +239,18 @@ BucketKind bucket_kind(const std::string& op_name) {
   return BucketKind::None;
 }
 
+BucketKind remembered_bucket_kind(const std::string& key_prefix) {
+  thread_local std::unordered_map<std::string, BucketKind> kinds;
+  auto found = kinds.find(key_prefix);
+  if (found == kinds.end()) found = kinds.emplace(key_prefix, bucket_kind(key_prefix)).first;
+  return found->second;
+}
+
 std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                                                             const std::string& op_name,
                                                             const c10::FunctionSchema& schema,
                                                             const std::vector<c10::IValue>& args,
-                                                            const Redispatch& redispatch) {
+                                                            Redispatch redispatch) {
   if (kind == BucketKind::None || !enabled() || eager_mode() == EagerMode::DeferAndFuse) {
     return std::nullopt;
   }

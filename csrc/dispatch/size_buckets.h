@@ -12,8 +12,8 @@
 
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/FunctionRef.h>
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,13 +43,17 @@ enum class BucketKind : uint8_t {
 };
 // The kind of an op by its name ("aten::add_.Tensor"), worked out once per op.
 BucketKind bucket_kind(const std::string& op_name);
+// The same for a kernel's run_lowering call, by its key prefix: remembered per thread, so a
+// call costs one lookup.
+BucketKind remembered_bucket_kind(const std::string& key_prefix);
 
 // The bucket length an upload into `dst` should fill (its values first, zeros after), where
 // uploads of this dtype have met two lengths of the bucket and `dst`'s shape is new, as for
 // fills; nullopt where it is written at its exact length.
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
 
-using Redispatch = std::function<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
+// Borrowed, not stored: building it allocates nothing on the dispatcher's path.
+using Redispatch = c10::function_ref<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
 
 // The op's results computed at its size bucket through `redispatch`, where buckets are on, the
 // mode runs ops one by one (Strict, Debug) and the op and its arguments qualify; nullopt where
@@ -58,6 +62,6 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                                                             const std::string& op_name,
                                                             const c10::FunctionSchema& schema,
                                                             const std::vector<c10::IValue>& args,
-                                                            const Redispatch& redispatch);
+                                                            Redispatch redispatch);
 
 }  // namespace torch_tpu
