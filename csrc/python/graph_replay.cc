@@ -30,6 +30,7 @@
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
+#include "csrc/python/call_signature.h"
 
 namespace py = pybind11;
 
@@ -93,49 +94,6 @@ struct Plan {
   std::vector<Output> outputs;
   bool tuple = true;
 };
-
-// What decides whether a recording can be replayed: every argument's kind, dtype and layout,
-// which arguments share storage, plain Python values, and the default dtype. nullopt: an
-// argument the plan cannot describe (a list), or a CPU tensor: the graph may read its value on
-// the host (a step count's .item()), which a replay would not see change.
-std::optional<std::string> signature(const py::args& args, std::vector<at::Tensor>& tensors,
-                                     std::string& why) {
-  std::string key(1, static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
-  std::unordered_map<const DeviceStorage*, size_t> first_arg;
-  tensors.assign(args.size(), at::Tensor());
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyObject* object = args[i].ptr();
-    if (THPVariable_Check(object)) {
-      const at::Tensor& tensor = THPVariable_Unpack(object);
-      tensors[i] = tensor;
-      key += "T" + std::to_string(static_cast<int>(tensor.scalar_type()));
-      if (tensor.is_conj()) key += "*";
-      if (tensor.is_neg()) key += "-";
-      if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.has_storage()) {
-        why = "argument " + std::to_string(i) + " is a " + tensor.device().str() +
-              " tensor (an optimizer's step counter on the CPU, say)";
-        return std::nullopt;
-      }
-      key += "d" + std::to_string(tensor.device().index()) + "[";
-      for (int64_t size : tensor.sizes()) key += std::to_string(size) + ",";
-      key += "|";
-      for (int64_t stride : tensor.strides()) key += std::to_string(stride) + ",";
-      key += "@" + std::to_string(tensor.storage_offset()) + "/" +
-             std::to_string(tensor.storage().nbytes());
-      auto [found, inserted] = first_arg.emplace(&device_storage(tensor), i);
-      if (!inserted) key += "=" + std::to_string(found->second);
-      key += "];";
-    } else if (object == Py_None) {
-      key += "N;";
-    } else if (PyBool_Check(object) || PyLong_Check(object) || PyFloat_Check(object)) {
-      key += std::string(Py_TYPE(object)->tp_name) + py::repr(args[i]).cast<std::string>() + ";";
-    } else {
-      why = "argument " + std::to_string(i) + " is a " + Py_TYPE(object)->tp_name;
-      return std::nullopt;
-    }
-  }
-  return key;
-}
 
 bool same_type(const at::Tensor& tensor, hlo::ElementType type) {
   return to_element_type(tensor.scalar_type()) == type;
@@ -473,12 +431,12 @@ class GraphReplay {
 
   py::object call(const py::args& args) {
     std::vector<at::Tensor> tensors;
-    std::optional<std::string> key;
+    std::optional<CallSignature> key;
     // Inside another recording, the graph is part of that one's fused graph.
     if (replay_enabled() && !recording()) {
       std::string why;
-      key = signature(args, tensors, why);
-      if (!key) note_unreplayable("", why);
+      key = call_signature(args, tensors, why);
+      if (!key) note_unreplayable({}, why);
     }
     if (key) {
       if (auto found = plans_.find(*key); found != plans_.end()) {
@@ -541,9 +499,9 @@ class GraphReplay {
   }
 
  private:
-  // Records why calls with this signature ("" for calls that have none) are not replayed,
-  // and says so once under TORCH_TPU_DEBUG_REPLAY.
-  void note_unreplayable(const std::string& key, const std::string& why) {
+  // Records why calls with this signature (an empty one for calls that have none) are not
+  // replayed, and says so once under TORCH_TPU_DEBUG_REPLAY.
+  void note_unreplayable(const CallSignature& key, const std::string& why) {
     if (!unreplayable_.emplace(key, why).second) return;
     if (std::getenv("TORCH_TPU_DEBUG_REPLAY") != nullptr) {
       std::fprintf(stderr, "torch_tpu: a compiled graph is recorded on every call: %s\n",
@@ -558,12 +516,12 @@ class GraphReplay {
 
   struct Slot {
     Plan plan;
-    std::list<std::string>::iterator age;
+    std::list<CallSignature>::iterator age;
   };
   py::function fn_;
-  std::unordered_map<std::string, Slot> plans_;
-  std::list<std::string> ages_;                                // most recently used first
-  std::unordered_map<std::string, std::string> unreplayable_;  // signature -> why
+  std::unordered_map<CallSignature, Slot, CallSignatureHash> plans_;
+  std::list<CallSignature> ages_;  // most recently used first
+  std::unordered_map<CallSignature, std::string, CallSignatureHash> unreplayable_;  // -> why
   int64_t replays_ = 0;
 };
 

@@ -4,7 +4,8 @@ that call's own, as when each call is recorded."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -112,6 +113,39 @@ def test_new_layouts_record_again() -> None:
     got = run_each(lambda x: (x.exp() - 1).sum(0), [(t.to(TPU),) for t in layouts])
     for g, t in zip(got, layouts, strict=True):
         torch.testing.assert_close(g.cpu(), (t.exp() - 1).sum(0))
+
+
+def test_a_replay_is_keyed_on_values_sharing_and_dtype() -> None:
+    """Python numbers are constants of the recording, arguments sharing a storage are one
+    buffer of it, and the default dtype shapes its factories: each difference records anew,
+    and each signature seen before replays what it recorded."""
+    replay = _C._GraphReplay(lambda a, b, k: (a * (k % 7) + b, torch.ones(2, device=a.device)))
+    x, y = torch.arange(4.0, device=TPU), torch.full((4,), 3.0, device=TPU)
+    big = 2**70
+    for k in (2, 2.5, -0.0, 0.0, True, big, big + 1, 2, 2.5):
+        out, ones = replay(x, y, k)
+        torch.testing.assert_close(out.cpu(), torch.arange(4.0) * float(k % 7) + 3.0)
+        assert ones.dtype == torch.float32
+    assert replay.replays == 2  # the second 2 and 2.5
+    doubled = x * 2
+    out, _ = replay(doubled, doubled, 3)
+    out2, _ = replay(x, doubled, 3)
+    torch.testing.assert_close(out.cpu(), torch.arange(4.0) * 8)
+    torch.testing.assert_close(out2.cpu(), torch.arange(4.0) * 5)
+    with default_dtype(torch.float64):
+        _, ones = replay(x, y, 2)
+    assert ones.dtype == torch.float64
+    assert replay.replays == 2
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def test_graphs_reading_cpu_scalars_or_swapping_buffers_stay_correct() -> None:
