@@ -1,23 +1,30 @@
-"""Where the MLP training step's gap to jax.jit lies: in torch_tpu's HLO, or in the plugin.
+"""Where a training step's gap to jax.jit lies: in torch_tpu's HLO, in the plugin, or on the
+host.
 
-The same step (bench/peers.py's MLP: 4 x Linear 512 with GELU, batch 128, MSE, SGD) four ways,
-in interleaved rounds so that the machine's drift reaches every row alike:
+Two steps of bench/peers.py (the MLP: 4 x Linear 512 with GELU, batch 128, MSE, SGD; and
+TinyGPT: dim 64, 2 layers, 8x32 tokens, cross entropy, AdamW), each run these ways, in
+interleaved rounds so that the machine's drift reaches every row alike:
 
 - jax.jit on jaxlib's own CPU runtime;
 - the same jax function through ``torch_tpu.kernels.jax_op`` on tpu: jax's HLO, compiled and
   run by torch_tpu's CPU plugin;
 - torch_tpu DeferAndFuse, the device time of the step's one fused executable (the host has
   recorded the step before the clock starts);
-- torch_tpu DeferAndFuse, the whole step (recording included).
+- torch_tpu DeferAndFuse, the whole step (recording included);
+- torch.compile(backend="tpu"), the whole step; and its host time alone (the clock stops when
+  the step's calls return, before the wait for the device).
 
-Row 2 against row 1 is the plugin's share; row 3 against row 2 is our HLO's share.
+Row 2 against row 1 is the plugin's share; row 3 against row 2 is our HLO's share; rows 4 and
+5 against row 3 are what the host adds (recording the ops; Dynamo, AOTAutograd and the replays
+of the step's graphs).
 
-    .venv/bin/python bench/same_hlo.py [--rounds 15 --per-round 5]
+    .venv/bin/python bench/same_hlo.py [--rounds 15 --per-round 5] [--steps mlp,gpt]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import time
@@ -36,49 +43,80 @@ import peers  # noqa: E402  (its set-up: jax's own XLA flags, the shared workloa
 import torch_tpu  # noqa: E402
 from torch_tpu import _C  # noqa: E402
 from torch_tpu.kernels import jax_op  # noqa: E402
+from torch_tpu.testing.tiny_gpt import TinyGPT, training_step  # noqa: E402
+
+Run = Callable[[], float | None]
 
 
-def jax_step_function() -> tuple[Callable[..., tuple[jax.Array, ...]], list[str]]:
-    model, _, _ = peers.mlp_setup()
-    names = sorted(peers.jax_params(model))
-
-    def step(x: jax.Array, y: jax.Array, *flat: jax.Array) -> tuple[jax.Array, ...]:
-        params = dict(zip(names, flat, strict=True))
-        loss, grads = jax.value_and_grad(peers.jax_mlp_loss)(params, x, y)
-        return (loss, *[params[n] - peers.SGD_LR * grads[n] for n in names])
-
-    return step, names
-
-
-def timed(run: Callable[[], float | None]) -> float:
+def timed(run: Run) -> float:
     """Seconds of one call: `run`'s own measure where it returns one, else its wall time."""
     start = time.perf_counter()
     measured = run()
     return measured if measured is not None else time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--per-round", type=int, default=5)
-    args = parser.parse_args()
+def tpu_rows(make_step: Callable[[], Callable[[], torch.Tensor]]) -> dict[str, Run]:
+    """The torch_tpu rows of a torch step; `make_step` gives a step function with its own
+    parameters and optimizer on tpu. The compiled rows get their own: an optimizer's state
+    made by an eager step would keep its step counts on the CPU (see _dynamo_backend.py)."""
+    step = make_step()
+    compiled = torch.compile(make_step(), backend="tpu")
 
-    step, names = jax_step_function()
+    def fused_device() -> float:
+        with torch_tpu.eager_mode("defer_and_fuse"):
+            step()
+            _C._materialize_pending()  # the step's one executable is enqueued
+            start = time.perf_counter()
+            torch.tpu.synchronize()
+            return time.perf_counter() - start
+
+    def fused_step() -> None:
+        with torch_tpu.eager_mode("defer_and_fuse"):
+            step()
+            torch.tpu.synchronize()
+
+    def compiled_step() -> None:
+        compiled()
+        torch.tpu.synchronize()
+
+    def compiled_host() -> float:
+        start = time.perf_counter()
+        compiled()
+        seconds = time.perf_counter() - start
+        torch.tpu.synchronize()
+        return seconds
+
+    return {
+        "DeferAndFuse fused step, device time": fused_device,
+        "DeferAndFuse step, whole": fused_step,
+        "compiled step, whole": compiled_step,
+        "compiled step, host time": compiled_host,
+    }
+
+
+def mlp_rows() -> dict[str, Run]:
     model, x_cpu, y_cpu = peers.mlp_setup()
     params = peers.jax_params(model)
+    names = sorted(params)
 
-    jitted = jax.jit(step)
+    def jax_step(x: jax.Array, y: jax.Array, *flat: jax.Array) -> tuple[jax.Array, ...]:
+        p = dict(zip(names, flat, strict=True))
+        loss, grads = jax.value_and_grad(peers.jax_mlp_loss)(p, x, y)
+        return (loss, *[p[n] - peers.SGD_LR * grads[n] for n in names])
+
+    jitted = jax.jit(jax_step)
     x_jax, y_jax = jnp.asarray(x_cpu.numpy()), jnp.asarray(y_cpu.numpy())
     flat_jax = [params[n] for n in names]
 
     torch_tpu.set_eager_mode("strict")
-    on_plugin = jax_op(step, name="bench::same_hlo_mlp_step")
+    on_plugin = jax_op(jax_step, name="bench::same_hlo_mlp_step")
     x_tpu, y_tpu = x_cpu.to("tpu"), y_cpu.to("tpu")
     flat_tpu = [torch.from_numpy(np.array(params[n])).to("tpu") for n in names]
 
-    tpu_model = model.to("tpu")
-    optimizer = torch.optim.SGD(tpu_model.parameters(), lr=peers.SGD_LR)
-    torch_step = peers.torch_train_step(tpu_model, optimizer, F.mse_loss, x_tpu, y_tpu)
+    def make_step() -> Callable[[], torch.Tensor]:
+        tpu_model = copy.deepcopy(model).to("tpu")
+        optimizer = torch.optim.SGD(tpu_model.parameters(), lr=peers.SGD_LR)
+        return peers.torch_train_step(tpu_model, optimizer, F.mse_loss, x_tpu, y_tpu)
 
     def run_jax() -> None:
         jax.block_until_ready(jitted(x_jax, y_jax, *flat_jax))
@@ -87,36 +125,78 @@ def main() -> None:
         on_plugin(x_tpu, y_tpu, *flat_tpu)
         torch.tpu.synchronize()
 
-    def run_fused_device() -> float:
-        with torch_tpu.eager_mode("defer_and_fuse"):
-            torch_step()
-            _C._materialize_pending()  # the step's one executable is enqueued
-            start = time.perf_counter()
-            torch.tpu.synchronize()
-            return time.perf_counter() - start
-
-    def run_fused_step() -> None:
-        with torch_tpu.eager_mode("defer_and_fuse"):
-            torch_step()
-            torch.tpu.synchronize()
-
-    rows = {
+    return {
         "jax.jit (jaxlib)": run_jax,
         "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
-        "DeferAndFuse fused step, device time": run_fused_device,
-        "DeferAndFuse step, whole": run_fused_step,
+        **tpu_rows(make_step),
     }
+
+
+def gpt_rows() -> dict[str, Run]:
+    model, data = peers.gpt_setup()
+    params = peers.jax_params(model)
+    names = sorted(params)
+    count = len(names)
+
+    def jax_step(
+        inputs: jax.Array, targets: jax.Array, step_count: jax.Array, *flat: jax.Array
+    ) -> tuple[jax.Array, ...]:
+        """peers.jax_adamw_step on flat arguments (parameters, first and second moments)."""
+        state = tuple(
+            dict(zip(names, flat[i * count : (i + 1) * count], strict=True)) for i in range(3)
+        )
+        (p, m, v, new_count), loss = peers.jax_adamw_step((*state, step_count), inputs, targets)
+        return (loss, new_count, *[tree[n] for tree in (p, m, v) for n in names])
+
+    jitted = jax.jit(jax_step)
+    inputs_jax, targets_jax = jnp.asarray(data[:, :-1].numpy()), jnp.asarray(data[:, 1:].numpy())
+    flat_jax = [params[n] for n in names] + [jnp.zeros_like(params[n]) for n in names] * 2
+    count_jax = jnp.zeros((), jnp.float32)
+
+    torch_tpu.set_eager_mode("strict")
+    on_plugin = jax_op(jax_step, name="bench::same_hlo_gpt_step")
+    inputs_tpu, targets_tpu = data[:, :-1].to("tpu"), data[:, 1:].to("tpu")
+    flat_tpu = [torch.from_numpy(np.array(a)).to("tpu") for a in flat_jax]
+    count_tpu = torch.zeros((), device="tpu")
+
+    def make_step() -> Callable[[], torch.Tensor]:
+        tpu_model = TinyGPT(dim=peers.GPT_DIM, layers=peers.GPT_LAYERS, max_len=peers.GPT_LEN)
+        tpu_model.load_state_dict(model.state_dict())
+        tpu_model = tpu_model.to("tpu")
+        optimizer = torch.optim.AdamW(tpu_model.parameters(), lr=peers.ADAMW_LR)
+        return training_step(tpu_model, optimizer, inputs_tpu, targets_tpu)
+
+    def run_jax() -> None:
+        jax.block_until_ready(jitted(inputs_jax, targets_jax, count_jax, *flat_jax))
+
+    def run_on_plugin() -> None:
+        on_plugin(inputs_tpu, targets_tpu, count_tpu, *flat_tpu)
+        torch.tpu.synchronize()
+
+    return {
+        "jax.jit (jaxlib)": run_jax,
+        "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
+        **tpu_rows(make_step),
+    }
+
+
+STEPS: dict[str, tuple[str, Callable[[], dict[str, Run]]]] = {
+    "mlp": (f"MLP train step 4x{peers.MLP_WIDTH}, b{peers.MLP_BATCH}, SGD", mlp_rows),
+    "gpt": ("TinyGPT train step 8x32, AdamW", gpt_rows),
+}
+
+
+def table(title: str, rows: dict[str, Run], rounds: int, per_round: int) -> None:
     samples: dict[str, list[float]] = {name: [] for name in rows}
     for run in rows.values():  # compiles, then warms
         for _ in range(3):
             run()
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for name, run in rows.items():
-            samples[name].extend(timed(run) for _ in range(args.per_round))
+            samples[name].extend(timed(run) for _ in range(per_round))
 
     jax_median = statistics.median(samples["jax.jit (jaxlib)"])
-    print(f"MLP train step 4x{peers.MLP_WIDTH}, b{peers.MLP_BATCH}, SGD; "
-          f"{args.rounds} interleaved rounds of {args.per_round}")  # fmt: skip
+    print(f"\n{title}; {rounds} interleaved rounds of {per_round}")
     print("| way | median ms | min ms | median x jax.jit |")
     print("|---|---:|---:|---:|")
     for name, times in samples.items():
@@ -124,6 +204,17 @@ def main() -> None:
         print(
             f"| {name} | {median * 1e3:.2f} | {min(times) * 1e3:.2f} | {median / jax_median:.2f}x |"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--per-round", type=int, default=5)
+    parser.add_argument("--steps", default=",".join(STEPS), help="comma separated: mlp, gpt")
+    args = parser.parse_args()
+    for key in args.steps.split(","):
+        title, make_rows = STEPS[key]
+        table(title, make_rows(), args.rounds, args.per_round)
 
 
 if __name__ == "__main__":
