@@ -35,11 +35,10 @@ size_t CallSignatureHash::operator()(const CallSignature& signature) const {
   return static_cast<size_t>(hash);
 }
 
-std::optional<CallSignature> call_signature(const py::args& args, std::vector<at::Tensor>& tensors,
-                                            std::string& why) {
-  CallSignature signature;
+bool call_signature(const py::args& args, std::vector<at::Tensor>& tensors, std::string& why,
+                    CallSignature& signature) {
   std::vector<int64_t>& words = signature.words;
-  words.reserve(1 + args.size() * 12);
+  words.clear();
   words.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   // (storage, argument) of every tensor, and where its "shares storage with" word lies.
   thread_local std::vector<std::pair<const DeviceStorage*, size_t>> storages;
@@ -54,7 +53,7 @@ std::optional<CallSignature> call_signature(const py::args& args, std::vector<at
       if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.has_storage()) {
         why = "argument " + std::to_string(i) + " is a " + tensor.device().str() +
               " tensor (an optimizer's step counter on the CPU, say)";
-        return std::nullopt;
+        return false;
       }
       tensors[i] = tensor;
       words.push_back(kTensor);
@@ -90,7 +89,7 @@ std::optional<CallSignature> call_signature(const py::args& args, std::vector<at
       words.push_back(std::bit_cast<int64_t>(PyFloat_AS_DOUBLE(object)));
     } else {
       why = "argument " + std::to_string(i) + " is a " + Py_TYPE(object)->tp_name;
-      return std::nullopt;
+      return false;
     }
   }
   // Arguments sharing a storage: sorted by storage, each run's first argument is the lowest.
@@ -103,7 +102,7 @@ std::optional<CallSignature> call_signature(const py::args& args, std::vector<at
     }
     start = end;
   }
-  return signature;
+  return true;
 }
 
 }  // namespace torch_tpu

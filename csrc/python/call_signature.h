@@ -9,7 +9,6 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +23,12 @@ struct CallSignatureHash {
   size_t operator()(const CallSignature& signature) const;
 };
 
-// The signature of a call with `args`, filling `tensors` with the tensor arguments (undefined
-// at other positions). nullopt, with `why` set, for an argument a replay cannot describe (a
-// list, an object) or a CPU tensor: the graph may read its value on the host (a step count's
-// .item()), which a replay would not see change.
-std::optional<CallSignature> call_signature(const pybind11::args& args,
-                                            std::vector<at::Tensor>& tensors, std::string& why);
+// Writes the signature of a call with `args` into `signature` (whose words are reused, so that
+// a caller keeping one per thread allocates nothing), and fills `tensors` with the tensor
+// arguments (undefined at other positions). False, with `why` set, for an argument a replay
+// cannot describe (a list, an object) or a CPU tensor: the graph may read its value on the
+// host (a step count's .item()), which a replay would not see change.
+bool call_signature(const pybind11::args& args, std::vector<at::Tensor>& tensors, std::string& why,
+                    CallSignature& signature);
 
 }  // namespace torch_tpu

@@ -431,21 +431,25 @@ class GraphReplay {
 
   py::object call(const py::args& args) {
     std::vector<at::Tensor> tensors;
-    std::optional<CallSignature> key;
+    // Built in a signature the thread reuses, so that a replay allocates no key; a recording
+    // copies it first (the graph it runs may call other compiled graphs).
+    thread_local CallSignature signature;
+    bool keyed = false;
     // Inside another recording, the graph is part of that one's fused graph.
     if (replay_enabled() && !recording()) {
       std::string why;
-      key = call_signature(args, tensors, why);
-      if (!key) note_unreplayable({}, why);
+      keyed = call_signature(args, tensors, why, signature);
+      if (!keyed) note_unreplayable({}, why);
     }
-    if (key) {
-      if (auto found = plans_.find(*key); found != plans_.end()) {
+    if (keyed) {
+      if (auto found = plans_.find(signature); found != plans_.end()) {
         ages_.splice(ages_.begin(), ages_, found->second.age);
         ++replays_;
         return replay(found->second.plan, tensors);
       }
     }
-    if (!key || unreplayable_.contains(*key)) return record(args);
+    if (!keyed || unreplayable_.contains(signature)) return record(args);
+    const CallSignature key = signature;
 
     materialize_pending();  // a graph pending from eager code is not part of this one
     // Anything that happens outside the fused graph makes the recording unrepeatable: a host
@@ -478,11 +482,11 @@ class GraphReplay {
       why = "an argument's storage was swapped outside the graph's results";
     }
     if (!plan) {
-      note_unreplayable(*key, why);
+      note_unreplayable(key, why);
       return out;
     }
-    ages_.push_front(*key);
-    plans_.emplace(*key, Slot{std::move(*plan), ages_.begin()});
+    ages_.push_front(key);
+    plans_.emplace(key, Slot{std::move(*plan), ages_.begin()});
     if (plans_.size() > kMaxPlans) {
       plans_.erase(ages_.back());
       ages_.pop_back();
