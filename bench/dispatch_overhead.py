@@ -219,8 +219,50 @@ def tiny_step_table(steps: int = 200) -> None:
         )
 
 
+def median_us(fn: Callable[[], object], calls: int = 5000) -> float:
+    for _ in range(100):
+        fn()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def read_back_table() -> None:
+    """Reading values back to the host, each call timed alone (median µs): a ready scalar, a
+    scalar just computed (the op and the read), and 1024 floats; next to torch CPU and, where
+    jax is installed, jax on its own CPU runtime."""
+    x, y = torch.randn(()).to("tpu"), torch.randn(1024).to("tpu")
+    x_cpu, y_cpu = x.cpu(), y.cpu()
+    torch.tpu.synchronize()
+    rows: dict[str, list[Callable[[], object]]] = {
+        "x.item(), x ready": [x.item, x_cpu.item],
+        "(x + 1).item()": [lambda: (x + 1).item(), lambda: (x_cpu + 1).item()],
+        "y.cpu(), 1024 floats": [y.cpu, y_cpu.numpy],
+    }
+    try:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+    except ImportError:
+        pass
+    else:
+        x_jax, y_jax = jnp.asarray(x_cpu.numpy()), jnp.asarray(y_cpu.numpy())
+        add_one = jax.jit(lambda a: a + 1)
+        rows["x.item(), x ready"].append(lambda: float(x_jax))
+        rows["(x + 1).item()"].append(lambda: float(add_one(x_jax)))
+        rows["y.cpu(), 1024 floats"].append(lambda: np.asarray(y_jax))
+    print(f"\n{'read back (us per call)':<24} {'tpu':>8} {'torch cpu':>10} {'jax':>8}")
+    for label, (tpu, cpu, *jax_read) in rows.items():
+        jax_text = f"{median_us(jax_read[0]):>8.2f}" if jax_read else f"{'n/a':>8}"
+        print(f"{label:<24} {median_us(tpu):>8.2f} {median_us(cpu):>10.2f} {jax_text}")
+
+
 if __name__ == "__main__":
     main()
+    read_back_table()
     offsets_table()
     run_ahead_table()
     compiled_graph_table()

@@ -80,7 +80,10 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
   metrics().host_syncs++;
   metrics().downloads++;
   try {
-    storage_buffer(tensor)->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+    auto buffer = storage_buffer(tensor);
+    if (!buffer->read_in_place(dst, nbytes, "reading a tpu tensor")) {
+      buffer->copy_to_host(dst, nbytes).await("reading a tpu tensor");
+    }
   } catch (const pjrt::Error&) {
     raise_async_error();  // names the op that failed, if it was asynchronous work
     throw;

@@ -29,26 +29,34 @@ std::optional<CheckedOp> failed_op;           // under watched_mutex
 // Whether `watched` or `failed_op` may hold anything: host reads check it without the lock.
 std::atomic<bool> anything_watched{false};
 
-// Reads every watched flag, keeping the first failure; under watched_mutex. The reads start
-// together and each waits for its producer. A producer that failed outright is reported as an
-// asynchronous error instead.
+// Reads every watched flag, keeping the first failure; under watched_mutex. Flags in host
+// memory are read in place; the others' transfers start together and each waits for its
+// producer. A producer that failed outright is reported as an asynchronous error instead.
 void read_watched() {
   std::vector<int32_t> values(watched.size(), 0);  // an i1 flag fills the low byte
   std::vector<std::optional<pjrt::Event>> reads;
+  std::vector<bool> read(watched.size(), false);
   for (size_t i = 0; i < watched.size(); ++i) {
     const size_t bytes = watched[i].type == hlo::ElementType::Pred ? 1 : sizeof(int32_t);
     try {
-      reads.emplace_back(watched[i].flag->copy_to_host(&values[i], bytes));
+      if (watched[i].flag->read_in_place(&values[i], bytes, "reading an index check")) {
+        read[i] = true;
+        reads.emplace_back(std::nullopt);
+      } else {
+        reads.emplace_back(watched[i].flag->copy_to_host(&values[i], bytes));
+      }
     } catch (const pjrt::Error&) {
       reads.emplace_back(std::nullopt);
     }
   }
   for (size_t i = 0; i < watched.size(); ++i) {
-    if (!reads[i]) continue;
-    try {
-      reads[i]->await("reading an index check");
-    } catch (const pjrt::Error&) {
-      continue;
+    if (!read[i]) {
+      if (!reads[i]) continue;
+      try {
+        reads[i]->await("reading an index check");
+      } catch (const pjrt::Error&) {
+        continue;
+      }
     }
     const Watched& w = watched[i];
     if (failed_op) continue;

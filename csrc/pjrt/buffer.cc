@@ -1,11 +1,21 @@
 #include "csrc/pjrt/buffer.h"
 
+#include <cstddef>
+#include <cstring>
+
 namespace torch_tpu::pjrt {
 namespace {
 
 std::atomic<int64_t> bytes_in_use{0};
 std::atomic<int64_t> peak_bytes{0};
 std::atomic<int64_t> retired_bytes{0};
+
+// Whether the plugin's function table reaches the slot at `offset` and fills it (older plugins
+// have shorter tables).
+bool api_has(const PJRT_Api* api, std::size_t offset) {
+  return api->struct_size >= offset + sizeof(void*) &&
+         *reinterpret_cast<void* const*>(reinterpret_cast<const char*>(api) + offset) != nullptr;
+}
 
 void raise_peak(int64_t bytes) {
   int64_t seen = peak_bytes.load(std::memory_order_relaxed);
@@ -130,6 +140,25 @@ Event Buffer::copy_to_host(void* dst, std::size_t size) const {
   args.dst_size = size;
   check(api_, api_->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
   return Event(api_, args.event);
+}
+
+bool Buffer::read_in_place(void* dst, std::size_t size, const char* what) const {
+  if (!api_has(api_, offsetof(PJRT_Api, PJRT_Buffer_IsOnCpu)) ||
+      !api_has(api_, offsetof(PJRT_Api, PJRT_Buffer_OpaqueDeviceMemoryDataPointer))) {
+    return false;
+  }
+  auto on_cpu = make_args<PJRT_Buffer_IsOnCpu_Args>();
+  on_cpu.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_IsOnCpu(&on_cpu), "PJRT_Buffer_IsOnCpu");
+  // An array of rank 0 or 1 is dense whatever its layout; its size rules out packed types.
+  if (!on_cpu.is_on_cpu || dims().size() > 1 || on_device_size_in_bytes() != size) return false;
+  ready_event().await(what);
+  auto pointer = make_args<PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args>();
+  pointer.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_OpaqueDeviceMemoryDataPointer(&pointer),
+        "PJRT_Buffer_OpaqueDeviceMemoryDataPointer");
+  std::memcpy(dst, pointer.device_memory_ptr, size);
+  return true;
 }
 
 Event Buffer::ready_event() const {

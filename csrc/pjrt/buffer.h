@@ -33,6 +33,11 @@ class Buffer {
   // Starts copying the whole buffer (dense, row-major) into `dst`, which must hold `size`
   // bytes and stay alive until the returned event completes. Waits for the producer first.
   Event copy_to_host(void* dst, std::size_t size) const;
+  // Where the buffer is a dense array in host memory (the CPU plugin's), waits for its producer
+  // and copies its `size` bytes into `dst` straight from that memory: the plugin's transfer
+  // would take a trip through its worker threads, most of a small read's time (an .item()).
+  // False, having done nothing, elsewhere. Throws Error as awaiting the transfer would.
+  bool read_in_place(void* dst, std::size_t size, const char* what) const;
   // Completes when the buffer's contents are defined (its producing computation finished).
   Event ready_event() const;
   // Called before an execution takes the buffer over (donation): its memory is counted from

@@ -125,6 +125,22 @@ def test_synchronize(tpu: torch.device) -> None:
     torch.testing.assert_close(b.cpu(), torch.arange(16, dtype=torch.float32) * 2 + 1)
 
 
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64, torch.uint8]
+)
+def test_host_reads_return_what_was_computed(tpu: torch.device, dtype: torch.dtype) -> None:
+    """Reads back (the CPU plugin's from host memory in place) of results still being
+    computed, of scalars, views and every storage dtype, equal CPU's."""
+    base = torch.arange(-6, 18).reshape(4, 6)
+    expected = (base * 3 - 1).to(dtype)
+    got = (base.to(tpu) * 3 - 1).to(dtype)  # read while its ops may still run
+    torch.testing.assert_close(got.cpu(), expected)
+    torch.testing.assert_close(got[1:3, ::2].cpu(), expected[1:3, ::2])
+    torch.testing.assert_close(got.t().contiguous().cpu(), expected.t().contiguous())
+    assert got[2, 3].item() == expected[2, 3].item()
+    assert got.sum().item() == pytest.approx(expected.sum().item(), rel=1e-2)
+
+
 def test_device_name_and_properties() -> None:
     name = torch.tpu.get_device_name()
     assert isinstance(name, str) and name
