@@ -33,33 +33,30 @@ std::atomic<bool> anything_watched{false};
 // memory are read in place; the others' transfers start together and each waits for its
 // producer. A producer that failed outright is reported as an asynchronous error instead.
 void read_watched() {
+  constexpr const char* kWhat = "reading an index check";
   std::vector<int32_t> values(watched.size(), 0);  // an i1 flag fills the low byte
-  std::vector<std::optional<pjrt::Event>> reads;
-  std::vector<bool> read(watched.size(), false);
+  std::vector<bool> known(watched.size(), false);  // values[i] holds flag i
+  std::vector<std::optional<pjrt::Event>> transfers(watched.size());
   for (size_t i = 0; i < watched.size(); ++i) {
     const size_t bytes = watched[i].type == hlo::ElementType::Pred ? 1 : sizeof(int32_t);
     try {
-      if (watched[i].flag->read_in_place(&values[i], bytes, "reading an index check")) {
-        read[i] = true;
-        reads.emplace_back(std::nullopt);
-      } else {
-        reads.emplace_back(watched[i].flag->copy_to_host(&values[i], bytes));
-      }
+      known[i] = watched[i].flag->read_in_place(&values[i], bytes, kWhat);
+      if (!known[i]) transfers[i] = watched[i].flag->copy_to_host(&values[i], bytes);
     } catch (const pjrt::Error&) {
-      reads.emplace_back(std::nullopt);
+      // Its producer failed: an asynchronous error.
     }
   }
   for (size_t i = 0; i < watched.size(); ++i) {
-    if (!read[i]) {
-      if (!reads[i]) continue;
+    if (transfers[i]) {
       try {
-        reads[i]->await("reading an index check");
+        transfers[i]->await(kWhat);
+        known[i] = true;
       } catch (const pjrt::Error&) {
-        continue;
+        // As above.
       }
     }
     const Watched& w = watched[i];
-    if (failed_op) continue;
+    if (!known[i] || failed_op) continue;
     if (w.type == hlo::ElementType::Pred && values[i] == 0) failed_op = w.ops.front();
     if (w.type != hlo::ElementType::Pred && values[i] >= 0) {
       failed_op = w.ops.at(static_cast<size_t>(values[i]));
