@@ -1,7 +1,11 @@
 """Training-step time of a small transformer, side by side from one run: torch.compile on tpu,
 eager Strict and DeferAndFuse on tpu, torch CPU eager and torch.compile (inductor) on CPU. Then
 the host time per call of a compiled 100-op graph: recorded on every call (each op dispatched
-into the fused graph again) against replayed (its executable run on the call's inputs).
+into the fused graph again) against replayed (its executable run on the call's inputs). Last,
+where a compiled call's time goes, for TinyGPT's forward at batch 1 and a greedy decoding step
+(bench/peers.py's rows): Dynamo and AOTAutograd before torch_tpu's graph call, that call (the
+replay: its arguments gathered, the executable launched; the CPU plugin may run a small
+program's first kernels on the launching thread), what follows it, and the wait for the result.
 
     .venv/bin/python bench/compile.py
 """
@@ -11,12 +15,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 import torch_tpu
-from torch_tpu import _C
-from torch_tpu.testing.tiny_gpt import tiny_lm_training_step
+from torch_tpu import _C, _bucketing
+from torch_tpu.testing.tiny_gpt import TinyGPT, tiny_lm_training_step
 
 
 def ms_per_step(step: Callable[[], float], warmup: int = 3, repeats: int = 20) -> float:
@@ -90,5 +95,68 @@ def replay_table() -> None:
         print(f"{name:<52} {us:>9.1f} {recorded / us:>11.1f}x")
 
 
+def host_split_table(calls: int = 2000) -> None:
+    """Median µs per compiled call: before torch_tpu's graph call, in it, after it, and the wait
+    for the result (a synchronize, or the token's .item())."""
+    marks: dict[str, float] = {}
+    graph_call = _bucketing.BucketedGraph.__call__
+
+    def timed_graph_call(self: _bucketing.BucketedGraph, args: list[Any]) -> Any:
+        marks["in"] = time.perf_counter()
+        result = graph_call(self, args)
+        marks["out"] = time.perf_counter()
+        return result
+
+    torch.manual_seed(0)
+    model = TinyGPT(dim=64, layers=2, max_len=32).eval().to("tpu")
+    tokens = torch.randint(0, 64, (1, 32)).to("tpu")
+    forward = torch.compile(model, backend="tpu")
+    decode = torch.compile(model.decode_step, backend="tpu")
+    caches = model.empty_caches()
+    position = torch.zeros((), dtype=torch.long, device="tpu")
+    token = torch.tensor(3, device="tpu")
+
+    def run_forward() -> None:
+        forward(tokens)
+
+    decoded = [0]
+
+    def run_decode() -> torch.Tensor:
+        decoded[0] += 1
+        if decoded[0] % 30 == 0:  # the caches hold 32 positions
+            position.zero_()
+        return decode(token, position, caches)
+
+    header = ("before", "graph call", "after", "wait")
+    print(f"\n{'compiled call, median us':<32} " + " ".join(f"{h:>10}" for h in header))
+    _bucketing.BucketedGraph.__call__ = timed_graph_call  # type: ignore[method-assign]
+    try:
+        with torch.no_grad():
+            for label, run, wait in (
+                ("TinyGPT forward 1x32", run_forward, lambda _: torch.tpu.synchronize()),
+                ("TinyGPT decode step", run_decode, lambda out: out.item()),
+            ):
+                parts: list[list[float]] = [[], [], [], []]
+                for i in range(calls + 50):
+                    start = time.perf_counter()
+                    out = run()
+                    returned = time.perf_counter()
+                    wait(out)
+                    done = time.perf_counter()
+                    if i >= 50:
+                        for part, seconds in zip(
+                            parts,
+                            (marks["in"] - start, marks["out"] - marks["in"],
+                             returned - marks["out"], done - returned),
+                            strict=True,
+                        ):  # fmt: skip
+                            part.append(seconds)
+                medians = [statistics.median(part) * 1e6 for part in parts]
+                print(f"{label:<32} " + " ".join(f"{m:>10.1f}" for m in medians))
+    finally:
+        _bucketing.BucketedGraph.__call__ = graph_call  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     main()
+    host_split_table()
