@@ -2,10 +2,11 @@
 eager Strict and DeferAndFuse on tpu, torch CPU eager and torch.compile (inductor) on CPU. Then
 the host time per call of a compiled 100-op graph: recorded on every call (each op dispatched
 into the fused graph again) against replayed (its executable run on the call's inputs). Last,
-where a compiled call's time goes, for TinyGPT's forward at batch 1 and a greedy decoding step
-(bench/peers.py's rows): Dynamo and AOTAutograd before torch_tpu's graph call, that call (the
-replay: its arguments gathered, the executable launched; the CPU plugin may run a small
-program's first kernels on the launching thread), what follows it, and the wait for the result.
+where a compiled call's time goes, for a TinyGPT forward at batch 1 and a greedy decoding step
+(the shapes of bench/peers.py's rows): Dynamo and AOTAutograd before torch_tpu's graph call,
+that call (the replay: its arguments gathered, the executable launched; the CPU plugin may run
+a small program's first kernels on the launching thread), what follows it, and the wait for
+the result.
 
     .venv/bin/python bench/compile.py
 """
