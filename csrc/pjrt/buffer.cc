@@ -150,8 +150,12 @@ bool Buffer::read_in_place(void* dst, std::size_t size, const char* what) const 
   auto on_cpu = make_args<PJRT_Buffer_IsOnCpu_Args>();
   on_cpu.buffer = buffer_;
   check(api_, api_->PJRT_Buffer_IsOnCpu(&on_cpu), "PJRT_Buffer_IsOnCpu");
+  if (!on_cpu.is_on_cpu) return false;
   // An array of rank 0 or 1 is dense whatever its layout; its size rules out packed types.
-  if (!on_cpu.is_on_cpu || dims().size() > 1 || on_device_size_in_bytes() != size) return false;
+  auto shape = make_args<PJRT_Buffer_Dimensions_Args>();
+  shape.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_Dimensions(&shape), "PJRT_Buffer_Dimensions");
+  if (shape.num_dims > 1 || on_device_size_in_bytes() != size) return false;
   ready_event().await(what);
   auto pointer = make_args<PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args>();
   pointer.buffer = buffer_;
