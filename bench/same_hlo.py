@@ -1,11 +1,14 @@
-"""Where a training step's gap to jax.jit lies: in torch_tpu's HLO, in the plugin, or on the
-host.
+"""Where a workload's gap to jax.jit lies: in torch_tpu's HLO, in the plugin, or on the host.
 
-Two steps of bench/peers.py (the MLP: 4 x Linear 512 with GELU, batch 128, MSE, SGD; and
-TinyGPT: dim 64, 2 layers, 8x32 tokens, cross entropy, AdamW), each run these ways, in
-interleaved rounds so that the machine's drift reaches every row alike:
+Four workloads of bench/peers.py (the MLP step: 4 x Linear 512 with GELU, batch 128, MSE, SGD;
+the TinyGPT step: dim 64, 2 layers, 8x32 tokens, cross entropy, AdamW; TinyGPT's forward in eval
+under no_grad on 1x32 and 32x32 tokens), each run these ways, in interleaved rounds so that
+the machine's drift reaches every row alike:
 
 - jax.jit on jaxlib's own CPU runtime;
+- jax.jit on torch_tpu's CPU plugin, registered as a jax platform: the same program under the
+  same host code (jax's dispatch through the PJRT C API), so its gap to the row above is the
+  plugin's runtime alone (jaxlib 0.10.2's XLA against the plugin's 0.11.2 build);
 - the same jax function through ``torch_tpu.kernels.jax_op`` on tpu: jax's HLO, compiled and
   run by torch_tpu's CPU plugin;
 - torch_tpu DeferAndFuse, the device time of the step's one fused executable (the host has
@@ -14,11 +17,12 @@ interleaved rounds so that the machine's drift reaches every row alike:
 - torch.compile(backend="tpu"), the whole step; and its host time alone (the clock stops when
   the step's calls return, before the wait for the device).
 
-Row 2 against row 1 is the plugin's share; row 3 against row 2 is our HLO's share; rows 4 and
-5 against row 3 are what the host adds (recording the ops; Dynamo, AOTAutograd and the replays
-of the step's graphs).
+Row 2 against row 1 is the plugin's runtime; row 3 against row 2 is what torch_tpu's path adds
+to the same program (jax_op's dispatch); row 4 against row 3 is our HLO's share; rows 5 to 7
+against row 4 are what the host adds (recording the ops; Dynamo, AOTAutograd and the replays of
+the step's graphs).
 
-    .venv/bin/python bench/same_hlo.py [--rounds 15 --per-round 5] [--steps mlp,gpt]
+    .venv/bin/python bench/same_hlo.py [--rounds 15 --per-round 5] [--steps mlp,gpt,fwd1,fwd32]
 """
 
 from __future__ import annotations
@@ -48,6 +52,34 @@ from torch_tpu.testing.tiny_gpt import TinyGPT, training_step  # noqa: E402
 Run = Callable[[], float | None]
 
 
+def _register_plugin_with_jax() -> str | None:
+    """Registers torch_tpu's plugin as a jax platform before jax starts its backends; returns
+    the platform's name, or None where the plugin is not the CPU one (jax brings its own GPU
+    plugin)."""
+    path = torch_tpu.plugin_path()
+    if "cpu" not in Path(path).name:
+        return None
+    from jax._src import xla_bridge
+
+    xla_bridge.register_plugin("torch_tpu_plugin", library_path=path)
+    return "torch_tpu_plugin"
+
+
+PLUGIN_PLATFORM = _register_plugin_with_jax()
+
+
+def jax_on_plugin(jitted: Callable[..., object], *args: object) -> dict[str, Run]:
+    """The row of `jitted(*args)` run by jax on torch_tpu's plugin (see the module docstring)."""
+    if PLUGIN_PLATFORM is None:
+        return {}
+    placed = jax.device_put(args, jax.devices(PLUGIN_PLATFORM)[0])
+
+    def run() -> None:
+        jax.block_until_ready(jitted(*placed))
+
+    return {"jax.jit on torch_tpu's plugin (jax's runtime)": run}
+
+
 def timed(run: Run) -> float:
     """Seconds of one call: `run`'s own measure where it returns one, else its wall time."""
     start = time.perf_counter()
@@ -62,18 +94,22 @@ def tpu_rows(make_step: Callable[[], Callable[[], torch.Tensor]]) -> dict[str, R
     step = make_step()
     compiled = torch.compile(make_step(), backend="tpu")
 
+    # The step's result is held until after the wait: a result nobody holds is dead code that
+    # DeferAndFuse never computes.
     def fused_device() -> float:
         with torch_tpu.eager_mode("defer_and_fuse"):
-            step()
+            result = step()
             _C._materialize_pending()  # the step's one executable is enqueued
             start = time.perf_counter()
             torch.tpu.synchronize()
+            del result
             return time.perf_counter() - start
 
     def fused_step() -> None:
         with torch_tpu.eager_mode("defer_and_fuse"):
-            step()
+            result = step()
             torch.tpu.synchronize()
+            del result
 
     def compiled_step() -> None:
         compiled()
@@ -127,6 +163,7 @@ def mlp_rows() -> dict[str, Run]:
 
     return {
         "jax.jit (jaxlib)": run_jax,
+        **jax_on_plugin(jitted, x_jax, y_jax, *flat_jax),
         "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
         **tpu_rows(make_step),
     }
@@ -175,14 +212,66 @@ def gpt_rows() -> dict[str, Run]:
 
     return {
         "jax.jit (jaxlib)": run_jax,
+        **jax_on_plugin(jitted, inputs_jax, targets_jax, count_jax, *flat_jax),
         "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
         **tpu_rows(make_step),
     }
 
 
+def gpt_forward_rows(batch: int) -> Callable[[], dict[str, Run]]:
+    """TinyGPT's forward in eval under no_grad (bench/peers.py's gpt_fwd rows)."""
+
+    def rows() -> dict[str, Run]:
+        model, _ = peers.gpt_setup()
+        model.eval()
+        params = peers.jax_params(model)
+        names = sorted(params)
+        tokens_cpu = torch.randint(0, peers.GPT_VOCAB, (batch, peers.GPT_LEN))
+
+        def jax_forward(tokens: jax.Array, *flat: jax.Array) -> jax.Array:
+            return peers.jax_gpt_forward(dict(zip(names, flat, strict=True)), tokens)
+
+        jitted = jax.jit(jax_forward)
+        tokens_jax = jnp.asarray(tokens_cpu.numpy())
+        flat_jax = [params[n] for n in names]
+        torch_tpu.set_eager_mode("strict")
+        on_plugin = jax_op(jax_forward, name=f"bench::same_hlo_gpt_forward_{batch}")
+        tokens_tpu = tokens_cpu.to("tpu")
+        flat_tpu = [torch.from_numpy(np.array(a)).to("tpu") for a in flat_jax]
+
+        def make_step() -> Callable[[], torch.Tensor]:
+            tpu_model = TinyGPT(dim=peers.GPT_DIM, layers=peers.GPT_LAYERS, max_len=peers.GPT_LEN)
+            tpu_model.load_state_dict(model.state_dict())
+            tpu_model = tpu_model.eval().to("tpu")
+
+            def forward() -> torch.Tensor:
+                with torch.no_grad():
+                    return tpu_model(tokens_tpu)
+
+            return forward
+
+        def run_jax() -> None:
+            jax.block_until_ready(jitted(tokens_jax, *flat_jax))
+
+        def run_on_plugin() -> None:
+            on_plugin(tokens_tpu, *flat_tpu)
+            torch.tpu.synchronize()
+
+        return {
+            "jax.jit (jaxlib)": run_jax,
+            **jax_on_plugin(jitted, tokens_jax, *flat_jax),
+            "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
+            **tpu_rows(make_step),
+        }
+
+    return rows
+
+
 STEPS: dict[str, tuple[str, Callable[[], dict[str, Run]]]] = {
     "mlp": (f"MLP train step 4x{peers.MLP_WIDTH}, b{peers.MLP_BATCH}, SGD", mlp_rows),
     "gpt": ("TinyGPT train step 8x32, AdamW", gpt_rows),
+    "fwd1": ("TinyGPT forward 1x32, no grad", gpt_forward_rows(1)),
+    "fwd32": ("TinyGPT forward 32x32, no grad", gpt_forward_rows(32)),
 }
 
 
@@ -210,7 +299,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--per-round", type=int, default=5)
-    parser.add_argument("--steps", default=",".join(STEPS), help="comma separated: mlp, gpt")
+    parser.add_argument(
+        "--steps", default=",".join(STEPS), help="comma separated: " + ",".join(STEPS)
+    )
     args = parser.parse_args()
     for key in args.steps.split(","):
         title, make_rows = STEPS[key]
