@@ -3,6 +3,7 @@ on disk across processes."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -104,6 +105,34 @@ def test_whole_training_step_compiled() -> None:
 
     expected = run("cpu", False)
     torch.testing.assert_close(run(TPU, True), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_backward_recomputes_an_activation_instead_of_keeping_it() -> None:
+    """Linear -> GELU -> Linear: the forward keeps the pre-activation for the backward, which
+    recomputes the GELU from it, so one (8, 32) tensor waits between the two instead of two;
+    the gradients are CPU's."""
+    torch.manual_seed(0)
+    cpu_model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    model = torch.compile(copy.deepcopy(cpu_model).to(TPU), backend="tpu")
+    x = torch.randn(8, 16)
+    saved: list[torch.Tensor] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(x.to(TPU)).square().sum().backward()
+    cpu_model(x).square().sum().backward()
+
+    between = [t.cpu() for t in saved if t.shape == (8, 32)]
+    assert len(between) == 1, [tuple(t.shape) for t in saved]
+    pre_activation = cpu_model[0](x).detach()
+    torch.testing.assert_close(between[0], pre_activation, rtol=1e-5, atol=1e-5)
+    for (name, expected), got in zip(
+        cpu_model.named_parameters(), model.parameters(), strict=True
+    ):  # fmt: skip
+        torch.testing.assert_close(got.grad.cpu(), expected.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_dropout_in_compiled_graph_repeats_under_seed() -> None:
