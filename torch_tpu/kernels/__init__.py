@@ -258,6 +258,9 @@ def _is_differentiable(dtype: Any) -> bool:
 
 
 def _spec(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    if not kwargs and all(isinstance(a, torch.Tensor) for a in args):
+        return _tensors_only_spec(len(args))
+
     def slot(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return _TENSOR
@@ -265,6 +268,12 @@ def _spec(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         return value
 
     return repr((tuple(slot(a) for a in args), {k: slot(v) for k, v in sorted(kwargs.items())}))
+
+
+@functools.cache
+def _tensors_only_spec(count: int) -> str:
+    """The spec of a call whose arguments are `count` tensors (the common call), built once."""
+    return repr(((_TENSOR,) * count, {}))
 
 
 def _arguments(spec: str, arrays: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -92,7 +92,9 @@ def torch_dtype(jax_dtype: Any) -> torch.dtype:
     return _TORCH_DTYPES[name]
 
 
+@functools.cache
 def jax_dtype_name(dtype: torch.dtype) -> str:
+    """Cached: every call of a jax op names its tensors' dtypes (its kernel's key)."""
     name = str(dtype).removeprefix("torch.")
     if name not in _MLIR_TYPES:
         raise KernelError(f"torch_tpu.kernels: a tensor of {dtype} cannot be passed to jax")
