@@ -122,6 +122,29 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   key += ';';
 }
 
+// A value the executable is built for (a dim, a flag, a constant): the common kinds without a
+// stream, which costs more than the rest of a small op's key.
+void append_static_scalar(std::string& key, const c10::IValue& value) {
+  if (value.isInt()) {
+    key += "Si";
+    append_number(key, value.toInt(), ';');
+  } else if (value.isBool()) {
+    key += value.toBool() ? "Sb1;" : "Sb0;";
+  } else if (value.isDouble()) {
+    // The shortest text that reads back as the same double (so -0.0 and 0.0 differ).
+    char digits[32];
+    auto end = std::to_chars(digits, digits + sizeof(digits), value.toDouble()).ptr;
+    key += "Sd";
+    key.append(digits, end);
+    key += ';';
+  } else {
+    std::ostringstream text;
+    text.precision(17);
+    text << value;
+    key += "S" + text.str() + ";";
+  }
+}
+
 void append_key(std::string& key, const c10::IValue& value, bool static_scalar = false) {
   if (value.isTensor()) {
     append_tensor_key(key, value.toTensor());
@@ -135,15 +158,22 @@ void append_key(std::string& key, const c10::IValue& value, bool static_scalar =
     for (const c10::IValue& item : value.toListRef()) append_key(key, item);
     key += "}";
   } else if (value.isScalar() && static_scalar) {
-    std::ostringstream text;
-    text.precision(17);
-    text << value;
-    key += "S" + text.str() + ";";
+    append_static_scalar(key, value);
   } else if (value.isScalar()) {
     // Runtime input: only its kind matters, never its value.
     key += value.isDouble() ? "sd;" : value.isBool() ? "sb;" : "si;";
   } else if (value.isNone()) {
     key += "N;";
+  } else if (value.isIntList()) {
+    key += 'L';
+    for (int64_t item : value.toIntList()) append_number(key, item, ',');
+    key += "];";
+  } else if (value.isString()) {
+    // Its length first: the text may hold any separator.
+    const std::string& text = value.toStringRef();
+    append_number(key, static_cast<int64_t>(text.size()), '"');
+    key += text;
+    key += ';';
   } else {
     std::ostringstream text;
     text.precision(17);

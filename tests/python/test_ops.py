@@ -1478,3 +1478,29 @@ def test_new_scalar_value_does_not_recompile(tpu: torch.device) -> None:
         t.add_(t, alpha=-lr)
         (t * lr + lr).cpu()
     assert torch_tpu.metrics()["compiles"] == 0
+
+
+def test_calls_differing_only_in_a_built_in_argument_compute_their_own_results(
+    tpu: torch.device,
+) -> None:
+    """Dims, flags, int lists, strings and float constants are built into an op's executable
+    (they are part of its cache key): each value must get its own."""
+    x, y = make((3, 5)), make((3, 5), positive=True)
+    calls: list[tuple[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]] = [
+        ("softmax dim 0", lambda a, b: torch.softmax(a, 0)),
+        ("softmax dim 1", lambda a, b: torch.softmax(a, 1)),
+        ("sum dim 0", lambda a, b: a.sum(0)),
+        ("sum dim 1", lambda a, b: a.sum(1)),
+        ("sum dims [0, 1]", lambda a, b: a.sum([0, 1])),
+        ("sum dim 1 keepdim", lambda a, b: a.sum(1, keepdim=True)),
+        ("gelu", lambda a, b: F.gelu(a)),
+        ("gelu tanh", lambda a, b: F.gelu(a, approximate="tanh")),
+        ("div floor", lambda a, b: torch.div(a * 7, b, rounding_mode="floor")),
+        ("div trunc", lambda a, b: torch.div(a * 7, b, rounding_mode="trunc")),
+        ("layer_norm eps 1e-5", lambda a, b: F.layer_norm(a, (5,), eps=1e-5)),
+        ("layer_norm eps 4", lambda a, b: F.layer_norm(a, (5,), eps=4.0)),
+    ]
+    for _ in range(2):  # the second round hits each call's cached executable
+        for name, call in calls:
+            got = call(x.to(tpu), y.to(tpu))
+            torch.testing.assert_close(got.cpu(), call(x, y), msg=name)
