@@ -32,7 +32,7 @@ import copy
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -68,16 +68,32 @@ def _register_plugin_with_jax() -> str | None:
 PLUGIN_PLATFORM = _register_plugin_with_jax()
 
 
-def jax_on_plugin(jitted: Callable[..., object], *args: object) -> dict[str, Run]:
-    """The row of `jitted(*args)` run by jax on torch_tpu's plugin (see the module docstring)."""
-    if PLUGIN_PLATFORM is None:
-        return {}
-    placed = jax.device_put(args, jax.devices(PLUGIN_PLATFORM)[0])
+def jax_rows(
+    jitted: Callable[..., object],
+    jax_args: Sequence[object],
+    on_plugin: Callable[..., object],
+    tpu_args: Sequence[torch.Tensor],
+) -> dict[str, Run]:
+    """The jax rows of a workload (see the module docstring): `jitted(*jax_args)` on jaxlib and
+    on torch_tpu's plugin, and `on_plugin` (its jax_op) on tpu tensors."""
 
-    def run() -> None:
-        jax.block_until_ready(jitted(*placed))
+    def run_jax() -> None:
+        jax.block_until_ready(jitted(*jax_args))
 
-    return {"jax.jit on torch_tpu's plugin (jax's runtime)": run}
+    def run_jax_op() -> None:
+        on_plugin(*tpu_args)
+        torch.tpu.synchronize()
+
+    rows: dict[str, Run] = {"jax.jit (jaxlib)": run_jax}
+    if PLUGIN_PLATFORM is not None:
+        placed = jax.device_put(tuple(jax_args), jax.devices(PLUGIN_PLATFORM)[0])
+
+        def run_jax_on_the_plugin() -> None:
+            jax.block_until_ready(jitted(*placed))
+
+        rows["jax.jit on torch_tpu's plugin (jax's runtime)"] = run_jax_on_the_plugin
+    rows["jax's HLO on torch_tpu's plugin (jax_op)"] = run_jax_op
+    return rows
 
 
 def timed(run: Run) -> float:
@@ -154,17 +170,8 @@ def mlp_rows() -> dict[str, Run]:
         optimizer = torch.optim.SGD(tpu_model.parameters(), lr=peers.SGD_LR)
         return peers.torch_train_step(tpu_model, optimizer, F.mse_loss, x_tpu, y_tpu)
 
-    def run_jax() -> None:
-        jax.block_until_ready(jitted(x_jax, y_jax, *flat_jax))
-
-    def run_on_plugin() -> None:
-        on_plugin(x_tpu, y_tpu, *flat_tpu)
-        torch.tpu.synchronize()
-
     return {
-        "jax.jit (jaxlib)": run_jax,
-        **jax_on_plugin(jitted, x_jax, y_jax, *flat_jax),
-        "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
+        **jax_rows(jitted, [x_jax, y_jax, *flat_jax], on_plugin, [x_tpu, y_tpu, *flat_tpu]),
         **tpu_rows(make_step),
     }
 
@@ -203,17 +210,13 @@ def gpt_rows() -> dict[str, Run]:
         optimizer = torch.optim.AdamW(tpu_model.parameters(), lr=peers.ADAMW_LR)
         return training_step(tpu_model, optimizer, inputs_tpu, targets_tpu)
 
-    def run_jax() -> None:
-        jax.block_until_ready(jitted(inputs_jax, targets_jax, count_jax, *flat_jax))
-
-    def run_on_plugin() -> None:
-        on_plugin(inputs_tpu, targets_tpu, count_tpu, *flat_tpu)
-        torch.tpu.synchronize()
-
     return {
-        "jax.jit (jaxlib)": run_jax,
-        **jax_on_plugin(jitted, inputs_jax, targets_jax, count_jax, *flat_jax),
-        "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
+        **jax_rows(
+            jitted,
+            [inputs_jax, targets_jax, count_jax, *flat_jax],
+            on_plugin,
+            [inputs_tpu, targets_tpu, count_tpu, *flat_tpu],
+        ),
         **tpu_rows(make_step),
     }
 
@@ -250,17 +253,8 @@ def gpt_forward_rows(batch: int) -> Callable[[], dict[str, Run]]:
 
             return forward
 
-        def run_jax() -> None:
-            jax.block_until_ready(jitted(tokens_jax, *flat_jax))
-
-        def run_on_plugin() -> None:
-            on_plugin(tokens_tpu, *flat_tpu)
-            torch.tpu.synchronize()
-
         return {
-            "jax.jit (jaxlib)": run_jax,
-            **jax_on_plugin(jitted, tokens_jax, *flat_jax),
-            "jax's HLO on torch_tpu's plugin (jax_op)": run_on_plugin,
+            **jax_rows(jitted, [tokens_jax, *flat_jax], on_plugin, [tokens_tpu, *flat_tpu]),
             **tpu_rows(make_step),
         }
 
