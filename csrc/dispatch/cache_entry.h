@@ -58,6 +58,12 @@ struct CacheEntry {
   // Set when the executable has one more result after `outputs`: a scalar i1, true when every
   // runtime check of the op held (see runtime_checks.h).
   std::optional<CheckedOp> runtime_check;
+  // A compiled graph called as one op of a pending graph (see defer_graph): the ops it stands
+  // for, and its runtime checks, whose first failure its last result names (s32; -1: all held).
+  // `executable` is the graph's own, run when nothing joined it; `aliases` are its donations.
+  bool compiled_graph = false;
+  size_t op_count = 1;
+  std::vector<CheckedOp> graph_checks;
 };
 
 // The tensor a parameter reads: argument `arg`, or element `list_index` of a list argument.

@@ -373,8 +373,7 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
       entry->returns.push_back(fresh_outputs.at(next_fresh++));
     }
   }
-  static std::atomic<uint64_t> next_id{1};
-  entry->id = next_id++;
+  entry->id = next_entry_id();
   entry->op_name = op_name;
   entry->function = builder.function("main", true, module_results);
   entry->helpers = builder.helpers();
@@ -915,6 +914,11 @@ void raise_async_error() {
 void inject_async_fault() { inject_fault = true; }
 
 bool consume_injected_fault() { return inject_fault.exchange(false); }
+
+uint64_t next_entry_id() {
+  static std::atomic<uint64_t> next_id{1};
+  return next_id++;
+}
 
 std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor) {
   DeviceStorage& storage = device_storage(tensor);

@@ -27,6 +27,9 @@ std::vector<c10::IValue> run_lowering(const std::string& key_prefix, const Lower
 // call through run_lowering and that are not installed as op kernels themselves.
 const Lowering& find_lowering(const std::string& name);
 
+// A new CacheEntry's id: unique in the process, it names the entry inside fused graphs.
+uint64_t next_entry_id();
+
 // The storage's current buffer, created as zeros if the storage was never written.
 std::shared_ptr<pjrt::Buffer> storage_buffer(const at::Tensor& tensor);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <list>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
+#include "csrc/device/types.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
@@ -25,8 +27,9 @@
 namespace torch_tpu {
 namespace {
 
-// Cut limits. A graph is cut when its first op recurs after kRepeatMinOps ops, so that the
-// cuts of a loop fall on iteration boundaries and every iteration reuses one executable.
+// Cut limits. A graph is cut when its first op recurs after kRepeatMinOps ops (a compiled
+// graph called as one op counts as the ops it stands for), so that the cuts of a loop fall on
+// iteration boundaries and every iteration reuses one executable.
 constexpr size_t kMaxOps = 4096;
 constexpr size_t kRepeatMinOps = 64;
 
@@ -41,11 +44,19 @@ struct RecordedOp {
   int first_value;  // the op's outputs are values first_value ...
 };
 
+// A runtime check's result in the graph: one op's scalar i1 (true: its checks held), or a
+// compiled graph's scalar s32 over `count` checks (-1: all held; k: its k-th failed first).
+struct CheckValue {
+  int value;
+  int count;  // 0 for an i1
+};
+
 struct Graph {
   std::recursive_mutex mutex;
   uint64_t epoch = 1;
   int device = 0;
   std::vector<RecordedOp> ops;
+  size_t weight = 0;  // the ops recorded, a compiled graph's counted one by one
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   std::vector<std::string> external_types;
   // Each external's indices by buffer: the lookups of add_external and of donation.
@@ -53,8 +64,8 @@ struct Graph {
   std::vector<ExternalSource> sources;  // where each external came from, while recording
   std::vector<std::string> value_types;
   std::vector<std::weak_ptr<PendingSlot>> slots;
-  // Runtime check results (scalar i1 values) and the ops that made them.
-  std::vector<int> checks;
+  // Runtime check results and the ops that made them (a graph's: `count` of them, in order).
+  std::vector<CheckValue> checks;
   std::vector<CheckedOp> check_ops;
 };
 
@@ -160,15 +171,32 @@ std::string comma_separated(const std::vector<std::string>& types) {
 }
 
 // The fused graph's check result: which of its runtime checks failed first (an index into
-// g.checks), or -1 when all held. A chain of selects from the last check back to the first.
+// g.check_ops), or -1 when all held. A chain of selects from the last check back to the first.
 std::string first_failed_check(const Graph& g) {
+  std::vector<int> first;  // each check's first index into g.check_ops
+  int next = 0;
+  for (const CheckValue& check : g.checks) {
+    first.push_back(next);
+    next += std::max(check.count, 1);
+  }
   std::ostringstream text;
   text << "    %failed = stablehlo.constant dense<-1> : tensor<i32>\n";
   std::string current = "%failed";
   for (size_t k = g.checks.size(); k-- > 0;) {
-    text << "    %check" << k << " = stablehlo.constant dense<" << k << "> : tensor<i32>\n";
-    text << "    %failed" << k << " = stablehlo.select " << value_name(g, g.checks[k]) << ", "
-         << current << ", %check" << k << " : tensor<i1>, tensor<i32>\n";
+    const std::string value = value_name(g, g.checks[k].value);
+    text << "    %check" << k << " = stablehlo.constant dense<" << first[k] << "> : tensor<i32>\n";
+    if (g.checks[k].count == 0) {
+      text << "    %failed" << k << " = stablehlo.select " << value << ", " << current
+           << ", %check" << k << " : tensor<i1>, tensor<i32>\n";
+    } else {
+      // A graph's code k >= 0 names its own k-th check: offset it by where its checks start.
+      text << "    %held" << k << " = stablehlo.compare EQ, " << value
+           << ", %failed : (tensor<i32>, tensor<i32>) -> tensor<i1>\n";
+      text << "    %at" << k << " = stablehlo.add " << value << ", %check" << k
+           << " : tensor<i32>\n";
+      text << "    %failed" << k << " = stablehlo.select %held" << k << ", " << current << ", %at"
+           << k << " : tensor<i1>, tensor<i32>\n";
+    }
     current = "%failed" + std::to_string(k);
   }
   return text.str();
@@ -181,24 +209,27 @@ struct Alias {
   int result;
 };
 
-// Returns the `returned` values, then the first failed check (s32) if the graph has checks.
-std::string fused_module(const Graph& g, const std::vector<int>& returned,
-                         const std::vector<Alias>& aliases) {
-  std::ostringstream text;
-  std::unordered_map<uint64_t, bool> defined;
-  std::unordered_map<std::string, bool> defined_helpers;
+// The functions the graph's ops call, by name, each defined once: every op's own (private
+// @op<id>) and the helpers it calls (a jax kernel's functions, a compiled graph's ops).
+std::map<std::string, std::string> called_functions(const Graph& g) {
+  std::map<std::string, std::string> functions;
   for (const RecordedOp& op : g.ops) {
-    if (defined.emplace(op.entry->id, true).second) {
-      std::string function = op.entry->function;
-      const std::string from = "func.func public @main(";
-      function.replace(function.find(from), from.size(),
-                       "func.func private @op" + std::to_string(op.entry->id) + "(");
-      text << function;
-      for (const auto& [name, helper] : op.entry->helpers) {
-        if (defined_helpers.emplace(name, true).second) text << helper;
-      }
-    }
+    const std::string name = "op" + std::to_string(op.entry->id);
+    if (functions.contains(name)) continue;
+    std::string function = op.entry->function;
+    const std::string from = "func.func public @main(";
+    function.replace(function.find(from), from.size(), "func.func private @" + name + "(");
+    functions.emplace(name, std::move(function));
+    functions.insert(op.entry->helpers.begin(), op.entry->helpers.end());
   }
+  return functions;
+}
+
+// The graph as `func.func public @main`: returns the `returned` values, then the first failed
+// check (s32) if the graph has checks.
+std::string main_function(const Graph& g, const std::vector<int>& returned,
+                          const std::vector<Alias>& aliases) {
+  std::ostringstream text;
   text << "  func.func public @main(";
   for (size_t i = 0; i < g.externals.size(); ++i) {
     text << (i ? ", " : "") << "%e" << i << ": " << g.external_types[i];
@@ -237,8 +268,13 @@ std::string fused_module(const Graph& g, const std::vector<int>& returned,
   text << "    return " << comma_separated(result_names);
   if (!result_names.empty()) text << " : " << comma_separated(result_types);
   text << "\n  }\n";
-  return hlo::wrap_module(text.str(), {},
-                          "fused_graph_of_" + std::to_string(g.ops.size()) + "_ops");
+  return text.str();
+}
+
+std::string fused_module(const Graph& g, const std::vector<int>& returned,
+                         const std::vector<Alias>& aliases) {
+  return hlo::wrap_module(main_function(g, returned, aliases), called_functions(g),
+                          "fused_graph_of_" + std::to_string(g.weight) + "_ops");
 }
 
 // A fused graph as the profiler names it: its size and its ops in order (the first 16).
@@ -253,6 +289,7 @@ std::string graph_label(const std::vector<std::string>& op_names) {
 void reset(Graph& g) {
   ++g.epoch;
   g.ops.clear();
+  g.weight = 0;
   g.externals.clear();
   g.external_types.clear();
   g.external_index.clear();
@@ -263,19 +300,98 @@ void reset(Graph& g) {
   g.check_ops.clear();
 }
 
+// The graph as one op that later graphs can call (see defer_graph): its main, private, without
+// aliasing; the ops' functions as helpers; its checks' code as its last result.
+std::shared_ptr<CacheEntry> graph_as_op(const Graph& g, const std::vector<int>& returned,
+                                        const std::vector<Alias>& aliases) {
+  auto op = std::make_shared<CacheEntry>();
+  op->id = next_entry_id();
+  op->compiled_graph = true;
+  op->op_count = g.weight;
+  op->function = main_function(g, returned, {});
+  op->helpers = called_functions(g);
+  op->param_types = g.external_types;
+  for (int value : returned) op->result_types.push_back(g.value_types[value]);
+  if (!g.checks.empty()) op->result_types.push_back("tensor<i32>");
+  op->graph_checks = g.check_ops;
+  for (const Alias& alias : aliases) op->aliases.emplace_back(alias.external, alias.result);
+  const RecordedOp& first = g.ops.front();
+  const RecordedOp& last = g.ops.back();
+  op->op_name = "compiled graph of " + std::to_string(g.weight) + " ops (" +
+                first.entry->op_name + " ... " + last.entry->op_name + ")";
+  return op;
+}
+
+// Gives each live slot's storage its result, unless the storage was written since.
+void assign_results(const std::vector<std::shared_ptr<PendingSlot>>& live,
+                    std::vector<std::shared_ptr<pjrt::Buffer>> results) {
+  std::lock_guard<std::mutex> lock(pending_slots_mutex());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const auto& slot = live[i];
+    if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
+      slot->owner->assign(std::move(results[i]), slot->type);
+    }
+  }
+}
+
+// A pending graph that is one compiled graph and nothing else runs that graph's own
+// executable: a graph that nothing joined costs no compile of its own.
+void run_graph_alone(Graph& g, const std::vector<std::shared_ptr<PendingSlot>>& live) {
+  const RecordedOp op = g.ops.front();
+  const CacheEntry& entry = *op.entry;
+  std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
+  inputs.reserve(op.inputs.size());
+  for (const Input& input : op.inputs) inputs.push_back(g.externals[input.index]);
+  // Donated where the parameter is passed once and nothing else holds its buffer (the graph's
+  // externals and `inputs` aside).
+  std::vector<int64_t> donated;
+  for (const auto& [param, result] : entry.aliases) {
+    const int external = op.inputs[param].index;
+    auto same = [external](const Input& input) { return input.index == external; };
+    if (std::count_if(op.inputs.begin(), op.inputs.end(), same) == 1 &&
+        pjrt::held_only_by(inputs[param], 2)) {
+      donated.push_back(param);
+    }
+  }
+  const int device = g.device;
+  reset(g);
+  metrics().cache_hits++;
+  metrics().fused_ops += static_cast<int64_t>(entry.op_count) - 1;  // run_fused counts one
+  const size_t result_count = entry.result_types.size() - (entry.graph_checks.empty() ? 0 : 1);
+  std::vector<std::shared_ptr<pjrt::Buffer>> results =
+      run_fused(*entry.executable, std::move(inputs), device, {entry.op_name},
+                entry.graph_checks, result_count, donated);
+  std::vector<std::shared_ptr<pjrt::Buffer>> live_results;
+  for (const auto& slot : live) live_results.push_back(results[slot->value - op.first_value]);
+  assign_results(live, std::move(live_results));
+}
+
+// The slots of the storages that still hold the graph's values: the graph's results.
+std::vector<std::shared_ptr<PendingSlot>> live_slots(const Graph& g) {
+  std::vector<std::shared_ptr<PendingSlot>> live;
+  std::lock_guard<std::mutex> lock(pending_slots_mutex());
+  for (const auto& weak : g.slots) {
+    auto slot = weak.lock();
+    if (slot && slot->owner != nullptr && slot->epoch == g.epoch &&
+        slot->owner->contents().pending == slot) {
+      live.push_back(std::move(slot));
+    }
+  }
+  return live;
+}
+
 void flush_locked(Graph& g) {
   if (g.ops.empty()) return;
   // Values some live storage still holds are the graph's results; the rest stay on chip.
-  std::vector<std::shared_ptr<PendingSlot>> live;
-  {
-    std::lock_guard<std::mutex> lock(pending_slots_mutex());
-    for (const auto& weak : g.slots) {
-      auto slot = weak.lock();
-      if (slot && slot->owner != nullptr && slot->epoch == g.epoch &&
-          slot->owner->contents().pending == slot) {
-        live.push_back(std::move(slot));
-      }
-    }
+  const std::vector<std::shared_ptr<PendingSlot>> live = live_slots(g);
+  if (std::getenv("TMP_DEBUG_FLUSH")) {
+    std::string names;
+    for (const RecordedOp& op : g.ops) names += op.entry->op_name.substr(0, 40) + " | ";
+    std::fprintf(stderr, "FLUSH weight=%zu ops=%zu: %s\n", g.weight, g.ops.size(), names.c_str());
+  }
+  if (g.ops.size() == 1 && g.ops.front().entry->compiled_graph) {
+    run_graph_alone(g, live);
+    return;
   }
   std::vector<int> returned;
   std::string key = "dev" + std::to_string(g.device) + ";";
@@ -318,6 +434,8 @@ void flush_locked(Graph& g) {
   const size_t op_count = g.ops.size();
   std::string module;
   if (!executable) module = fused_module(g, returned, aliases);
+  std::shared_ptr<CacheEntry> as_op;
+  if (capture != nullptr) as_op = graph_as_op(g, returned, aliases);
   // The graph's device, not a live slot's owner's: another thread (autograd's, dropping its
   // last references) may destroy that storage once pending_slots_mutex is released.
   const int device = g.device;
@@ -332,6 +450,8 @@ void flush_locked(Graph& g) {
   }
   std::vector<std::string> op_names;
   for (const RecordedOp& op : g.ops) op_names.push_back(op.entry->op_name);
+  // run_fused counts one op per name; a compiled graph's name stands for all its ops.
+  metrics().fused_ops += static_cast<int64_t>(g.weight - g.ops.size());
   std::vector<CheckedOp> check_ops = std::move(g.check_ops);
   std::vector<ExternalSource> sources = std::move(g.sources);
   reset(g);  // whatever happens next, the graph is spent
@@ -374,17 +494,48 @@ void flush_locked(Graph& g) {
     capture->check_ops = check_ops;
     capture->aliases.clear();
     for (const Alias& alias : aliases) capture->aliases.emplace_back(alias.external, alias.result);
+    as_op->executable = executable;
+    capture->as_op = std::move(as_op);
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> results =
-      run_fused(*executable, std::move(externals), device, op_names, std::move(check_ops),
-                live.size(), donated);
-  std::lock_guard<std::mutex> lock(pending_slots_mutex());
-  for (size_t i = 0; i < live.size(); ++i) {
-    const auto& slot = live[i];
-    if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
-      slot->owner->assign(std::move(results[i]), slot->type);
-    }
+  assign_results(live, run_fused(*executable, std::move(externals), device, op_names,
+                                 std::move(check_ops), live.size(), donated));
+}
+
+// Whether the pending graph must run before `entry` joins it.
+bool must_cut(const Graph& g, const CacheEntry& entry, int device) {
+  if (g.ops.empty()) return false;
+  // A compiled graph (recording) is cut only by the size limit: it should be one executable.
+  // A compiled graph that recurs starts the loop's next iteration (the next training step).
+  return g.device != device || g.ops.size() >= kMaxOps ||
+         (!recording() && g.ops[0].entry.get() == &entry &&
+          (entry.compiled_graph || g.weight >= kRepeatMinOps));
+}
+
+// Makes `storage` receive graph value `value` when the graph runs.
+void assign_pending(Graph& g, DeviceStorage& storage, int value, hlo::ElementType type) {
+  auto slot = std::make_shared<PendingSlot>();
+  slot->epoch = g.epoch;
+  slot->value = value;
+  slot->type = type;
+  slot->owner = &storage;
+  DeviceStorage::Contents previous = storage.contents();
+  slot->replaces = previous.pending && previous.pending->epoch == g.epoch
+                       ? previous.pending->replaces
+                       : std::weak_ptr<pjrt::Buffer>(previous.buffer);
+  storage.assign_pending(slot);
+  g.slots.push_back(slot);
+}
+
+// Flushes `g` if `storage` is pending in it as another type than `type`: a reinterpretation
+// runs on the buffer (see reinterpret.h). Returns whether it flushed.
+bool flush_if_read_as_other_type(Graph& g, const DeviceStorage& storage, hlo::ElementType type) {
+  if (g.ops.empty()) return false;
+  DeviceStorage::Contents contents = storage.contents();
+  if (contents.pending && contents.pending->epoch == g.epoch && contents.type != type) {
+    flush_locked(g);
+    return true;
   }
+  return false;
 }
 
 }  // namespace
@@ -393,20 +544,12 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
                                const std::vector<c10::IValue>& args, int device) {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);
-  // A compiled graph (recording) is cut only by the size limit: it should be one executable.
-  if (!g.ops.empty() &&
-      (g.device != device || g.ops.size() >= kMaxOps ||
-       (!recording() && g.ops.size() >= kRepeatMinOps && g.ops[0].entry == entry))) {
-    flush_locked(g);
-  }
-  // A storage pending in this graph but read through another dtype is realized first: its
-  // reinterpretation runs on the buffer (see reinterpret.h).
+  if (must_cut(g, *entry, device)) flush_locked(g);
+  // A storage pending in this graph but read through another dtype is realized first.
   for (const ParamSource& param : entry->params) {
-    if (param.kind != ParamSource::Kind::Storage || g.ops.empty()) continue;
-    DeviceStorage::Contents contents =
-        device_storage(tensor_of(args, param.arg, param.list_index)).contents();
-    if (contents.pending && contents.pending->epoch == g.epoch && contents.type != param.type) {
-      flush_locked(g);
+    if (param.kind == ParamSource::Kind::Storage &&
+        flush_if_read_as_other_type(
+            g, device_storage(tensor_of(args, param.arg, param.list_index)), param.type)) {
       break;
     }
   }
@@ -434,31 +577,65 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   }
   for (const std::string& type : entry->result_types) g.value_types.push_back(type);
   if (entry->runtime_check) {
-    g.checks.push_back(op.first_value + static_cast<int>(entry->outputs.size()));
+    g.checks.push_back({op.first_value + static_cast<int>(entry->outputs.size()), 0});
     g.check_ops.push_back(*entry->runtime_check);
   }
   g.ops.push_back(op);
+  ++g.weight;
 
   std::vector<c10::IValue> outputs;
   for (size_t i = 0; i < entry->outputs.size(); ++i) {
     const OutputPlan& plan = entry->outputs[i];
-    auto slot = std::make_shared<PendingSlot>();
-    slot->epoch = g.epoch;
-    slot->value = op.first_value + static_cast<int>(i);
-    slot->type = plan.buffer_type;
     at::Tensor target =
         plan.new_tensor ? new_output_tensor(plan, device) : args[plan.arg].toTensor();
-    DeviceStorage& storage = device_storage(target);
-    slot->owner = &storage;
-    DeviceStorage::Contents previous = storage.contents();
-    slot->replaces = previous.pending && previous.pending->epoch == g.epoch
-                         ? previous.pending->replaces
-                         : std::weak_ptr<pjrt::Buffer>(previous.buffer);
-    storage.assign_pending(slot);
-    g.slots.push_back(slot);
+    assign_pending(g, device_storage(target), op.first_value + static_cast<int>(i),
+                   plan.buffer_type);
     outputs.emplace_back(plan.new_tensor ? c10::IValue(target) : args[plan.arg]);
   }
   return outputs;
+}
+
+void defer_graph(const std::shared_ptr<CacheEntry>& graph_op, const std::vector<GraphInput>& inputs,
+                 const std::vector<GraphResult>& results, int device) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mutex);
+  if (must_cut(g, *graph_op, device)) flush_locked(g);
+  for (const GraphInput& input : inputs) {
+    if (input.tensor.defined() &&
+        flush_if_read_as_other_type(g, device_storage(input.tensor),
+                                    to_element_type(input.tensor.scalar_type()))) {
+      break;
+    }
+  }
+  g.device = device;
+  RecordedOp op{graph_op, {}, static_cast<int>(g.value_types.size())};
+  op.inputs.reserve(inputs.size());
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    const GraphInput& input = inputs[p];
+    if (input.tensor.defined()) {
+      DeviceStorage::Contents contents = device_storage(input.tensor).contents();
+      if (contents.pending && contents.pending->epoch == g.epoch) {
+        op.inputs.push_back({false, contents.pending->value});
+        continue;
+      }
+    }
+    op.inputs.push_back(
+        {true, add_external(g, input.tensor.defined() ? storage_buffer(input.tensor) : input.buffer,
+                            graph_op->param_types[p], {})});
+  }
+  for (const std::string& type : graph_op->result_types) g.value_types.push_back(type);
+  if (!graph_op->graph_checks.empty()) {
+    g.checks.push_back({static_cast<int>(g.value_types.size()) - 1,
+                        static_cast<int>(graph_op->graph_checks.size())});
+    g.check_ops.insert(g.check_ops.end(), graph_op->graph_checks.begin(),
+                       graph_op->graph_checks.end());
+  }
+  g.ops.push_back(std::move(op));
+  g.weight += graph_op->op_count;
+  const int first_value = g.ops.back().first_value;
+  for (size_t i = 0; i < results.size(); ++i) {
+    assign_pending(g, *results[i].storage, first_value + static_cast<int>(i), results[i].type);
+  }
 }
 
 bool donation_enabled() {

@@ -45,6 +45,8 @@ struct FusedRun {
   // (external, result) pairs: the executable may write that result into that external's buffer
   // (tf.aliasing_output) when the caller donates it.
   std::vector<std::pair<int, int>> aliases;
+  // The graph as one op that a later pending graph can call (see defer_graph).
+  std::shared_ptr<CacheEntry> as_op;
 };
 
 // While `run` is set, this thread's fused graphs describe themselves there (nullptr: stop).
@@ -64,6 +66,25 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
 // Records one op; returns its outputs as execution would, their storages pending.
 std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
                                const std::vector<c10::IValue>& args, int device);
+
+// What a compiled graph's parameter reads when it joins the pending graph: a storage's contents
+// (`tensor`, flat over the whole storage, in the parameter's dtype), or else `buffer`.
+struct GraphInput {
+  at::Tensor tensor;
+  std::shared_ptr<pjrt::Buffer> buffer;
+};
+
+// Where a compiled graph's result goes: the storage it becomes, as `type`.
+struct GraphResult {
+  DeviceStorage* storage;
+  hlo::ElementType type;
+};
+
+// Records a replay of a compiled graph (`graph.compiled_graph`) as one op of the pending graph,
+// so that the graphs a step calls one after another (forward, backward, optimizer) and eager
+// ops deferred between them run as one executable. `results` become pending values.
+void defer_graph(const std::shared_ptr<CacheEntry>& graph, const std::vector<GraphInput>& inputs,
+                 const std::vector<GraphResult>& results, int device);
 
 // Runs the pending graph, if any, and gives every live pending storage its buffer.
 void materialize_pending();

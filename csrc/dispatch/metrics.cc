@@ -23,13 +23,14 @@ std::map<std::string, int64_t> Metrics::snapshot() const {
           {"donated_buffers", donated_buffers},
           {"run_ahead_waits", run_ahead_waits},
           {"size_bucket_ops", size_bucket_ops},
+          {"joined_graphs", joined_graphs},
           {"max_in_flight", max_in_flight()}};
 }
 
 void Metrics::reset() {
   for (auto* counter : {&compiles, &cache_hits, &cache_misses, &executions, &host_syncs, &fused_ops,
                         &uploads, &downloads, &disk_cache_hits, &disk_cache_writes,
-                        &donated_buffers, &run_ahead_waits, &size_bucket_ops}) {
+                        &donated_buffers, &run_ahead_waits, &size_bucket_ops, &joined_graphs}) {
     counter->store(0);
   }
   reset_max_in_flight();

@@ -18,6 +18,7 @@
 #include <list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -59,6 +60,7 @@ struct StorageRef {
 
 struct Plan {
   std::shared_ptr<pjrt::Executable> executable;
+  std::shared_ptr<CacheEntry> as_op;  // the graph as one op of a pending graph (defer_graph)
   int device = 0;
   std::vector<std::string> op_names;
   std::vector<CheckedOp> check_ops;
@@ -148,6 +150,7 @@ std::optional<Plan> make_plan(const FusedRun& run, const std::vector<at::Tensor>
   StorageTable table(tensors, first_new_serial);
   Plan plan;
   plan.executable = run.executable;
+  plan.as_op = run.as_op;
   plan.device = run.device;
   plan.op_names = run.op_names;
   plan.check_ops = run.check_ops;
@@ -317,27 +320,41 @@ at::Tensor flat_tensor(const c10::Storage& storage, hlo::ElementType type) {
   return tensor_over(storage, Geometry{dtype, {elements}, {1}, 0});
 }
 
-py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
+// Whether replays join the pending graph (TORCH_TPU_JOIN_GRAPHS=0: each runs on its own, read
+// at each call). Debug mode runs each graph at once and waits.
+bool joining_graphs() {
+  const char* join = std::getenv("TORCH_TPU_JOIN_GRAPHS");
+  return eager_mode() != EagerMode::Debug &&
+         (join == nullptr || std::string_view(join) != "0");
+}
+
+// What the plan's input reads on this call, as a storage (a tensor over it) or a buffer.
+GraphInput gather(const Plan& plan, const Plan::Input& input, const std::vector<at::Tensor>& tensors) {
+  switch (input.kind) {
+    case Plan::Input::Kind::Storage:
+      return {input.storage.kind == StorageRef::Kind::Arg ? tensors[input.storage.index]
+                                                          : flat_tensor(input.storage.held, input.type),
+              nullptr};
+    case Plan::Input::Kind::CpuConstant:
+      return {{}, scalar_buffer(input.tensor.item(), input.type, plan.device)};
+    case Plan::Input::Kind::Fixed:
+      return {{}, input.buffer};
+    case Plan::Input::Kind::Rng:
+      break;
+  }
+  return {{}, rng_state_buffer(input.generator, input.rng_blocks, plan.device)};
+}
+
+// Enqueues the plan's executable on this call's inputs; its results become the storages'.
+void run_now(const Plan& plan, const std::vector<at::Tensor>& tensors,
+             const std::vector<c10::Storage>& fresh) {
   materialize_pending();  // arguments may still be values of a pending DeferAndFuse graph
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   externals.reserve(plan.inputs.size());
   for (const Plan::Input& input : plan.inputs) {
-    switch (input.kind) {
-      case Plan::Input::Kind::Storage:
-        externals.push_back(input.storage.kind == StorageRef::Kind::Arg
-                                ? storage_buffer(tensors[input.storage.index])
-                                : storage_buffer(flat_tensor(input.storage.held, input.type)));
-        break;
-      case Plan::Input::Kind::CpuConstant:
-        externals.push_back(scalar_buffer(input.tensor.item(), input.type, plan.device));
-        break;
-      case Plan::Input::Kind::Fixed:
-        externals.push_back(input.buffer);
-        break;
-      case Plan::Input::Kind::Rng:
-        externals.push_back(rng_state_buffer(input.generator, input.rng_blocks, plan.device));
-        break;
-    }
+    GraphInput gathered = gather(plan, input, tensors);
+    externals.push_back(gathered.tensor.defined() ? storage_buffer(gathered.tensor)
+                                                  : std::move(gathered.buffer));
   }
   // Held by its storage and this call only, besides executions in flight (no other storage
   // shares it), and the storage takes the result that replaces it.
@@ -349,18 +366,42 @@ py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
   std::vector<std::shared_ptr<pjrt::Buffer>> results =
       run_fused(*plan.executable, std::move(externals), plan.device, plan.op_names, plan.check_ops,
                 plan.results.size(), donated);
+  for (size_t i = 0; i < plan.results.size(); ++i) {
+    const Plan::Result& result = plan.results[i];
+    device_storage(storage_of(result.storage, tensors, fresh))
+        .assign(std::move(results[i]), result.type);
+  }
+}
 
+// Records the plan's graph as one op of the pending graph, to run with what comes next.
+void join_pending(const Plan& plan, const std::vector<at::Tensor>& tensors,
+                  const std::vector<c10::Storage>& fresh) {
+  std::vector<GraphInput> inputs;
+  inputs.reserve(plan.inputs.size());
+  for (const Plan::Input& input : plan.inputs) inputs.push_back(gather(plan, input, tensors));
+  std::vector<GraphResult> results;
+  results.reserve(plan.results.size());
+  for (const Plan::Result& result : plan.results) {
+    results.push_back({&device_storage(storage_of(result.storage, tensors, fresh)), result.type});
+  }
+  metrics().joined_graphs++;
+  defer_graph(plan.as_op, inputs, results, plan.device);
+}
+
+py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, plan.device));
   std::vector<c10::Storage> fresh;
   fresh.reserve(plan.fresh_nbytes.size());
   for (size_t nbytes : plan.fresh_nbytes) {
     fresh.emplace_back(c10::Storage::use_byte_size_t(), nbytes, device_allocator(), true);
   }
-  for (size_t i = 0; i < plan.results.size(); ++i) {
-    const Plan::Result& result = plan.results[i];
-    device_storage(storage_of(result.storage, tensors, fresh))
-        .assign(std::move(results[i]), result.type);
-    // An argument written in place: its version moves on, as the in-place op's did.
+  if (plan.as_op && joining_graphs()) {
+    join_pending(plan, tensors, fresh);
+  } else {
+    run_now(plan, tensors, fresh);
+  }
+  // Arguments written in place: their versions move on, as the in-place ops' did.
+  for (const Plan::Result& result : plan.results) {
     if (result.storage.kind == StorageRef::Kind::Arg) {
       tensors[result.storage.index].unsafeGetTensorImpl()->bump_version();
     }

@@ -133,8 +133,9 @@ def test_a_compiled_optimizer_step_updates_parameters_in_place_and_keeps_their_r
         donated = torch_tpu.metrics()["donated_buffers"] - before
     if keep == "product":
         # Reads in flight do not stop the update from writing the parameters' own buffers
-        # (4 parameters, at least 3 replayed steps).
-        assert donated >= 4 * 3
+        # (4 parameters, at least 3 replayed steps). Under DeferAndFuse the products join the
+        # steps' graphs, and several steps run as one program, which takes the buffers over once.
+        assert donated >= (4 if mode == "defer_and_fuse" else 4 * 3)
     for got, expected in zip(model.parameters(), cpu_model.parameters(), strict=True):
         torch.testing.assert_close(got.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-6)
     # The products and copies hold the values from before each step.

@@ -33,6 +33,7 @@ def test_a_100_op_graph_runs_as_one_execution_per_call() -> None:
     torch.tpu.synchronize()
     before = torch_tpu.metrics()
     outputs = [compiled(a, wt) for a in inputs]
+    torch.tpu.synchronize()  # the last call waits, pending, for what comes next
     after = torch_tpu.metrics()
     # Each call: one execution of the 100-op graph and one cache lookup, no per-op lookups.
     assert after["executions"] - before["executions"] == 5
