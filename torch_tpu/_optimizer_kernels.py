@@ -74,17 +74,41 @@ def _adam_step(
             target.copy_(value if keep is None else torch.where(keep, value, target))
 
 
-def _in_one_executable(step: Callable[..., None]) -> Callable[..., None]:
-    """The step's ops (about fifteen per parameter) are recorded and run as one fused
-    executable, the same every step, so it is compiled once: in Strict mode they would run one
-    by one, and DeferAndFuse would cut its graph where the per-parameter sequence repeats.
-    Debug runs them one by one, on purpose."""
+# The fused kernels' schema: six tensor lists, then keyword options.
+_LISTS = ("params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps")
+_OPTIONS = ("lr", "beta1", "beta2", "weight_decay", "eps", "amsgrad", "maximize")
+_OPTIONAL_TENSORS = ("grad_scale", "found_inf")
 
-    def kernel(*args: Any, **kwargs: Any) -> None:
-        if _C._get_eager_mode() != "debug":
-            _C._run_recorded(functools.partial(step, *args, **kwargs))
-        else:
-            step(*args, **kwargs)
+
+def _in_one_executable(step: Callable[..., None]) -> Callable[..., None]:
+    """The step's ops (about fifteen per parameter) run as one executable, the same every
+    step: the first call with a signature (tensor layouts and option values) records them, later
+    ones replay it as a compiled graph does, without dispatching the ops again, and join the
+    pending graph of the compiled step around them (see ``_C._GraphReplay``). In Strict mode
+    they would otherwise run one by one, and DeferAndFuse would cut its graph where the
+    per-parameter sequence repeats. Debug runs them one by one, on purpose."""
+
+    def flat_step(*flat: Any) -> tuple[()]:
+        lengths, rest = flat[: len(_LISTS)], list(flat[len(_LISTS) :])
+        lists = []
+        for length in lengths:
+            lists.append(rest[:length])
+            rest = rest[length:]
+        step(*lists, **dict(zip(_OPTIONS + _OPTIONAL_TENSORS, rest, strict=True)))
+        return ()
+
+    replay = _C._GraphReplay(flat_step)
+
+    def kernel(*lists: list[Tensor], **options: Any) -> None:
+        if _C._get_eager_mode() == "debug":
+            step(*lists, **options)
+            return
+        flat: list[Any] = [len(tensors) for tensors in lists]
+        for tensors in lists:
+            flat += tensors
+        flat += [options[name] for name in _OPTIONS]
+        flat += [options.get(name) for name in _OPTIONAL_TENSORS]
+        replay(*flat)
 
     return kernel
 

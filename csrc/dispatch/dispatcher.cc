@@ -726,6 +726,15 @@ std::vector<std::pair<std::string, LoweringEntry>>& pending_lowerings() {
 }
 
 // torch.set_float32_matmul_precision, for the products this op lowers (part of its key).
+// Whether a Strict op joins the pending graph instead of running alone: it reads no storage
+// (a fill, a factory) and a compiled graph is pending, which it then joins at no launch.
+bool joins_pending(const CacheEntry& entry) {
+  if (!compiled_graph_pending()) return false;
+  return std::none_of(entry.params.begin(), entry.params.end(), [](const ParamSource& param) {
+    return param.kind == ParamSource::Kind::Storage;
+  });
+}
+
 hlo::DotPrecision follow_matmul_precision() {
   hlo::DotPrecision precision;
   switch (at::globalContext().float32MatmulPrecision()) {
@@ -815,9 +824,10 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       continue;
     }
     EagerMode mode = eager_mode();
-    std::vector<c10::IValue> outputs = mode == EagerMode::DeferAndFuse
-                                           ? defer(entry, args, device)
-                                           : execute(entry, args, device, mode == EagerMode::Debug);
+    std::vector<c10::IValue> outputs =
+        mode == EagerMode::DeferAndFuse || (mode == EagerMode::Strict && joins_pending(*entry))
+            ? defer(entry, args, device)
+            : execute(entry, args, device, mode == EagerMode::Debug);
     if (check_finite_enabled() && mode != EagerMode::DeferAndFuse &&
         entry->op_name.rfind("aten::isfinite", 0) != 0 &&
         entry->op_name.rfind("aten::all", 0) != 0) {

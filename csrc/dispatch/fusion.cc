@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <list>
 #include <map>
@@ -68,6 +69,9 @@ struct Graph {
   std::vector<CheckValue> checks;
   std::vector<CheckedOp> check_ops;
 };
+
+// Set while the pending graph holds a compiled graph (see compiled_graph_pending()).
+std::atomic<bool> holds_compiled_graph{false};
 
 Graph& graph() {
   static Graph* instance = new Graph();  // leaked: flushing at exit races plugin teardown
@@ -290,6 +294,7 @@ void reset(Graph& g) {
   ++g.epoch;
   g.ops.clear();
   g.weight = 0;
+  holds_compiled_graph.store(false, std::memory_order_relaxed);
   g.externals.clear();
   g.external_types.clear();
   g.external_index.clear();
@@ -384,11 +389,6 @@ void flush_locked(Graph& g) {
   if (g.ops.empty()) return;
   // Values some live storage still holds are the graph's results; the rest stay on chip.
   const std::vector<std::shared_ptr<PendingSlot>> live = live_slots(g);
-  if (std::getenv("TMP_DEBUG_FLUSH")) {
-    std::string names;
-    for (const RecordedOp& op : g.ops) names += op.entry->op_name.substr(0, 40) + " | ";
-    std::fprintf(stderr, "FLUSH weight=%zu ops=%zu: %s\n", g.weight, g.ops.size(), names.c_str());
-  }
   if (g.ops.size() == 1 && g.ops.front().entry->compiled_graph) {
     run_graph_alone(g, live);
     return;
@@ -632,6 +632,7 @@ void defer_graph(const std::shared_ptr<CacheEntry>& graph_op, const std::vector<
   }
   g.ops.push_back(std::move(op));
   g.weight += graph_op->op_count;
+  holds_compiled_graph.store(true, std::memory_order_relaxed);
   const int first_value = g.ops.back().first_value;
   for (size_t i = 0; i < results.size(); ++i) {
     assign_pending(g, *results[i].storage, first_value + static_cast<int>(i), results[i].type);
@@ -682,6 +683,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
 }
 
 void capture_fused_runs(FusedRun* run) { capture = run; }
+
+bool compiled_graph_pending() { return holds_compiled_graph.load(std::memory_order_relaxed); }
 
 void materialize_pending() {
   Graph& g = graph();

@@ -86,6 +86,10 @@ struct GraphResult {
 void defer_graph(const std::shared_ptr<CacheEntry>& graph, const std::vector<GraphInput>& inputs,
                  const std::vector<GraphResult>& results, int device);
 
+// Whether the pending graph holds a compiled graph's replay: Strict's ops that read no storage
+// (a fill, a factory: autograd's seed for backward, say) join it rather than run alone.
+bool compiled_graph_pending();
+
 // Runs the pending graph, if any, and gives every live pending storage its buffer.
 void materialize_pending();
 
