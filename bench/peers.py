@@ -18,6 +18,8 @@ Columns:
   bench/compile.py does; the backward and optimizer run where Dynamo puts them.
 - ``torch CPU eager``: the same torch code on CPU tensors.
 - ``torch CPU inductor``: ``torch.compile(fn)`` (the default backend, inductor) on CPU tensors.
+- ``torch CUDA eager`` / ``torch CUDA inductor``: the same on CUDA tensors, where CUDA is
+  visible to torch (a GPU machine): what a GPU user would pick instead of torch_tpu there.
 - ``jax.jit``: the workload written in jax (float32, x64 off), the whole step jitted, with its
   parameters copied from the torch model so both start from the same values.
 
@@ -109,20 +111,28 @@ _give_jax_its_own_flags()
 @dataclass(frozen=True)
 class Column:
     label: str
-    device: str  # "tpu", "cpu" or "jax"
+    device: str  # "tpu", "cpu", "cuda" or "jax"
     backend: str | None = None  # torch.compile backend
     mode: str = "strict"  # torch_tpu eager mode while the cell runs
 
 
+# Where CUDA is visible to torch (a GPU machine), what a GPU user would pick instead of us.
+CUDA_COLUMNS: tuple[Column, ...] = (
+    (Column("torch CUDA eager", "cuda"), Column("torch CUDA inductor", "cuda", backend="inductor"))
+    if torch.cuda.is_available()
+    else ()
+)
 COLUMNS: tuple[Column, ...] = (
     Column("tpu Strict", "tpu"),
     Column("tpu DeferAndFuse", "tpu", mode="defer_and_fuse"),
     Column("tpu compiled", "tpu", backend="tpu"),
     Column("torch CPU eager", "cpu"),
     Column("torch CPU inductor", "cpu", backend="inductor"),
+    *CUDA_COLUMNS,
     Column("jax.jit", "jax"),
 )
 JAX = "jax.jit"
+CUDA_EAGER = "torch CUDA eager"
 
 
 @dataclass
@@ -148,8 +158,12 @@ def jax_sync(result: object) -> None:
     jax.block_until_ready(result)
 
 
+def cuda_sync(_: object) -> None:
+    torch.cuda.synchronize()
+
+
 def sync_for(column: Column) -> Callable[[object], None]:
-    return {"tpu": tpu_sync, "cpu": no_sync, "jax": jax_sync}[column.device]
+    return {"tpu": tpu_sync, "cpu": no_sync, "cuda": cuda_sync, "jax": jax_sync}[column.device]
 
 
 def timed_run(cell: Cell) -> float:
@@ -874,28 +888,47 @@ def print_tables(rows: list[Row], columns: list[Column], results: Results) -> No
     if any(c.label == JAX for c in columns) and torch_columns:
         print()
         print("x jax: time relative to jax.jit (>1: slower than jax; generate: jax tok/s / tok/s)")
-        header = f"{'row':<{title_width}}" + "".join(
-            f"{c.label + ' x jax':>{width + 6}}" for c in torch_columns
-        )
-        print(header)
-        print("-" * len(header))
-        for row in rows:
-            jax_value = results.values.get((row.name, JAX))
-            cells = []
-            for column in torch_columns:
-                value = results.values.get((row.name, column.label))
-                if value is None or jax_value is None:
-                    cells.append("-")
-                elif row.unit == "tok/s":
-                    cells.append(f"{jax_value / value:.2f}x")
-                else:
-                    cells.append(f"{value / jax_value:.2f}x")
-            print(f"{row.title:<{title_width}}" + "".join(f"{c:>{width + 6}}" for c in cells))
+        print_ratios(rows, torch_columns, results, JAX, "x jax", title_width, width)
+    tpu_columns = [c for c in columns if c.device == "tpu"]
+    if any(c.label == CUDA_EAGER for c in columns) and tpu_columns:
+        print()
+        print("x CUDA eager: time relative to torch CUDA eager, the GPU user's default")
+        print_ratios(rows, tpu_columns, results, CUDA_EAGER, "x CUDA", title_width, width)
 
     if results.footnotes:
         print()
         for number, note in enumerate(results.footnotes, start=1):
             print(f"[{number}] {note}")
+
+
+def print_ratios(
+    rows: list[Row],
+    columns: list[Column],
+    results: Results,
+    anchor: str,
+    suffix: str,
+    title_width: int,
+    width: int,
+) -> None:
+    """Each column's time over the anchor column's (tokens/s rows: the anchor's over the
+    column's), so >1 is slower than the anchor."""
+    header = f"{'row':<{title_width}}" + "".join(
+        f"{c.label + ' ' + suffix:>{width + 7}}" for c in columns
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        anchor_value = results.values.get((row.name, anchor))
+        cells = []
+        for column in columns:
+            value = results.values.get((row.name, column.label))
+            if value is None or anchor_value is None:
+                cells.append("-")
+            elif row.unit == "tok/s":
+                cells.append(f"{anchor_value / value:.2f}x")
+            else:
+                cells.append(f"{value / anchor_value:.2f}x")
+        print(f"{row.title:<{title_width}}" + "".join(f"{c:>{width + 7}}" for c in cells))
 
 
 def select(names: str | None, available: list[str], what: str) -> list[str]:

@@ -123,7 +123,9 @@ def test_a_read_between_steps_runs_the_pending_step_first() -> None:
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (cpu, model)]
     x = torch.randn(3, 4)
 
-    def make_step(m: nn.Module, opt: torch.optim.Optimizer) -> Callable[[torch.Tensor], torch.Tensor]:
+    def make_step(
+        m: nn.Module, opt: torch.optim.Optimizer
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
         def step(inp: torch.Tensor) -> torch.Tensor:
             opt.zero_grad()
             loss = m(inp).square().mean()
