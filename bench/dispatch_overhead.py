@@ -5,12 +5,17 @@ the same computation, in one table from one run.
 
 Then: the compiles and time of reading a view at 256 different offsets; and Strict mode's
 run-ahead: how many of a training step's executions are still in flight on the device when the
-host has finished enqueueing the step, and the most in flight at once.
+host has finished enqueueing the step, and the most in flight at once. Last, where the host's
+time goes, phase by phase (a second process with TORCH_TPU_HOST_TIMERS=1): an op in Strict, an
+op recorded in DeferAndFuse, and a compiled training step's graph replays.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -267,10 +272,88 @@ def read_back_table() -> None:
         print(f"{label:<24} {median_us(tpu):>8.2f} {median_us(cpu):>10.2f} {jax_text}")
 
 
+def phase_rows(metrics: dict[str, int], prefix: str, units: int) -> list[tuple[str, float, float]]:
+    """(phase, µs per unit, calls per unit) of the timers whose name starts with `prefix`."""
+    rows = []
+    for key, total_us in sorted(metrics.items()):
+        if key.startswith("host_us." + prefix):
+            phase = key.removeprefix("host_us.")
+            calls = metrics["host_calls." + phase]
+            rows.append((phase, total_us / units, calls / units))
+    return rows
+
+
+def host_phases_table(ops: int = 4000, steps: int = 200) -> None:
+    """Run in a process with TORCH_TPU_HOST_TIMERS=1: µs per op (or per step) in each phase."""
+    a, b = torch.randn(4, 4).to("tpu"), torch.randn(4, 4).to("tpu")
+    sections: list[tuple[str, list[tuple[str, float, float]]]] = []
+    for label, mode in (("add 4x4, Strict", "strict"), ("add 4x4, DeferAndFuse", "defer_and_fuse")):
+        with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+            for _ in range(100):
+                a + b
+            torch.tpu.synchronize()
+            torch_tpu.reset_metrics()
+            for _ in range(ops):
+                a + b
+            torch.tpu.synchronize()
+        sections.append((label + ", per op", phase_rows(torch_tpu.metrics(), "op_", ops)))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8), torch.nn.GELU()
+    ).to("tpu")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8).to("tpu"), torch.randn(4, 8).to("tpu")
+
+    @torch.compile(backend="tpu")
+    def step() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for _ in range(5):
+        step()
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    host = (time.perf_counter() - start) / steps * 1e6
+    torch.tpu.synchronize()
+    m = torch_tpu.metrics()
+    rows = phase_rows(m, "", steps)
+    ours = sum(us for phase, us, _ in rows if phase in ("op_total", "replay_total"))
+    rows.append(("outside torch_tpu (Dynamo, AOTAutograd, autograd)", host - ours, 1.0))
+    sections.append(
+        (
+            f"compiled MLP + AdamW step, per step (host {host:.1f} us, "
+            f"{m['executions'] / steps:.1f} executions)",
+            rows,
+        )
+    )
+    print(f"\n{'host phases (TORCH_TPU_HOST_TIMERS=1)':<40} {'us':>9} {'calls':>7}")
+    for title, rows in sections:
+        print(title)
+        for phase, us, calls in rows:
+            print(f"  {phase:<38} {us:>9.2f} {calls:>7.2f}")
+
+
 if __name__ == "__main__":
+    if "--host-phases" in sys.argv:
+        host_phases_table()
+        sys.exit(0)
     main()
     read_back_table()
     offsets_table()
     run_ahead_table()
     compiled_graph_table()
     tiny_step_table()
+    # The timers are read once at start-up: a process of their own.
+    subprocess.run(
+        [sys.executable, __file__, "--host-phases"],
+        env={**os.environ, "TORCH_TPU_HOST_TIMERS": "1"},
+        check=True,
+        timeout=600,
+    )

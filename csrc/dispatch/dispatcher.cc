@@ -34,6 +34,7 @@
 #include "csrc/dispatch/debug_checks.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/fusion.h"
+#include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/meta_checks.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
@@ -596,6 +597,7 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry, bool in_p
 std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
                                  const std::vector<c10::IValue>& args, int device, bool wait) {
   if (!wait) bound_run_ahead();
+  HostLaps laps;
   const CacheEntry& entry = *held;
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
   inputs.reserve(entry.params.size());
@@ -622,7 +624,9 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
   for (int64_t param : donated) inputs[param]->donate();
   std::shared_ptr<profiler::RunTimer> timer =
       profiler::RunTimer::launch([&entry] { return executable_name(entry.op_name); }, device);
+  laps.lap(HostPhase::Inputs);
   pjrt::ExecuteResult result = executable.execute(raw, Runtime::get().device(device), donated);
+  laps.lap(HostPhase::Launch);
   if (timer) timer->launched();
   if (wait) {
     try {
@@ -644,6 +648,7 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
       pending_finished();
     });
   }
+  laps.lap(HostPhase::Completion);
 
   std::vector<c10::IValue> outputs;
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
@@ -664,6 +669,7 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
         hlo::ElementType::Pred, {*entry.runtime_check});
     if (wait) raise_failed_runtime_checks();  // Debug: at the op itself
   }
+  laps.lap(HostPhase::Outputs);
   return outputs;
 }
 
@@ -764,9 +770,11 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
         });
     if (results) return std::move(*results);
   }
+  HostLaps laps;
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
+  laps.lap(HostPhase::Arguments);
   OutputLayouts layouts;
   bool checked = false;
   for (int attempt = 0;; ++attempt) {
@@ -785,6 +793,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       append_key(key, args[i],
                  key_mask != nullptr ? (*key_mask)[i] : value_in_key(schema, lowering, i));
     }
+    laps.lap(HostPhase::CacheKey);
     std::shared_ptr<CacheEntry> entry;
     {
       std::lock_guard<std::mutex> lock(cache_mutex);
@@ -823,6 +832,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
       }
       continue;
     }
+    laps.lap(HostPhase::Lookup);
     EagerMode mode = eager_mode();
     std::vector<c10::IValue> outputs =
         mode == EagerMode::DeferAndFuse || (mode == EagerMode::Strict && joins_pending(*entry))
@@ -976,6 +986,7 @@ std::string lowering_name(const std::string& op_name) {
 }  // namespace
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  HostPhaseTimer total(HostPhase::OpTotal);
   const c10::FunctionSchema& schema = op.schema();
   const BoundLowering* bound = nullptr;
   {

@@ -17,6 +17,7 @@
 #include "csrc/device/types.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/retire.h"
@@ -387,6 +388,7 @@ std::vector<std::shared_ptr<PendingSlot>> live_slots(const Graph& g) {
 
 void flush_locked(Graph& g) {
   if (g.ops.empty()) return;
+  HostPhaseTimer timer(HostPhase::Flush);
   // Values some live storage still holds are the graph's results; the rest stay on chip.
   const std::vector<std::shared_ptr<PendingSlot>> live = live_slots(g);
   if (g.ops.size() == 1 && g.ops.front().entry->compiled_graph) {
@@ -542,6 +544,7 @@ bool flush_if_read_as_other_type(Graph& g, const DeviceStorage& storage, hlo::El
 
 std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
                                const std::vector<c10::IValue>& args, int device) {
+  HostPhaseTimer timer(HostPhase::Record);
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);
   if (must_cut(g, *entry, device)) flush_locked(g);

@@ -1,6 +1,7 @@
 #include "csrc/dispatch/metrics.h"
 
 #include "csrc/device/runtime.h"
+#include "csrc/dispatch/host_timers.h"
 
 namespace torch_tpu {
 
@@ -10,7 +11,8 @@ Metrics& metrics() {
 }
 
 std::map<std::string, int64_t> Metrics::snapshot() const {
-  return {{"compiles", compiles},
+  std::map<std::string, int64_t> counters = host_timer_snapshot();
+  counters.insert({{"compiles", compiles},
           {"cache_hits", cache_hits},
           {"cache_misses", cache_misses},
           {"executions", executions},
@@ -24,7 +26,8 @@ std::map<std::string, int64_t> Metrics::snapshot() const {
           {"run_ahead_waits", run_ahead_waits},
           {"size_bucket_ops", size_bucket_ops},
           {"joined_graphs", joined_graphs},
-          {"max_in_flight", max_in_flight()}};
+          {"max_in_flight", max_in_flight()}});
+  return counters;
 }
 
 void Metrics::reset() {
@@ -34,6 +37,7 @@ void Metrics::reset() {
     counter->store(0);
   }
   reset_max_in_flight();
+  reset_host_timers();
 }
 
 }  // namespace torch_tpu

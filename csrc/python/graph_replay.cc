@@ -29,6 +29,7 @@
 #include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
+#include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/python/call_signature.h"
@@ -347,7 +348,7 @@ GraphInput gather(const Plan& plan, const Plan::Input& input, const std::vector<
 
 // Enqueues the plan's executable on this call's inputs; its results become the storages'.
 void run_now(const Plan& plan, const std::vector<at::Tensor>& tensors,
-             const std::vector<c10::Storage>& fresh) {
+             const std::vector<c10::Storage>& fresh, HostLaps& laps) {
   materialize_pending();  // arguments may still be values of a pending DeferAndFuse graph
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   externals.reserve(plan.inputs.size());
@@ -363,6 +364,7 @@ void run_now(const Plan& plan, const std::vector<at::Tensor>& tensors,
     if (pjrt::held_only_by(externals[input], 2)) donated.push_back(input);
   }
   metrics().cache_hits++;
+  laps.lap(HostPhase::ReplayInputs);
   std::vector<std::shared_ptr<pjrt::Buffer>> results =
       run_fused(*plan.executable, std::move(externals), plan.device, plan.op_names, plan.check_ops,
                 plan.results.size(), donated);
@@ -371,11 +373,12 @@ void run_now(const Plan& plan, const std::vector<at::Tensor>& tensors,
     device_storage(storage_of(result.storage, tensors, fresh))
         .assign(std::move(results[i]), result.type);
   }
+  laps.lap(HostPhase::ReplayLaunch);
 }
 
 // Records the plan's graph as one op of the pending graph, to run with what comes next.
 void join_pending(const Plan& plan, const std::vector<at::Tensor>& tensors,
-                  const std::vector<c10::Storage>& fresh) {
+                  const std::vector<c10::Storage>& fresh, HostLaps& laps) {
   std::vector<GraphInput> inputs;
   inputs.reserve(plan.inputs.size());
   for (const Plan::Input& input : plan.inputs) inputs.push_back(gather(plan, input, tensors));
@@ -385,10 +388,12 @@ void join_pending(const Plan& plan, const std::vector<at::Tensor>& tensors,
     results.push_back({&device_storage(storage_of(result.storage, tensors, fresh)), result.type});
   }
   metrics().joined_graphs++;
+  laps.lap(HostPhase::ReplayInputs);
   defer_graph(plan.as_op, inputs, results, plan.device);
+  laps.lap(HostPhase::ReplayLaunch);
 }
 
-py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
+py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors, HostLaps& laps) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, plan.device));
   std::vector<c10::Storage> fresh;
   fresh.reserve(plan.fresh_nbytes.size());
@@ -396,9 +401,9 @@ py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
     fresh.emplace_back(c10::Storage::use_byte_size_t(), nbytes, device_allocator(), true);
   }
   if (plan.as_op && joining_graphs()) {
-    join_pending(plan, tensors, fresh);
+    join_pending(plan, tensors, fresh, laps);
   } else {
-    run_now(plan, tensors, fresh);
+    run_now(plan, tensors, fresh, laps);
   }
   // Arguments written in place: their versions move on, as the in-place ops' did.
   for (const Plan::Result& result : plan.results) {
@@ -421,8 +426,9 @@ py::object replay(const Plan& plan, const std::vector<at::Tensor>& tensors) {
         break;
     }
   }
-  if (plan.tuple) return py::tuple(outputs);
-  return std::move(outputs);
+  py::object result = plan.tuple ? py::object(py::tuple(outputs)) : py::object(std::move(outputs));
+  laps.lap(HostPhase::ReplayOutputs);
+  return result;
 }
 
 std::vector<const pjrt::Buffer*> arg_buffers(const std::vector<at::Tensor>& tensors) {
@@ -471,6 +477,8 @@ class GraphReplay {
   explicit GraphReplay(py::function fn) : fn_(std::move(fn)) {}
 
   py::object call(const py::args& args) {
+    HostPhaseTimer total(HostPhase::ReplayTotal);
+    HostLaps laps;
     std::vector<at::Tensor> tensors;
     // Built in a signature the thread reuses, so that a replay allocates no key; a recording
     // copies it first (the graph it runs may call other compiled graphs).
@@ -486,7 +494,8 @@ class GraphReplay {
       if (auto found = plans_.find(signature); found != plans_.end()) {
         ages_.splice(ages_.begin(), ages_, found->second.age);
         ++replays_;
-        return replay(found->second.plan, tensors);
+        laps.lap(HostPhase::ReplaySignature);
+        return replay(found->second.plan, tensors, laps);
       }
     }
     if (!keyed || unreplayable_.contains(signature)) return record(args);
