@@ -442,24 +442,28 @@ def jax_mlp_block(p: dict[str, jax.Array], prefix: str, x: jax.Array) -> jax.Arr
     return x + jax_linear(p, f"{prefix}.mlp.2", jax.nn.gelu(h, approximate=False))
 
 
-def jax_gpt_forward(p: dict[str, jax.Array], tokens: jax.Array) -> jax.Array:
+def jax_gpt_forward(
+    p: dict[str, jax.Array], tokens: jax.Array, heads: int = GPT_HEADS
+) -> jax.Array:
     """TinyGPT.forward: token and position embeddings, pre-norm blocks of causal attention and
-    a GELU MLP, final LayerNorm, untied head without bias."""
+    a GELU MLP, final LayerNorm, untied head without bias. Its width and depth come from `p`."""
     batch, length = tokens.shape
-    head_dim = GPT_DIM // GPT_HEADS
+    dim = p["embed.weight"].shape[1]
+    layers = sum(1 for name in p if name.startswith("blocks.") and name.endswith(".qkv.weight"))
+    head_dim = dim // heads
     x = p["embed.weight"][tokens] + p["positions.weight"][:length]
     causal = jnp.tril(jnp.ones((length, length), dtype=bool))
-    for i in range(GPT_LAYERS):
+    for i in range(layers):
         prefix = f"blocks.{i}"
         qkv = jax_linear(p, f"{prefix}.qkv", jax_layer_norm(p, f"{prefix}.ln1", x))
         q, k, v = (
-            a.reshape(batch, length, GPT_HEADS, head_dim).transpose(0, 2, 1, 3)
+            a.reshape(batch, length, heads, head_dim).transpose(0, 2, 1, 3)
             for a in jnp.split(qkv, 3, axis=-1)
         )
         scores = (q @ k.swapaxes(-1, -2)) / math.sqrt(head_dim)
         scores = jnp.where(causal, scores, -jnp.inf)
         attended = jax.nn.softmax(scores, axis=-1) @ v
-        attended = attended.transpose(0, 2, 1, 3).reshape(batch, length, GPT_DIM)
+        attended = attended.transpose(0, 2, 1, 3).reshape(batch, length, dim)
         x = x + jax_linear(p, f"{prefix}.proj", attended)
         x = jax_mlp_block(p, prefix, x)
     return jax_linear(p, "head", jax_layer_norm(p, "ln", x))
@@ -478,13 +482,16 @@ def jax_gpt_loss(p: dict[str, jax.Array], inputs: jax.Array, targets: jax.Array)
 AdamState = tuple[dict[str, jax.Array], dict[str, jax.Array], dict[str, jax.Array], jax.Array]
 
 
+Loss = Callable[[dict[str, jax.Array], jax.Array, jax.Array], jax.Array]
+
+
 def jax_adamw_step(
-    state: AdamState, inputs: jax.Array, targets: jax.Array
+    state: AdamState, inputs: jax.Array, targets: jax.Array, loss_fn: Loss = jax_gpt_loss
 ) -> tuple[AdamState, jax.Array]:
     """torch.optim.AdamW's defaults by hand: decoupled decay on every parameter, bias-corrected
     moments, eps added after the corrected square root."""
     params, m, v, count = state
-    loss, grads = jax.value_and_grad(jax_gpt_loss)(params, inputs, targets)
+    loss, grads = jax.value_and_grad(loss_fn)(params, inputs, targets)
     beta1, beta2 = ADAMW_BETAS
     count = count + 1.0
     correction1 = 1.0 - beta1**count

@@ -4,6 +4,7 @@
 # extracted there):
 #
 #     bash scripts/device_check.sh [STAGE ...]     # default: every stage, in this order
+#     bash scripts/device_check.sh perf            # speed on the chip, about 8 minutes
 #
 # That machine has its own python3 with torch (CUDA), jax and the CUDA PJRT plugin
 # (jax-cuda13-pjrt) and no package registry: the extension is built there against that torch,
@@ -178,7 +179,11 @@ run_stages() {
       matmul) stage matmul 60 "$PY" bench/matmul.py --sizes 4096,8192 ;;
       peers) stage peers 180 "$PY" bench/peers.py --quick \
         --columns "${PEER_COLUMNS:-tpu Strict,tpu DeferAndFuse,tpu compiled,torch CPU eager,jax.jit}" ;;
-      dispatch) stage dispatch 90 "$PY" bench/dispatch_overhead.py ;;
+      # The peers with the GPU's own columns (torch CUDA eager and inductor).
+      peerscuda) stage peerscuda 240 "$PY" bench/peers.py --quick --columns \
+        "tpu Strict,tpu DeferAndFuse,tpu compiled,torch CUDA eager,torch CUDA inductor,jax.jit" ;;
+      dispatch) stage dispatch 120 "$PY" bench/dispatch_overhead.py ;;
+      gpt2) stage gpt2 150 "$PY" bench/gpt2.py --size small --steps 10 --warmup 2 ;;
       memory) stage memory 90 "$PY" bench/memory.py ;;
       profiler) stage profiler 100 "$PY" -m pytest -q -p no:cacheprovider \
         tests/python/test_profiler.py tests/python/test_memory_history.py ;;
@@ -192,7 +197,8 @@ run_stages() {
         tests/python/test_donation.py tests/python/test_autocast.py \
         tests/python/test_graph_replay.py tests/python/test_matmul_precision.py \
         tests/python/test_errors.py tests/python/test_index_checks.py \
-        tests/python/test_cpu_parity.py tests/python/test_complex.py} ;;
+        tests/python/test_cpu_parity.py tests/python/test_complex.py \
+        tests/python/test_compiled_step.py tests/python/test_host_timers.py} ;;
       *) echo "unknown stage $name" | tee -a "$LOG" ;;
     esac
   done
@@ -200,5 +206,12 @@ run_stages() {
 
 if [ $# -eq 0 ]; then
   set -- machine build smoke xspace matmul peers profiler profbench dispatch memory tests
+elif [ "$*" = perf ]; then
+  # Speed on the chip in about 8 minutes, the build included: the peers with CUDA's columns,
+  # dispatch with its host-phase timers, GPT-2 small's tokens/s and MFU, the one-program step's
+  # counts.
+  run_stages machine build smoke peerscuda dispatch gpt2 || exit 1
+  TESTS="tests/python/test_compiled_step.py tests/python/test_host_timers.py" run_stages tests
+  exit
 fi
 run_stages "$@"
