@@ -280,6 +280,12 @@ def phase_rows(metrics: dict[str, int], prefix: str, units: int) -> list[tuple[s
             phase = key.removeprefix("host_us.")
             calls = metrics["host_calls." + phase]
             rows.append((phase, total_us / units, calls / units))
+    # An op's time in none of its phases: the kernel's entry (its lowering's lookup, the
+    # argument stack), the run-ahead bound, and any flush of a pending graph it caused.
+    if "host_us.op_total" in metrics:
+        parts = ("arguments", "cache_key", "lookup", "inputs", "launch", "completion", "outputs")
+        inside = sum(metrics.get(f"host_us.op_{part}", 0) for part in parts + ("record",))
+        rows.append(("op_other", (metrics["host_us.op_total"] - inside) / units, 0.0))
     return rows
 
 

@@ -763,6 +763,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args,
                                   const std::vector<bool>* key_mask = nullptr,
                                   BucketKind bucket = BucketKind::None) {
+  HostLaps laps;
   if (bucket != BucketKind::None) {
     auto results = dispatch_in_buckets(
         bucket, op_name, schema, args, [&](std::vector<c10::IValue>& at_bucket_length) {
@@ -770,7 +771,6 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
         });
     if (results) return std::move(*results);
   }
-  HostLaps laps;
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);

@@ -15,7 +15,7 @@ namespace torch_tpu {
 enum class HostPhase : uint8_t {
   // An eager op, from ATen's call to the returned tensors (the phases below are parts of it).
   OpTotal,
-  Arguments,   // device and argument checks, the op's own per-call work
+  Arguments,   // size buckets' check, device and argument checks, the op's per-call work
   CacheKey,    // building the executable's cache key
   Lookup,      // finding the executable (or building it, on a miss)
   Inputs,      // gathering input buffers: storages, scalars (uploads on a miss of their cache)

@@ -18,6 +18,7 @@
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/view_io.h"
@@ -256,6 +257,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   }
   // Only fills begin a bucket; every other kind needs an input that already is one.
   if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
+  // A fill joins a pending compiled graph (see joins_pending in dispatcher.cc) at its exact
+  // size: its result is a pending value, not a bucket's buffer.
+  if (kind == BucketKind::Fill && compiled_graph_pending()) return std::nullopt;
   const auto& arguments = schema.arguments();
   auto written = [&](size_t index) {
     const auto* alias = arguments[index].alias_info();

@@ -145,3 +145,19 @@ def test_a_read_between_steps_runs_the_pending_step_first() -> None:
         torch.testing.assert_close((model.bias * 2).detach().cpu(), (cpu.bias * 2).detach())
         state = {k: v.cpu() for k, v in model.state_dict().items()}
         torch.testing.assert_close(state["weight"], cpu.weight.detach())
+
+
+def test_a_step_after_fills_of_several_lengths_stays_exact() -> None:
+    """Fills of 3, 5 and 6 floats start the 8-element size bucket: later fills of a length up
+    to 8 run at the bucket's length (see size_buckets.h). The backward's seed, a 1-element fill,
+    joins the pending step at its exact size instead, and the step stays right."""
+    for length in (3, 5, 6):
+        torch.testing.assert_close(torch.ones(length, device=TPU).cpu(), torch.ones(length))
+    cpu_losses, cpu_model, _ = train("cpu", "sgd", 6)
+    losses, model, counts = train(TPU, "sgd", 6, count_after=3)
+    assert all(count["executions"] == 1 for count in counts[1:]), counts
+    torch.testing.assert_close(
+        torch.stack(losses).cpu(), torch.stack(cpu_losses).detach(), rtol=1e-4, atol=1e-5
+    )
+    for got, want in zip(model.parameters(), cpu_model.parameters(), strict=True):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
