@@ -24,13 +24,15 @@ std::map<std::string, int64_t> Metrics::snapshot() const {
           {"run_ahead_waits", run_ahead_waits},
           {"size_bucket_ops", size_bucket_ops},
           {"joined_graphs", joined_graphs},
+          {"device_copies", device_copies},
           {"max_in_flight", max_in_flight()}};
 }
 
 void Metrics::reset() {
-  for (auto* counter : {&compiles, &cache_hits, &cache_misses, &executions, &host_syncs, &fused_ops,
-                        &uploads, &downloads, &disk_cache_hits, &disk_cache_writes,
-                        &donated_buffers, &run_ahead_waits, &size_bucket_ops, &joined_graphs}) {
+  for (auto* counter :
+       {&compiles, &cache_hits, &cache_misses, &executions, &host_syncs, &fused_ops, &uploads,
+        &downloads, &disk_cache_hits, &disk_cache_writes, &donated_buffers, &run_ahead_waits,
+        &size_bucket_ops, &joined_graphs, &device_copies}) {
     counter->store(0);
   }
   reset_max_in_flight();
