@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -20,9 +22,9 @@ STEPS = 4
 TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
 
 
-def expect_accelerator_error(fn: object, *needles: str) -> None:
+def expect_accelerator_error(fn: Callable[[], object], *needles: str) -> None:
     try:
-        fn()  # type: ignore[operator]
+        fn()
     except torch.AcceleratorError as error:
         missing = [n for n in needles if n not in str(error)]
         assert not missing, f"error {str(error)[:400]!r} does not mention {missing}"
@@ -86,8 +88,10 @@ def check_other_ranks_chip(local_rank: int, local_world: int) -> None:
     assert torch.tpu.current_device() == local_rank  # the failed calls changed nothing
 
 
-def train(model: torch.nn.Module, device: torch.device, rank: int, world: int, **ddp: object):
-    wrapped = DDP(model.to(device), **ddp)  # type: ignore[arg-type]
+def train(
+    model: torch.nn.Module, device: torch.device, rank: int, world: int, **ddp: Any
+) -> tuple[list[float], dict[str, torch.Tensor]]:
+    wrapped = DDP(model.to(device), **ddp)
     opt = torch.optim.SGD(wrapped.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(7)
     losses = []
