@@ -102,7 +102,18 @@ def _start_runtime(kind: str, path: str) -> None:
     if kind == "cuda":
         _plugin.preload_cuda_libraries()
         options = {**_plugin.gpu_client_options(), **options}
-    _C._initialize(path, count, options, key_value)
+    local_rank, local_world_size = _torchrun_place()
+    _C._initialize(path, count, options, key_value, local_rank, local_world_size)
+
+
+def _torchrun_place() -> tuple[int, int]:
+    """(LOCAL_RANK, LOCAL_WORLD_SIZE) where torchrun set both, else (-1, 0). A process that
+    drives one chip numbers it LOCAL_RANK and reports LOCAL_WORLD_SIZE devices (see README,
+    "Devices under torchrun")."""
+    try:
+        return int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return -1, 0
 
 
 def _initialize() -> None:
@@ -150,7 +161,7 @@ def _finish_device_work() -> None:
     from . import _C, device_module
 
     try:
-        for index in range(device_module.device_count()):
+        for index in device_module._local_device_indices():
             _C._synchronize(index)
     except RuntimeError as error:  # an asynchronous failure nobody read: say so, do not hide it
         print(f"torch_tpu: device work failed before exit: {error}", file=sys.stderr)
@@ -181,7 +192,7 @@ def version_info() -> dict[str, str]:
         "plugin_kind": str(_state.get("kind")),
     }
     if device_module.is_available():
-        props = device_module.get_device_properties(0)
+        props = device_module.get_device_properties()
         info.update(
             plugin=props.plugin_path,
             platform=f"{props.platform_name} {props.platform_version}",

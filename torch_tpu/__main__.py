@@ -76,7 +76,7 @@ def doctor() -> int:
     print(
         f"PJRT C API     {info['pjrt_api']} (torch_tpu built with the {info['pjrt_header']} header)"
     )
-    for index in range(torch.tpu.device_count()):
+    for index in torch.tpu._local_device_indices():
         free, total = torch.tpu.mem_get_info(index)
         name = torch.tpu.get_device_name(index)
         print(f"device tpu:{index}  {name}, {total / 2**30:.1f} GiB ({free / 2**30:.1f} GiB free)")

@@ -55,14 +55,16 @@ def current_device() -> int:
     return int(_C._current_device())
 
 
+def _local_device_indices() -> list[int]:
+    """The indices of the devices this process drives: all of them, except under torchrun with
+    one chip per process, where device_count() is LOCAL_WORLD_SIZE and only LOCAL_RANK is its
+    own."""
+    return list(_C._local_device_indices())
+
+
 def set_device(device: Any) -> None:
-    index = _index(device)
-    if not 0 <= index < device_count():
-        raise torch.AcceleratorError(
-            f"invalid device ordinal: tpu device index {index} is out of range"
-            f" ({device_count()} devices)"
-        )
-    _C._set_device(index)
+    # Raises torch.AcceleratorError for an index out of range or another process's chip.
+    _C._set_device(_index(device))
 
 
 class device:  # noqa: N801 - mirrors torch.cuda.device
@@ -327,7 +329,8 @@ class _DefaultGenerators:
         return _C._default_generator(index)
 
     def __iter__(self) -> Iterator[torch.Generator]:
-        return (self[i] for i in range(device_count()))
+        # This process's devices (manual_seed_all): under torchrun, not its peers' chips.
+        return (self[i] for i in _local_device_indices())
 
     def __len__(self) -> int:
         return device_count()

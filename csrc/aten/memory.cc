@@ -241,11 +241,37 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
   run_lowering("aten::copy_", lowering, copy_schema(), {dst, src, false});
 }
 
+// dst = src where they are on two tpu devices of this process: src's values, dense on its own
+// device, are moved device to device by the plugin, then copied into dst on dst's device, which
+// converts the dtype, broadcasts and writes a view as a copy on one device does.
+void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_CHECK(!recording(), "torch_tpu: a compiled graph cannot copy from ", src.device(), " to ",
+              dst.device(), "; copy outside the compiled function");
+  at::Tensor dense;
+  {
+    c10::DeviceGuard on_source(src.device());
+    dense = src.resolve_conj().resolve_neg().contiguous();
+    if (!covers_whole_storage(dense)) dense = dense.clone();
+  }
+  std::shared_ptr<pjrt::Buffer> source = storage_buffer(dense);
+  auto moved = std::make_shared<pjrt::Buffer>(
+      source->copy_to_device(Runtime::get().device(dst.device().index())));
+  // The source stays alive until the copy has read it.
+  moved->ready_event().on_ready([keep = std::move(source)](auto) {});
+  metrics().device_copies++;
+  at::Tensor staging = empty_memory_format(dense.sizes(), dense.scalar_type(), std::nullopt,
+                                           dst.device(), std::nullopt, std::nullopt);
+  device_storage(staging).assign(std::move(moved), to_element_type(dense.scalar_type()));
+  device_copy(dst, staging);
+}
+
 at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   TORCH_CHECK(self.is_privateuseone() || self.is_cpu(), "torch_tpu: cannot copy into ",
               self.device());
-  if (self.is_privateuseone() && src.is_privateuseone()) {
+  if (self.is_privateuseone() && src.is_privateuseone() && self.device() != src.device()) {
+    copy_between_devices(self, src);
+  } else if (self.is_privateuseone() && src.is_privateuseone()) {
     device_copy(self, src);
   } else if (self.is_privateuseone()) {
     TORCH_CHECK(src.is_cpu(), "torch_tpu: cannot copy from ", src.device(), " to tpu");

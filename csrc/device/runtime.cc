@@ -15,13 +15,59 @@ std::mutex init_mutex;
 // Deliberately leaked: destroying a PJRT client during interpreter shutdown races with the
 // plugin's own static destructors.
 std::atomic<Runtime*> instance{nullptr};
-thread_local int thread_device = 0;
-std::string unavailable_reason;  // set once, at import, before any tensor exists
+thread_local int thread_device = -1;  // -1: not set on this thread, the process's first device
+std::atomic<int> first_device{0};     // DeviceNumbering::first, once the runtime starts
+std::string unavailable_reason;       // set once, at import, before any tensor exists
 }  // namespace
+
+DeviceNumbering DeviceNumbering::choose(int addressable, LocalPlace place) {
+  DeviceNumbering numbering{.first = 0, .addressable = addressable, .count = addressable};
+  // One chip per process under torchrun: it is tpu:LOCAL_RANK. A process with several devices
+  // (TORCH_TPU_CPU_DEVICE_COUNT=2, a host's chips in one process) numbers them as the plugin does.
+  if (addressable == 1 && place.local_world_size > 1 && place.local_rank >= 0 &&
+      place.local_rank < place.local_world_size) {
+    numbering.first = place.local_rank;
+    numbering.count = place.local_world_size;
+    numbering.place = place;
+  }
+  return numbering;
+}
+
+void DeviceNumbering::reject(int index) const {
+  const c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
+  const int own = first;
+  if (place.local_world_size > 0 && index >= 0 && index < count) {
+    throw c10::AcceleratorError(
+        where, 0,
+        c10::str("torch_tpu: tpu:", index, " is the device of local rank ", index,
+                 ", another process: under torchrun each process drives one device, and this "
+                 "one (LOCAL_RANK=",
+                 own, ") drives tpu:", own,
+                 ". Address it as torch.device(\"tpu\", LOCAL_RANK), or call "
+                 "torch.tpu.set_device(LOCAL_RANK) and use \"tpu\"; tensors move between "
+                 "processes through torch.distributed"));
+  }
+  // torch.AcceleratorError, as CUDA raises for an invalid device ordinal.
+  const std::string torchrun =
+      place.local_world_size > 0
+          ? c10::str("; LOCAL_WORLD_SIZE=", count,
+                     " processes, one device each: this one drives tpu:", own)
+          : std::string();
+  throw c10::AcceleratorError(
+      where, 0,
+      c10::str("torch_tpu: invalid device ordinal: tpu device index ", index, " is out of range (",
+               count, " tpu device(s)", torchrun, ")"));
+}
+
+std::vector<int> Runtime::local_indices() const {
+  std::vector<int> indices;
+  for (int i = 0; i < numbering_.addressable; ++i) indices.push_back(numbering_.first + i);
+  return indices;
+}
 
 void Runtime::initialize(const std::string& plugin_path,
                          const std::vector<pjrt::ClientOption>& options,
-                         const pjrt::KeyValueCallbacks* key_value) {
+                         const pjrt::KeyValueCallbacks* key_value, LocalPlace place) {
   std::lock_guard<std::mutex> lock(init_mutex);
   if (Runtime* existing = instance.load()) {
     TORCH_CHECK(existing->plugin_path_ == plugin_path, "torch_tpu: already initialised with '",
@@ -41,7 +87,9 @@ void Runtime::initialize(const std::string& plugin_path,
   }
   TORCH_CHECK(!client->devices().empty(), "torch_tpu: the PJRT plugin '", plugin_path,
               "' reports no addressable devices");
-  instance.store(new Runtime(plugin_path, std::move(client)));
+  auto numbering = DeviceNumbering::choose(static_cast<int>(client->devices().size()), place);
+  first_device.store(numbering.first);
+  instance.store(new Runtime(plugin_path, std::move(client), numbering));
 }
 
 bool Runtime::initialized() { return instance.load() != nullptr; }
@@ -57,17 +105,6 @@ Runtime& Runtime::get() {
                 "torch_tpu installed) first");
   }
   return *runtime;
-}
-
-PJRT_Device* Runtime::device(int index) const {
-  // torch.AcceleratorError, as CUDA raises for an invalid device ordinal.
-  if (index < 0 || index >= device_count()) {
-    throw c10::AcceleratorError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 0,
-        c10::str("torch_tpu: invalid device ordinal: device index ", index, " is out of range for ",
-                 device_count(), " tpu device(s)"));
-  }
-  return client_->devices()[index].device;
 }
 
 namespace {
@@ -123,7 +160,9 @@ void await_pending() {
   await_in_flight();
 }
 
-int current_device() { return thread_device; }
+int current_device() {
+  return thread_device >= 0 ? thread_device : first_device.load(std::memory_order_relaxed);
+}
 
 void set_current_device(int index) {
   if (Runtime::initialized()) (void)Runtime::get().device(index);  // range check

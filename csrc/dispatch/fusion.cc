@@ -191,8 +191,8 @@ std::string first_failed_check(const Graph& g) {
     const std::string value = value_name(g, g.checks[k].value);
     text << "    %check" << k << " = stablehlo.constant dense<" << first[k] << "> : tensor<i32>\n";
     if (g.checks[k].count == 0) {
-      text << "    %failed" << k << " = stablehlo.select " << value << ", " << current
-           << ", %check" << k << " : tensor<i1>, tensor<i32>\n";
+      text << "    %failed" << k << " = stablehlo.select " << value << ", " << current << ", %check"
+           << k << " : tensor<i1>, tensor<i32>\n";
     } else {
       // A graph's code k >= 0 names its own k-th check: offset it by where its checks start.
       text << "    %held" << k << " = stablehlo.compare EQ, " << value
@@ -323,8 +323,8 @@ std::shared_ptr<CacheEntry> graph_as_op(const Graph& g, const std::vector<int>& 
   for (const Alias& alias : aliases) op->aliases.emplace_back(alias.external, alias.result);
   const RecordedOp& first = g.ops.front();
   const RecordedOp& last = g.ops.back();
-  op->op_name = "compiled graph of " + std::to_string(g.weight) + " ops (" +
-                first.entry->op_name + " ... " + last.entry->op_name + ")";
+  op->op_name = "compiled graph of " + std::to_string(g.weight) + " ops (" + first.entry->op_name +
+                " ... " + last.entry->op_name + ")";
   return op;
 }
 
@@ -365,8 +365,8 @@ void run_graph_alone(Graph& g, const std::vector<std::shared_ptr<PendingSlot>>& 
   metrics().fused_ops += static_cast<int64_t>(entry.op_count) - 1;  // run_fused counts one
   const size_t result_count = entry.result_types.size() - (entry.graph_checks.empty() ? 0 : 1);
   std::vector<std::shared_ptr<pjrt::Buffer>> results =
-      run_fused(*entry.executable, std::move(inputs), device, {entry.op_name},
-                entry.graph_checks, result_count, donated);
+      run_fused(*entry.executable, std::move(inputs), device, {entry.op_name}, entry.graph_checks,
+                result_count, donated);
   std::vector<std::shared_ptr<pjrt::Buffer>> live_results;
   for (const auto& slot : live) live_results.push_back(results[slot->value - op.first_value]);
   assign_results(live, std::move(live_results));
@@ -551,8 +551,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   // A storage pending in this graph but read through another dtype is realized first.
   for (const ParamSource& param : entry->params) {
     if (param.kind == ParamSource::Kind::Storage &&
-        flush_if_read_as_other_type(
-            g, device_storage(tensor_of(args, param.arg, param.list_index)), param.type)) {
+        flush_if_read_as_other_type(g, device_storage(tensor_of(args, param.arg, param.list_index)),
+                                    param.type)) {
       break;
     }
   }

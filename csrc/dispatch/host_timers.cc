@@ -11,8 +11,8 @@ namespace {
 constexpr auto kPhases = static_cast<size_t>(HostPhase::Count);
 
 constexpr std::array<const char*, kPhases> kNames = {
-    "op_total",    "op_arguments",  "op_cache_key",     "op_lookup",     "op_inputs",
-    "op_launch",   "op_completion", "op_outputs",       "op_record",     "flush",
+    "op_total",     "op_arguments",     "op_cache_key",  "op_lookup",     "op_inputs",
+    "op_launch",    "op_completion",    "op_outputs",    "op_record",     "flush",
     "replay_total", "replay_signature", "replay_inputs", "replay_launch", "replay_outputs"};
 
 struct Totals {

@@ -164,7 +164,7 @@ std::vector<std::vector<at::Tensor>> run_replicated(
       buffers.push_back(storage_buffer(compact ? t : t.clone(at::MemoryFormat::Contiguous)));
       arguments.back().push_back(buffers.back()->raw());
     }
-    const int id = runtime.client().devices().at(inputs[0].device().index()).id;
+    const int id = runtime.device_info(inputs[0].device().index()).id;
     TORCH_CHECK(std::find(device_ids.begin(), device_ids.end(), id) == device_ids.end(),
                 "torch_tpu: two replicas on ", inputs[0].device(), ": one per device");
     TORCH_CHECK(assignment.empty() ||

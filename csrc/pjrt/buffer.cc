@@ -165,6 +165,18 @@ bool Buffer::read_in_place(void* dst, std::size_t size, const char* what) const 
   return true;
 }
 
+Buffer Buffer::copy_to_device(PJRT_Device* dst) const {
+  if (!api_has(api_, offsetof(PJRT_Api, PJRT_Buffer_CopyToDevice))) {
+    throw Error("PJRT_Buffer_CopyToDevice: the plugin does not provide it",
+                PJRT_Error_Code_UNIMPLEMENTED);
+  }
+  auto args = make_args<PJRT_Buffer_CopyToDevice_Args>();
+  args.buffer = buffer_;
+  args.dst_device = dst;
+  check(api_, api_->PJRT_Buffer_CopyToDevice(&args), "PJRT_Buffer_CopyToDevice");
+  return Buffer(api_, args.dst_buffer);
+}
+
 Event Buffer::ready_event() const {
   auto args = make_args<PJRT_Buffer_ReadyEvent_Args>();
   args.buffer = buffer_;

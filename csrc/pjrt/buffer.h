@@ -38,6 +38,9 @@ class Buffer {
   // would take a trip through its worker threads, most of a small read's time (an .item()).
   // False, having done nothing, elsewhere. Throws Error as awaiting the transfer would.
   bool read_in_place(void* dst, std::size_t size, const char* what) const;
+  // A copy of the buffer on another device of the same client, device to device (the plugin
+  // orders it after the producer). Throws Error where the plugin lacks the call.
+  Buffer copy_to_device(PJRT_Device* dst) const;
   // Completes when the buffer's contents are defined (its producing computation finished).
   Event ready_event() const;
   // Called before an execution takes the buffer over (donation): its memory is counted from

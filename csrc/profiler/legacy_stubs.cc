@@ -41,7 +41,7 @@ class DeviceStubs final : public torch::profiler::impl::ProfilerStubs {
   bool enabled() const override { return true; }
 
   void onEachDevice(std::function<void(int)> op) const override {
-    for (int device = 0; device < Runtime::get().device_count(); ++device) op(device);
+    for (int device : Runtime::get().local_indices()) op(device);
   }
 
   void synchronize() const override { await_pending(); }

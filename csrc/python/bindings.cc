@@ -51,7 +51,8 @@ pjrt::ClientOption to_client_option(const std::string& name, const py::handle& v
 // `options` go to PJRT_Client_Create as they are (a multi-process client's node id and node
 // count, say); `key_value` serves such a client's start-up exchange and lives as long as it.
 void initialize(const std::string& plugin_path, int64_t cpu_device_count, const py::dict& options,
-                std::shared_ptr<distributed::PjrtKeyValueStore> key_value) {
+                std::shared_ptr<distributed::PjrtKeyValueStore> key_value, int local_rank,
+                int local_world_size) {
   std::vector<pjrt::ClientOption> client_options;
   if (cpu_device_count > 0) client_options.push_back({"cpu_device_count", cpu_device_count});
   for (const auto& [name, value] : options)
@@ -64,7 +65,8 @@ void initialize(const std::string& plugin_path, int64_t cpu_device_count, const 
   }
   try {
     py::gil_scoped_release release;  // the plugin may wait on the other processes
-    Runtime::initialize(plugin_path, client_options, callbacks ? &*callbacks : nullptr);
+    Runtime::initialize(plugin_path, client_options, callbacks ? &*callbacks : nullptr,
+                        LocalPlace{local_rank, local_world_size});
   } catch (const pjrt::Error& error) {
     throw std::runtime_error(std::string("torch_tpu: cannot start the PJRT plugin '") +
                              plugin_path + "': " + error.what());
@@ -146,7 +148,8 @@ PYBIND11_MODULE(_C, m) {
   bind_kernels(m);
   bind_memory_history(m);
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1,
-        py::arg("options") = py::dict(), py::arg("key_value") = nullptr);
+        py::arg("options") = py::dict(), py::arg("key_value") = nullptr, py::arg("local_rank") = -1,
+        py::arg("local_world_size") = 0);
   m.def("_is_initialized", &Runtime::initialized);
   // No plugin: the kernels are registered all the same, so that an op on the device raises
   // `reason` (from Runtime::get) instead of "not implemented for the tpu device".
@@ -179,21 +182,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_pjrt_header_version",
         [] { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });
   m.def("_device_count", [] { return Runtime::initialized() ? Runtime::get().device_count() : 0; });
+  // The indices of the devices this process drives (under torchrun, LOCAL_RANK's alone).
+  m.def("_local_device_indices", [] {
+    return Runtime::initialized() ? Runtime::get().local_indices() : std::vector<int>{};
+  });
   m.def("_current_device", &current_device);
   m.def("_set_device", &set_current_device);
   m.def("_synchronize", [](int) {
     py::gil_scoped_release release;
     synchronize(nullptr);
   });
-  m.def("_device_name", [](int device) {
-    auto& runtime = Runtime::get();
-    (void)runtime.device(device);
-    return runtime.client().devices()[device].kind;
-  });
+  m.def("_device_name", [](int device) { return Runtime::get().device_info(device).kind; });
   m.def("_device_properties", [](int device) {
     auto& runtime = Runtime::get();
-    (void)runtime.device(device);
-    const auto& info = runtime.client().devices()[device];
+    const auto& info = runtime.device_info(device);
     py::dict properties;
     properties["name"] = info.kind;
     properties["description"] = info.description;
@@ -210,9 +212,7 @@ PYBIND11_MODULE(_C, m) {
   });
   // Where the device sits: its process and integer attributes (coords, slice_index, ...).
   m.def("_device_topology", [](int device) {
-    auto& runtime = Runtime::get();
-    (void)runtime.device(device);
-    const auto& info = runtime.client().devices()[device];
+    const auto& info = Runtime::get().device_info(device);
     py::dict attributes;
     for (const auto& [name, values] : info.int_attributes) attributes[py::str(name)] = values;
     attributes["process_index"] = std::vector<int64_t>{info.process_index};

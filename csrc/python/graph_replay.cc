@@ -325,16 +325,17 @@ at::Tensor flat_tensor(const c10::Storage& storage, hlo::ElementType type) {
 // at each call). Debug mode runs each graph at once and waits.
 bool joining_graphs() {
   const char* join = std::getenv("TORCH_TPU_JOIN_GRAPHS");
-  return eager_mode() != EagerMode::Debug &&
-         (join == nullptr || std::string_view(join) != "0");
+  return eager_mode() != EagerMode::Debug && (join == nullptr || std::string_view(join) != "0");
 }
 
 // What the plan's input reads on this call, as a storage (a tensor over it) or a buffer.
-GraphInput gather(const Plan& plan, const Plan::Input& input, const std::vector<at::Tensor>& tensors) {
+GraphInput gather(const Plan& plan, const Plan::Input& input,
+                  const std::vector<at::Tensor>& tensors) {
   switch (input.kind) {
     case Plan::Input::Kind::Storage:
-      return {input.storage.kind == StorageRef::Kind::Arg ? tensors[input.storage.index]
-                                                          : flat_tensor(input.storage.held, input.type),
+      return {input.storage.kind == StorageRef::Kind::Arg
+                  ? tensors[input.storage.index]
+                  : flat_tensor(input.storage.held, input.type),
               nullptr};
     case Plan::Input::Kind::CpuConstant:
       return {{}, scalar_buffer(input.tensor.item(), input.type, plan.device)};

@@ -14,12 +14,18 @@
 namespace torch_tpu::pjrt {
 namespace {
 
-std::shared_ptr<Client> test_client() {
-  static std::shared_ptr<Client> client = [] {
+std::shared_ptr<Plugin> test_plugin() {
+  static std::shared_ptr<Plugin> plugin = [] {
     const char* path = std::getenv("TORCH_TPU_TEST_PLUGIN");
     if (path == nullptr || *path == '\0') throw std::runtime_error("TORCH_TPU_TEST_PLUGIN unset");
-    return Client::create(Plugin::load(path), {{"cpu_device_count", int64_t{1}}});
+    return Plugin::load(path);
   }();
+  return plugin;
+}
+
+std::shared_ptr<Client> test_client() {
+  static std::shared_ptr<Client> client =
+      Client::create(test_plugin(), {{"cpu_device_count", int64_t{1}}});
   return client;
 }
 
@@ -87,6 +93,24 @@ TEST(Client, AsyncUploadReleasesHostMemory) {
   for (int i = 0; i < 1000 && !released; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(released);
+}
+
+TEST(Buffer, CopiesToAnotherDeviceOfTheClient) {
+  // A client of two devices of its own: tpu:0 -> tpu:1 copies go through this call.
+  auto client = Client::create(test_plugin(), {{"cpu_device_count", int64_t{2}}});
+  ASSERT_EQ(client->devices().size(), 2u);
+  std::vector<int32_t> host{1, -2, 3, -4};
+  std::vector<int64_t> dims{2, 2};
+  for (auto [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    Buffer source =
+        client->upload(host.data(), PJRT_Buffer_Type_S32, dims, client->devices()[from].device);
+    Buffer copy = source.copy_to_device(client->devices()[to].device);
+    EXPECT_EQ(copy.dims(), dims);
+    EXPECT_EQ(copy.element_type(), PJRT_Buffer_Type_S32);
+    std::vector<int32_t> back(4, 0);
+    copy.copy_to_host(back.data(), back.size() * sizeof(int32_t)).await();
+    EXPECT_EQ(back, host);
+  }
 }
 
 TEST(Executable, CompileAndExecute) {

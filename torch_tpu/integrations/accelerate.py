@@ -44,7 +44,7 @@ def _tpu_max_memory(
 
     if max_memory is None:
         budget: dict[int | str, int] = {
-            index: torch.tpu.mem_get_info(index)[0] for index in range(torch.tpu.device_count())
+            index: torch.tpu.mem_get_info(index)[0] for index in torch.tpu._local_device_indices()
         }
         budget["cpu"] = psutil.virtual_memory().available
         return budget

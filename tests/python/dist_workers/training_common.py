@@ -102,7 +102,7 @@ def start() -> tuple[int, int, Results]:
     """Joins the tpu_dist group (timeout $DIST_TIMEOUT, default 120 s): rank, world, results."""
     timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "120")))
     dist.init_process_group("tpu_dist", timeout=timeout)
-    torch.tpu.set_device(0)
+    torch.tpu.set_device(int(os.environ["LOCAL_RANK"]))  # this process's chip is tpu:LOCAL_RANK
     return dist.get_rank(), dist.get_world_size(), Results(dist.get_rank())
 
 
