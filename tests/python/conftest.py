@@ -236,6 +236,7 @@ FUSION_FILES = (
     "test_models.py",
     "test_eager_modes.py",
     "test_compile.py",
+    "test_compiled_step.py",
     "test_autocast.py",
     "test_device.py",
     "test_bucketing.py",
