@@ -1,0 +1,381 @@
+"""The checks: from a trace (and, in script mode, the per-line attribution) to findings.
+
+Rates are per step over the steps measured: every profiled step but the first, a warm-up whose
+compiles are expected, when there are several.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+from .attribution import Attribution, key_change
+from .attribution import Site as LineSite
+from .report import Finding, Memory, Report, Site, TopOp
+from .trace import Event, Trace
+
+# A step is host-bound when the device sits idle (not counting compiles) this much of it...
+HOST_BOUND_IDLE_PERCENT = 50.0
+# ...while running at least this many programs per step (one big compiled program that is
+# merely short is not a dispatch problem).
+HOST_BOUND_MIN_RUNS = 8
+# A program shorter than this on the device costs less than launching it does on a TPU or GPU
+# (~40-80 us a launch, measured through the XLA CUDA plugin; see DESIGN.md's cost model): a
+# step of many such programs is launch-bound there, whatever the CPU plugin's timings show
+# (its launches cost ~3 us, and its device times are estimated on a host that may be busy).
+LAUNCH_US = 20.0
+TOP_OPS = 5
+MAX_SITES = 5
+
+_FIX = {
+    "host_bound": (
+        "fuse the step's small ops: torch_tpu.set_eager_mode('defer_and_fuse') (or "
+        "TPU_DEFER_AND_FUSE=1), or torch.compile(step, backend='tpu') to run it as one program"
+    ),
+    "recompiles": (
+        "keep shapes fixed (pad inputs to a few sizes; TORCH_TPU_SIZE_BUCKETS pads eager ops to "
+        "power-of-two buckets), keep dtypes fixed, pass changing numbers as 0-dim tensors, "
+        "or torch.compile(..., dynamic=True) / torch._dynamo.mark_dynamic for varying sizes"
+    ),
+    "host_syncs": (
+        "keep values on the device: accumulate metrics as tensors and read them (.item(), "
+        "print, .cpu()) every N steps; replace data-dependent shapes (nonzero, masked_select, "
+        "if tensor:) by torch.where or masks"
+    ),
+    "uploads": (
+        "create tensors on the device (device='tpu') or upload them once before the loop; "
+        "for input batches, .to('tpu', non_blocking=True) ahead of the step that uses them"
+    ),
+}
+
+_SYNC_CALLS = {
+    "item": ".item()",
+    "tolist": ".tolist()",
+    "cpu": ".cpu()",
+    "numpy": ".numpy()",
+    "to": ".to(cpu)",
+    "__repr__": "printing (repr)",
+    "__str__": "printing (str)",
+    "__format__": "printing (format)",
+    "__bool__": "bool(tensor) / if tensor",
+    "__int__": "int(tensor)",
+    "__float__": "float(tensor)",
+    "__index__": "tensor as an index",
+    "nonzero": "nonzero (a data-dependent shape)",
+    "masked_select": "masked_select (a data-dependent shape)",
+    "unique": "unique (a data-dependent shape)",
+    "__getitem__": "boolean-mask indexing (a data-dependent shape)",
+}
+
+
+def _union_ms(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Length (ms) of the union of `intervals` (µs) clipped to [start, end]."""
+    clipped = sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end)
+    total, current_start, current_end = 0.0, None, None
+    for a, b in clipped:
+        if current_end is None or a > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = a, b
+        else:
+            current_end = max(current_end, b)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total / 1000.0
+
+
+def _in(events: list[Event], windows: list[tuple[float, float]]) -> list[Event]:
+    return [e for e in events if any(a <= e.start_us <= b for a, b in windows)]
+
+
+def _launched_in(trace: Trace, windows: list[tuple[float, float]]) -> list[Event]:
+    """The device runs whose launch happened in `windows` (a run may start later, when the
+    device is free). The profiler writes each run's launch and run in the same order, so the
+    n-th launch is the n-th run."""
+    launches = [e for e in trace.runtime if e.name.startswith("launch ")]
+    if len(launches) != len(trace.kernels):  # a trace of another shape: go by the run itself
+        return _in(trace.kernels, windows)
+    return [
+        run
+        for launch, run in zip(launches, trace.kernels, strict=True)
+        if any(a <= launch.start_us <= b for a, b in windows)
+    ]
+
+
+def _trace_site(trace: Trace, event: Event) -> str:
+    frame = trace.user_frame(event)
+    if frame is None:
+        return "(unknown: profile with with_stack=True to see the Python function)"
+    return frame
+
+
+def _sync_call(name: str | None) -> str:
+    if name is None:
+        return ""
+    match = re.match(r"<built-in method (\w+) of", name) or re.search(r": (\w+)$", name)
+    call = match.group(1) if match else name
+    return _SYNC_CALLS.get(call, call)
+
+
+def _trace_key_change(trace: Trace, compiles: list[Event]) -> str:
+    """What changed between consecutive compiles of one op, from record_shapes' arguments."""
+    ops = [trace.cpu_ops.get(e.external_id or -1) for e in compiles]
+    names = ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
+    keys = [tuple(op.args.get(n) for n in names) for op in ops if op is not None]
+    if len(keys) < 2 or all(k == (None,) * 4 for k in keys):
+        return "what changed is unknown (record with record_shapes=True to see the arguments)"
+    kinds = ("shape", "dtype", "Python scalar", "strides")
+    changes: list[tuple[str, str]] = []
+    for before, after in zip(keys, keys[1:], strict=False):
+        for kind, old, new in zip(kinds, before, after, strict=True):
+            if old != new:
+                changes.append((kind, f"{old} -> {new}"))
+                break
+    return _describe(changes) if changes else "nothing visible in the recorded arguments"
+
+
+def _line_sites(attribution: Attribution, counter: str, detail: str = "call") -> list[Site]:
+    """The lines that moved `counter`, most per step first."""
+    steps = max(attribution.steps, 1)
+    ranked = sorted(attribution.sites.values(), key=lambda s: -s.counts[counter])
+    sites: list[Site] = []
+    for line in ranked[:MAX_SITES]:
+        if line.counts[counter] == 0:
+            break
+        calls = line.calls.get(counter, Counter())
+        if detail == "sync":
+            text = ", ".join(_SYNC_CALLS.get(c, c) for c in calls)
+        elif detail == "compile":
+            text = _line_key_change(line)
+        else:
+            text = ", ".join(f"{c} x{n / steps:g}" for c, n in calls.most_common(3))
+        sites.append(
+            Site(line.location, line.function, round(line.counts[counter] / steps, 2), text)
+        )
+    return sites
+
+
+def _line_key_change(line: LineSite) -> str:
+    parts: list[str] = []
+    for call, keys in line.compile_keys.items():
+        changes = [c for a, b in zip(keys, keys[1:], strict=False) for c in key_change(a, b)]
+        parts.append(f"{call}: {_describe(changes) if changes else 'compiled once here'}")
+    return "; ".join(parts)
+
+
+def _describe(changes: list[tuple[str, str]]) -> str:
+    """ "shape changed 3x (e.g. [6, 16] -> [7, 16])", one clause per kind of change."""
+    kinds = Counter(kind for kind, _ in changes)
+    examples = {kind: detail for kind, detail in reversed(changes)}
+    return ", ".join(f"{kind} changed {n}x (e.g. {examples[kind]})" for kind, n in kinds.items())
+
+
+def _recompile_sites(attribution: Attribution, steps: int) -> list[Site]:
+    """torch.compile's recompiles (recorded while the steps were profiled), per function,
+    with the guard that failed (the newest cache entry's, the one just compiled before)."""
+    by_function: dict[tuple[str, int, str], list[str]] = defaultdict(list)
+    for r in attribution.recompiles:
+        by_function[(r.file, r.line, r.function)].append(r.reasons[0])
+    return [
+        Site(
+            f"{file}:{line}",
+            function,
+            round(len(reasons) / steps, 2),
+            "torch.compile recompiled: " + "; ".join(dict.fromkeys(reasons)),
+        )
+        for (file, line, function), reasons in by_function.items()
+    ][:MAX_SITES]
+
+
+def analyze(
+    trace: Trace,
+    attribution: Attribution | None = None,
+    memory: Memory | None = None,
+    source: str = "",
+    mode: str = "trace",
+) -> Report:
+    windows = trace.step_windows()
+    measured = windows[1:] if len(windows) > 1 else windows
+    count = max(len(measured), 1)
+    kernels = _launched_in(trace, measured)
+    runtime = _in(trace.runtime, measured)
+    compiles = [e for e in runtime if e.name.startswith("compile ")]
+    syncs = [e for e in runtime if e.name.startswith("sync:")]
+    uploads = [e for e in runtime if e.name.startswith("upload:")]
+    upload_bytes = sum(int(m.group(1)) for e in uploads if (m := re.search(r"(\d+) bytes", e.name)))
+
+    # The device may run behind the host: the measured period lasts until the last program
+    # launched in it has finished.
+    period_start = measured[0][0] if measured else 0.0
+    period_end = max([measured[-1][1]] + [k.end_us for k in kernels]) if measured else 0.0
+    step_ms = (period_end - period_start) / 1000.0 / count
+    intervals = [(k.start_us, k.end_us) for k in kernels]
+    busy_ms = _union_ms(intervals, period_start, period_end) / count
+    compile_ms = sum(e.duration_us for e in compiles) / 1000.0 / count
+    idle_percent = 100.0 * (1 - busy_ms / step_ms) if step_ms > 0 else 0.0
+    # Idle while the host does Python and dispatch work, not while it compiles.
+    host_ms = max(step_ms - busy_ms - compile_ms, 0.0)
+    host_idle_percent = 100.0 * host_ms / step_ms if step_ms > 0 else 0.0
+    per_step = {
+        "device runs": len(kernels) / count,
+        "compiles": len(compiles) / count,
+        "compile ms": round(compile_ms, 3),
+        "host syncs": len(syncs) / count,
+        "downloads": len(syncs) / count,  # each host sync reads one buffer back
+        "uploads": len(uploads) / count,
+        "upload bytes": upload_bytes / count,
+    }
+
+    by_op: dict[str, list[Event]] = defaultdict(list)
+    for k in kernels:
+        by_op[k.name].append(k)
+    total_device = sum(k.duration_us for k in kernels) or 1.0
+    top = sorted(by_op.items(), key=lambda item: -sum(k.duration_us for k in item[1]))[:TOP_OPS]
+    top_ops = [
+        TopOp(
+            name=name,
+            runs_per_step=len(runs) / count,
+            device_ms_per_step=round(sum(k.duration_us for k in runs) / 1000.0 / count, 4),
+            share=round(sum(k.duration_us for k in runs) / total_device, 4),
+        )
+        for name, runs in top
+    ]
+
+    findings: list[Finding] = []
+    runs_per_step = len(kernels) / count
+    mean_run_us = total_device / max(len(kernels), 1)
+    idle = host_idle_percent >= HOST_BOUND_IDLE_PERCENT
+    if runs_per_step >= HOST_BOUND_MIN_RUNS and (idle or mean_run_us < LAUNCH_US):
+        sites = _line_sites(attribution, "executions") if attribution else []
+        findings.append(
+            Finding(
+                kind="host_bound",
+                summary=(
+                    f"host-bound: {runs_per_step:.0f} programs per step of {mean_run_us:.1f} us "
+                    f"each on average on the device"
+                    + (
+                        " (shorter than a launch takes on a TPU or GPU)"
+                        if mean_run_us < LAUNCH_US
+                        else ""
+                    )
+                    + f"; the device sat idle {host_idle_percent:.0f}% of each "
+                    f"{step_ms:.2f} ms step waiting for the host"
+                ),
+                fix=_FIX["host_bound"],
+                numbers={
+                    "idle_percent": round(host_idle_percent, 1),
+                    "runs_per_step": runs_per_step,
+                    "mean_run_us": round(mean_run_us, 2),
+                    "step_ms": round(step_ms, 3),
+                },
+                sites=sites,
+            )
+        )
+
+    measured_steps = len(measured) if len(windows) > 1 else 0
+    if compiles and measured_steps and len(compiles) >= measured_steps:
+        sites = _line_sites(attribution, "cache_misses", "compile") if attribution else []
+        if attribution:
+            sites += _recompile_sites(attribution, count)
+        if not sites:
+            # Trace mode, or compiles that did not come back while the lines were watched
+            # (script mode): the op, and the function where the trace has Python stacks.
+            groups: dict[tuple[str, str], list[Event]] = defaultdict(list)
+            for e in compiles:
+                where = (
+                    _trace_site(trace, e)
+                    if trace.with_stack or mode == "trace"
+                    else "(the line is unknown: these compiles did not repeat when watched)"
+                )
+                groups[(where, e.name.removeprefix("compile "))].append(e)
+            ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:MAX_SITES]
+            sites = [
+                Site(where, op, round(len(evs) / count, 2), _trace_key_change(trace, evs))
+                for (where, op), evs in ranked
+            ]
+        findings.append(
+            Finding(
+                kind="recompiles",
+                summary=(
+                    f"recompile storm: {len(compiles) / count:.1f} compiles per step after the "
+                    f"first step, {compile_ms:.1f} ms of compiling per step"
+                ),
+                fix=_FIX["recompiles"],
+                numbers={"compiles_per_step": len(compiles) / count, "compile_ms": compile_ms},
+                sites=sites,
+            )
+        )
+
+    if syncs and len(syncs) >= count:
+        wait_ms = sum(e.duration_us for e in syncs) / 1000.0 / count
+        if attribution:
+            sites = _line_sites(attribution, "host_syncs", "sync")
+        else:
+            groups_s: dict[tuple[str, str], int] = Counter(
+                (_trace_site(trace, e), _sync_call(trace.python_call(e))) for e in syncs
+            )
+            sites = [
+                Site(where, "", round(n / count, 2), call)
+                for (where, call), n in sorted(groups_s.items(), key=lambda i: -i[1])[:MAX_SITES]
+            ]
+        findings.append(
+            Finding(
+                kind="host_syncs",
+                summary=(
+                    f"host syncs: {len(syncs) / count:.1f} per step, the host waiting "
+                    f"{wait_ms * 1000:.0f} us per step for the device's values"
+                ),
+                fix=_FIX["host_syncs"],
+                numbers={"syncs_per_step": len(syncs) / count, "wait_ms": round(wait_ms, 3)},
+                sites=sites,
+            )
+        )
+
+    if uploads and len(uploads) >= count:
+        if attribution:
+            sites = _line_sites(attribution, "uploads")
+        else:
+            groups_u: dict[str, int] = Counter(_trace_site(trace, e) for e in uploads)
+            sites = [
+                Site(where, "", round(n / count, 2))
+                for where, n in sorted(groups_u.items(), key=lambda i: -i[1])[:MAX_SITES]
+            ]
+        findings.append(
+            Finding(
+                kind="uploads",
+                summary=(
+                    f"host-to-device uploads every step: {len(uploads) / count:.1f} uploads, "
+                    f"{upload_bytes / count:.0f} bytes per step"
+                ),
+                fix=_FIX["uploads"],
+                numbers={
+                    "uploads_per_step": len(uploads) / count,
+                    "bytes_per_step": upload_bytes / count,
+                },
+                sites=sites,
+            )
+        )
+
+    notes: list[str] = []
+    if mode == "trace":
+        if not trace.with_stack:
+            notes.append("the trace has no Python stacks: profile with with_stack=True")
+        notes.append(
+            "trace mode names the Python function around each event by its first line "
+            "(torch.profiler records functions, not lines); `diagnose script.py` names lines"
+        )
+    if len(windows) <= 1:
+        notes.append("one step (no ProfilerStep marks): per-step rates cover the whole trace")
+    return Report(
+        source=source or str(trace.path),
+        mode=mode,
+        steps=len(measured),
+        step_ms=round(step_ms, 3),
+        device_busy_ms=round(busy_ms, 3),
+        device_idle_percent=round(idle_percent, 1),
+        per_step={k: round(v, 2) for k, v in per_step.items()},
+        top_ops=top_ops,
+        findings=findings,
+        memory=memory,
+        notes=notes,
+    )
