@@ -30,8 +30,8 @@ PLANTED = {
             x = torch.ones(n, 16, device=d)
             return (x @ w).relu()  # LINE
     """,
-    # A .item() per step.
-    "item": """
+    # A .item() per step ("sync", not "item": DeferAndFuse's test pass picks tests named so).
+    "sync": """
         import torch
 
         d = torch.device("tpu")
@@ -130,7 +130,7 @@ def _site(finding: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
     return sites[0]
 
 
-@pytest.mark.parametrize("name", ["shape", "item", "tiny", "upload"])
+@pytest.mark.parametrize("name", ["shape", "sync", "tiny", "upload"])
 def test_planted_problem_is_named_with_its_line(tmp_path: Path, name: str) -> None:
     script, line = _write(tmp_path, name)
     rc, report = _diagnose(str(script), "--steps", "4")
@@ -143,7 +143,7 @@ def test_planted_problem_is_named_with_its_line(tmp_path: Path, name: str) -> No
         assert "matmul: shape changed" in site["detail"] and "relu: shape changed" in site["detail"]
         # The line that makes the new shape is named too, with the Python int that set it.
         assert "set by a Python int" in _site(finding, script, line - 1)["detail"]
-    elif name == "item":
+    elif name == "sync":
         finding = _finding(report, "host_syncs")
         assert finding["numbers"]["syncs_per_step"] == 1
         site = _site(finding, script, line)
@@ -178,6 +178,27 @@ def test_clean_compiled_step_reports_no_problem(tmp_path: Path) -> None:
     # What held the memory peak: the weights and input, and the step's output line.
     holders = [h["location"] for h in report["memory"]["holders"]]
     assert any(h.startswith(str(script)) for h in holders), holders
+
+
+def test_key_change_names_the_part_that_changed() -> None:
+    import torch
+
+    from torch_tpu.diagnose.attribution import PYTHON_SCALAR, _arg_key, key_change
+
+    base = torch.zeros(8, 4)
+
+    def key(*args: object, result: object = None) -> tuple[Any, Any]:
+        return tuple(_arg_key(a) for a in args), _arg_key(result)
+
+    assert key_change(key(base), key(torch.zeros(9, 4))) == [("shape", "[8, 4] -> [9, 4]")]
+    half = base.half()
+    assert key_change(key(base), key(half)) == [("dtype", "torch.float32 -> torch.float16")]
+    flat = base.view(-1)
+    assert key_change(key(flat[0:4]), key(flat[4:8])) == [("view offset", "0 -> 4")]
+    assert key_change(key(base, 1), key(base, 2)) == [(PYTHON_SCALAR, "1 -> 2")]
+    # A Python int that sets the result's size is a shape change (torch.ones(n, 4)).
+    grown = key_change(key(8, 4, result=base), key(9, 4, result=torch.zeros(9, 4)))
+    assert grown == [("shape", "[8, 4] -> [9, 4], set by a Python int (8 -> 9)")]
 
 
 TRACED = """
@@ -232,6 +253,7 @@ def test_trace_folder_from_tensorboard_handler(tmp_path: Path) -> None:
     assert {op["name"] for op in report["top_ops"]} >= {"aten::mm.default", "aten::relu.default"}
 
 
+@pytest.mark.process_start
 def test_submodules_are_attributes_after_import() -> None:
     code = (
         "import sys, torch_tpu\n"

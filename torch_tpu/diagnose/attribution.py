@@ -81,19 +81,21 @@ def _arg_key(value: Any) -> ArgKey:
     return ("other", type(value).__name__)
 
 
+PYTHON_SCALAR = "a Python scalar baked in as a constant"
+
 # What a compiling call's executable could have been keyed on: its arguments and its result.
 CallKey = tuple[tuple[ArgKey, ...], ArgKey]
 
 
 def key_change(before: CallKey, after: CallKey) -> list[tuple[str, str]]:
     """Which parts of a call's key differ between two compiles at the same line, as
-    (kind, detail) pairs: kind is "shape", "dtype", "view offset", "strides",
-    "Python scalar" or "arguments"."""
+    (kind, detail) pairs: kind is "shape", "dtype", "view offset", "strides", PYTHON_SCALAR or
+    "arguments"."""
     (old_args, old_result), (new_args, new_result) = before, after
     if len(old_args) != len(new_args):
         return [("arguments", f"{len(old_args)} -> {len(new_args)} arguments")]
     parts = _differences(old_args, new_args)
-    if parts and all(kind == "Python scalar" for kind, _ in parts):
+    if parts and all(kind == PYTHON_SCALAR for kind, _ in parts):
         if old_result[0] == new_result[0] == "tensor" and old_result[1] != new_result[1]:
             # A Python int that sets the result's size (torch.ones(n), x.view(n, -1)).
             values = ", ".join(detail for _, detail in parts)
@@ -124,7 +126,7 @@ def _differences(
             else:
                 parts.append(("strides", f"{old[3]} -> {new[3]}"))
         elif old[0] == new[0] == "scalar":
-            parts.append(("Python scalar", f"{old[1]!r} -> {new[1]!r}"))
+            parts.append((PYTHON_SCALAR, f"{old[1]!r} -> {new[1]!r}"))
         elif old[0] == new[0] == "sequence" and len(old[1]) == len(new[1]):
             parts += _differences(old[1], new[1])
         else:

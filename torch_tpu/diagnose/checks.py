@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from .attribution import Attribution, key_change
+from .attribution import PYTHON_SCALAR, Attribution, key_change
 from .attribution import Site as LineSite
 from .report import Finding, Memory, Report, Site, TopOp
 from .trace import Event, Trace
@@ -124,7 +124,7 @@ def _trace_key_change(trace: Trace, compiles: list[Event]) -> str:
     keys = [tuple(op.args.get(n) for n in names) for op in ops if op is not None]
     if len(keys) < 2 or all(k == (None,) * 4 for k in keys):
         return "what changed is unknown (record with record_shapes=True to see the arguments)"
-    kinds = ("shape", "dtype", "Python scalar", "strides")
+    kinds = ("shape", "dtype", PYTHON_SCALAR, "strides")
     changes: list[tuple[str, str]] = []
     for before, after in zip(keys, keys[1:], strict=False):
         for kind, old, new in zip(kinds, before, after, strict=True):
@@ -148,7 +148,7 @@ def _line_sites(attribution: Attribution, counter: str, detail: str = "call") ->
         elif detail == "compile":
             text = _line_key_change(line)
         else:
-            text = ", ".join(f"{c} x{n / steps:g}" for c, n in calls.most_common(3))
+            text = ", ".join(f"{c}() {n / steps:g}x" for c, n in calls.most_common(3))
         sites.append(
             Site(line.location, line.function, round(line.counts[counter] / steps, 2), text)
         )

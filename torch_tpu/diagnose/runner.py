@@ -101,7 +101,7 @@ def _allocating_line(frames: list[dict[str, Any]]) -> str:
         name = str(frame.get("filename", ""))
         if name and not name.startswith("<") and not name.startswith(_LIBRARY_DIRS):
             return f"{name}:{frame.get('line')}"
-    return "(no Python line: allocated inside torch)"
+    return "(no Python line: autograd's backward thread, or torch's own code)"
 
 
 def _watched(run_steps: Callable[[], None], record: Attribution) -> Memory:
@@ -134,6 +134,10 @@ def diagnose_script(script: str | os.PathLike[str], steps: int, args: list[str])
                     for index in range(steps):
                         with record_function(f"ProfilerStep#{index}"):
                             step()
+                            if index == steps - 1:
+                                # The work the steps left pending or in flight (DeferAndFuse's
+                                # graph, run-ahead) belongs to them.
+                                _synchronize()
 
                 def watched_steps() -> None:
                     # One step first, unrecorded: functions compiled by torch.compile recompile
