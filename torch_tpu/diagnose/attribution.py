@@ -17,6 +17,7 @@ costs nothing until Dynamo recompiles, so it also runs while the steps are profi
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import sys
 import sysconfig
@@ -24,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -203,9 +204,9 @@ def _call_name(func: Callable[..., Any]) -> str:
 class _Watch(TorchFunctionMode):
     def __init__(self, record: Attribution) -> None:
         super().__init__()
-        from torch_tpu import _C
-
-        self._metrics = _C._metrics
+        # The counters as the extension returns them, without metrics()'s copy.
+        extension = importlib.import_module("torch_tpu._C")
+        self._metrics = cast(Callable[[], dict[str, int]], extension._metrics)
         self._record = record
 
     def __torch_function__(
@@ -229,6 +230,10 @@ class _Watch(TorchFunctionMode):
         return result
 
 
+# Dynamo's function that evaluates the failed guards of a frame about to recompile.
+_REASONS = "get_and_maybe_log_recompilation_reasons"
+
+
 @contextmanager
 def dynamo_recompiles(record: Attribution) -> Iterator[None]:
     """Records Dynamo's recompiles with the guard failures that caused them."""
@@ -237,7 +242,7 @@ def dynamo_recompiles(record: Attribution) -> Iterator[None]:
     except ImportError:  # pragma: no cover - torch without Dynamo
         yield
         return
-    original = getattr(convert_frame, "get_and_maybe_log_recompilation_reasons", None)
+    original = getattr(convert_frame, _REASONS, None)
     if original is None:
         yield
         return
@@ -247,18 +252,19 @@ def dynamo_recompiles(record: Attribution) -> Iterator[None]:
         code = frame.f_code
         # The watch itself is a torch function mode, which Dynamo's guards see: a recompile
         # for that reason alone is the diagnosis's doing, not the script's.
-        reasons = [r for r in reasons if "torch_function_mode_stack" not in r]
-        if reasons and _is_user_code(code):
+        ours = [r for r in reasons if "torch_function_mode_stack" not in r]
+        if ours and _is_user_code(code):
             record.recompiles.append(
-                Recompile(code.co_filename, code.co_firstlineno, code.co_name, list(reasons))
+                Recompile(code.co_filename, code.co_firstlineno, code.co_name, ours)
             )
         return reasons
 
-    convert_frame.get_and_maybe_log_recompilation_reasons = wrapped
+    namespace = vars(convert_frame)
+    namespace[_REASONS] = wrapped
     try:
         yield
     finally:
-        convert_frame.get_and_maybe_log_recompilation_reasons = original
+        namespace[_REASONS] = original
 
 
 @contextmanager

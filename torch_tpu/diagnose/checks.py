@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from typing import Any
 
 from .attribution import PYTHON_SCALAR, Attribution, key_change
 from .attribution import Site as LineSite
@@ -118,16 +119,26 @@ def _sync_call(name: str | None) -> str:
 
 
 def _trace_key_change(trace: Trace, compiles: list[Event]) -> str:
-    """What changed between consecutive compiles of one op, from record_shapes' arguments."""
-    ops = [trace.cpu_ops.get(e.external_id or -1) for e in compiles]
+    """What changed between consecutive compiles of one op, from the arguments that
+    record_shapes recorded for the op that triggered each (compared only between the same op)."""
+    if len(compiles) < 2:
+        return "compiled once in the measured steps"
+    if not trace.record_shapes:
+        return "what changed is unknown (profile with record_shapes=True to see the arguments)"
     names = ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
-    keys = [tuple(op.args.get(n) for n in names) for op in ops if op is not None]
-    if len(keys) < 2 or all(k == (None,) * 4 for k in keys):
-        return "what changed is unknown (record with record_shapes=True to see the arguments)"
     kinds = ("shape", "dtype", PYTHON_SCALAR, "strides")
+    previous: dict[str, tuple[Any, ...]] = {}
     changes: list[tuple[str, str]] = []
-    for before, after in zip(keys, keys[1:], strict=False):
-        for kind, old, new in zip(kinds, before, after, strict=True):
+    for compile_event in compiles:
+        op = trace.cpu_ops.get(compile_event.external_id or -1)
+        if op is None:
+            continue
+        key = tuple(op.args.get(n) for n in names)
+        before = previous.get(op.name)
+        previous[op.name] = key
+        if before is None:
+            continue
+        for kind, old, new in zip(kinds, before, key, strict=True):
             if old != new:
                 changes.append((kind, f"{old} -> {new}"))
                 break
@@ -275,8 +286,6 @@ def analyze(
     measured_steps = len(measured) if len(windows) > 1 else 0
     if compiles and measured_steps and len(compiles) >= measured_steps:
         sites = _line_sites(attribution, "cache_misses", "compile") if attribution else []
-        if attribution:
-            sites += _recompile_sites(attribution, count)
         if not sites:
             # Trace mode, or compiles that did not come back while the lines were watched
             # (script mode): the op, and the function where the trace has Python stacks.
@@ -293,6 +302,8 @@ def analyze(
                 Site(where, op, round(len(evs) / count, 2), _trace_key_change(trace, evs))
                 for (where, op), evs in ranked
             ]
+        if attribution:
+            sites += _recompile_sites(attribution, count)
         findings.append(
             Finding(
                 kind="recompiles",
@@ -306,7 +317,9 @@ def analyze(
             )
         )
 
-    if syncs and len(syncs) >= count:
+    # Once a step is a problem; without steps (a whole run), only what repeats.
+    repeated = count if len(windows) > 1 else 2
+    if syncs and len(syncs) >= repeated:
         wait_ms = sum(e.duration_us for e in syncs) / 1000.0 / count
         if attribution:
             sites = _line_sites(attribution, "host_syncs", "sync")
@@ -331,7 +344,7 @@ def analyze(
             )
         )
 
-    if uploads and len(uploads) >= count:
+    if uploads and len(uploads) >= repeated:
         if attribution:
             sites = _line_sites(attribution, "uploads")
         else:

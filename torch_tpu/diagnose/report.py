@@ -69,7 +69,8 @@ class Report:
 
     def __str__(self) -> str:
         lines = [
-            f"diagnose: {self.source} ({self.mode} mode, {self.steps} steps measured)",
+            f"diagnose: {self.source} ({self.mode} mode, {self.steps} step"
+            f"{'' if self.steps == 1 else 's'} measured)",
             f"step          {self.step_ms:.2f} ms; device busy {self.device_busy_ms:.2f} ms, "
             f"idle {self.device_idle_percent:.0f}%",
             "per step      " + ", ".join(f"{k} {_number(v)}" for k, v in self.per_step.items()),

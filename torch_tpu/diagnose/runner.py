@@ -160,10 +160,11 @@ def diagnose_script(script: str | os.PathLike[str], steps: int, args: list[str])
                 record.steps = 1
                 holder: dict[str, Memory] = {}
 
+                def run_whole() -> None:
+                    runpy.run_path(str(path), run_name="__main__")
+
                 def whole() -> None:
-                    holder["memory"] = _watched(
-                        lambda: runpy.run_path(str(path), run_name="__main__") and None, record
-                    )
+                    holder["memory"] = _watched(run_whole, record)
 
                 trace = _profiled(whole, folder)
                 memory = holder["memory"]
