@@ -208,11 +208,13 @@ from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trac
 
 d = torch.device("tpu")
 w = torch.randn(16, 16, device=d)
+bias = torch.randn(16)
 
 
 def step(n):
     x = torch.ones(n, 16, device=d)
-    return (x @ w).relu().sum().item()
+    b = bias.to(d)
+    return (x @ w + b).relu().sum().item()
 
 
 with profile(
@@ -245,8 +247,12 @@ def test_trace_folder_from_tensorboard_handler(tmp_path: Path) -> None:
     syncs = _finding(report, "host_syncs")
     assert syncs["numbers"]["syncs_per_step"] == 1
     # Trace mode names the function (by its first line) and the call.
-    assert syncs["sites"][0]["location"].endswith("traced.py(10): step")
+    assert syncs["sites"][0]["location"].endswith("traced.py(11): step")
     assert syncs["sites"][0]["detail"] == ".item()"
+    uploads = _finding(report, "uploads")
+    assert uploads["numbers"] == {"uploads_per_step": 1, "bytes_per_step": 16 * 4}
+    assert uploads["sites"][0]["location"].endswith("traced.py(11): step")
+    assert uploads["sites"][0]["detail"] == "to"
     storm = _finding(report, "recompiles")
     assert storm["numbers"]["compiles_per_step"] >= 3
     assert any("shape changed" in s["detail"] for s in storm["sites"]), storm["sites"]

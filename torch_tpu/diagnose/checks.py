@@ -110,12 +110,18 @@ def _trace_site(trace: Trace, event: Event) -> str:
     return frame
 
 
-def _sync_call(name: str | None) -> str:
+def _python_api(name: str | None) -> str:
+    """The API a Python call names ("item", "__repr__", "to"), from the profiler's name of the
+    innermost Python call around an event."""
     if name is None:
         return ""
     match = re.match(r"<built-in method (\w+) of", name) or re.search(r": (\w+)$", name)
-    call = match.group(1) if match else name
-    return _SYNC_CALLS.get(call, call)
+    return match.group(1) if match else name
+
+
+def _sync_call(name: str | None) -> str:
+    api = _python_api(name)
+    return _SYNC_CALLS.get(api, api)
 
 
 def _trace_key_change(trace: Trace, compiles: list[Event]) -> str:
@@ -348,10 +354,12 @@ def analyze(
         if attribution:
             sites = _line_sites(attribution, "uploads")
         else:
-            groups_u: dict[str, int] = Counter(_trace_site(trace, e) for e in uploads)
+            groups_u: dict[tuple[str, str], int] = Counter(
+                (_trace_site(trace, e), _python_api(trace.python_call(e))) for e in uploads
+            )
             sites = [
-                Site(where, "", round(n / count, 2))
-                for where, n in sorted(groups_u.items(), key=lambda i: -i[1])[:MAX_SITES]
+                Site(where, "", round(n / count, 2), call)
+                for (where, call), n in sorted(groups_u.items(), key=lambda i: -i[1])[:MAX_SITES]
             ]
         findings.append(
             Finding(

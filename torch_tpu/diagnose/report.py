@@ -92,9 +92,9 @@ class Report:
             lines.append(f"problem: {finding.summary}")
             for site in finding.sites:
                 detail = f" ({site.detail})" if site.detail else ""
+                within = f" in {site.function}" if site.function else ""
                 lines.append(
-                    f"  at {site.location} in {site.function}: "
-                    f"{_number(site.per_step)} per step{detail}"
+                    f"  at {site.location}{within}: {_number(site.per_step)} per step{detail}"
                 )
             lines.append(f"  fix: {finding.fix}")
         lines += [f"note: {note}" for note in self.notes]

@@ -95,17 +95,19 @@ def is_user_frame(name: str) -> bool:
 
 
 def find_trace_file(path: Path) -> Path:
-    """`path` itself, or the newest Chrome trace under the folder `path`."""
+    """`path` itself, or the trace of the newest run under the folder `path`: of the traces
+    written within a minute of the newest (tensorboard_trace_handler may write a short one as
+    the profiler closes), the largest."""
     if path.is_file():
         return path
     candidates = [
-        p
-        for pattern in ("*.pt.trace.json", "*.pt.trace.json.gz", "*.trace.json", "*.json")
-        for p in path.rglob(pattern)
-    ]
+        p for pattern in ("*.pt.trace.json", "*.pt.trace.json.gz") for p in path.rglob(pattern)
+    ] or list(path.rglob("*.json"))
     if not candidates:
         raise FileNotFoundError(f"no torch.profiler trace (*.pt.trace.json) under {path}")
-    return max(set(candidates), key=lambda p: (p.stat().st_mtime, p.stat().st_size))
+    newest = max(p.stat().st_mtime for p in candidates)
+    recent = [p for p in candidates if p.stat().st_mtime >= newest - 60]
+    return max(recent, key=lambda p: p.stat().st_size)
 
 
 def _open(path: Path) -> dict[str, Any]:
