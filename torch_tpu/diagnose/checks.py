@@ -7,6 +7,7 @@ compiles are expected, when there are several.
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -100,6 +101,18 @@ def _launched_in(trace: Trace, windows: list[tuple[float, float]]) -> list[Event
         run
         for launch, run in zip(launches, trace.kernels, strict=True)
         if any(a <= launch.start_us <= b for a, b in windows)
+    ]
+
+
+def _launch_sites(trace: Trace, windows: list[tuple[float, float]], steps: int) -> list[Site]:
+    """Trace mode: the Python functions that launched the most programs (with_stack)."""
+    if not trace.with_stack:
+        return []
+    launches = _in([e for e in trace.runtime if e.name.startswith("launch ")], windows)
+    groups: Counter[str] = Counter(_trace_site(trace, e) for e in launches)
+    return [
+        Site(where, "", round(n / steps, 2), "programs launched")
+        for where, n in groups.most_common(MAX_SITES)
     ]
 
 
@@ -261,18 +274,24 @@ def analyze(
     findings: list[Finding] = []
     runs_per_step = len(kernels) / count
     mean_run_us = total_device / max(len(kernels), 1)
+    # The median: a few runs whose completion the host saw late do not hide many short ones.
+    median_run_us = statistics.median(k.duration_us for k in kernels) if kernels else 0.0
     idle = host_idle_percent >= HOST_BOUND_IDLE_PERCENT
-    if runs_per_step >= HOST_BOUND_MIN_RUNS and (idle or mean_run_us < LAUNCH_US):
-        sites = _line_sites(attribution, "executions") if attribution else []
+    if runs_per_step >= HOST_BOUND_MIN_RUNS and (idle or median_run_us < LAUNCH_US):
+        sites = (
+            _line_sites(attribution, "executions")
+            if attribution
+            else _launch_sites(trace, measured, count)
+        )
         findings.append(
             Finding(
                 kind="host_bound",
                 summary=(
-                    f"host-bound: {runs_per_step:.0f} programs per step of {mean_run_us:.1f} us "
-                    f"each on average on the device"
+                    f"host-bound: {runs_per_step:.0f} programs per step, "
+                    f"{median_run_us:.1f} us each on the device (median)"
                     + (
                         " (shorter than a launch takes on a TPU or GPU)"
-                        if mean_run_us < LAUNCH_US
+                        if median_run_us < LAUNCH_US
                         else ""
                     )
                     + f"; the device sat idle {host_idle_percent:.0f}% of each "
@@ -283,6 +302,7 @@ def analyze(
                     "idle_percent": round(host_idle_percent, 1),
                     "runs_per_step": runs_per_step,
                     "mean_run_us": round(mean_run_us, 2),
+                    "median_run_us": round(median_run_us, 2),
                     "step_ms": round(step_ms, 3),
                 },
                 sites=sites,
@@ -383,7 +403,8 @@ def analyze(
             notes.append("the trace has no Python stacks: profile with with_stack=True")
         notes.append(
             "trace mode names the Python function around each event by its first line "
-            "(torch.profiler records functions, not lines); `diagnose script.py` names lines"
+            "(torch.profiler records functions, not lines); `diagnose script.py` names lines "
+            "and what held the memory peak"
         )
     if len(windows) <= 1:
         notes.append("one step (no ProfilerStep marks): per-step rates cover the whole trace")
