@@ -406,6 +406,11 @@ def analyze(
             "(torch.profiler records functions, not lines); `diagnose script.py` names lines "
             "and what held the memory peak"
         )
+    if not trace.kernels:
+        notes.append(
+            "the trace has no tpu device runs: profile with ProfilerActivity.PrivateUse1 "
+            "(and ProfilerActivity.CPU) in activities"
+        )
     if len(windows) <= 1:
         notes.append("one step (no ProfilerStep marks): per-step rates cover the whole trace")
     return Report(

@@ -30,6 +30,10 @@ def main(argv: list[str]) -> int:
     if target.is_file() and target.suffix == ".py":
         report = diagnose_script(target, max(options.steps, 1), script_args)
     else:
-        report = diagnose_trace(target)
+        try:
+            report = diagnose_trace(target)
+        except (FileNotFoundError, ValueError) as error:  # no trace there, or not JSON
+            print(f"diagnose: {error}", file=sys.stderr)
+            return 2
     print(report.to_json() if options.json else report)
     return 1 if report.findings else 0
