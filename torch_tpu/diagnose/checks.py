@@ -6,9 +6,11 @@ compiles are expected, when there are several.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from .attribution import PYTHON_SCALAR, Attribution, key_change
@@ -217,6 +219,250 @@ def _recompile_sites(attribution: Attribution, steps: int) -> list[Site]:
     ][:MAX_SITES]
 
 
+@dataclasses.dataclass
+class _Steps:
+    """The measured steps of a trace, and what happened in them."""
+
+    trace: Trace
+    attribution: Attribution | None
+    mode: str
+    windows: list[tuple[float, float]]  # every step
+    measured: list[tuple[float, float]]  # the steps measured
+    kernels: list[Event]  # the device runs launched in them
+    compiles: list[Event]
+    syncs: list[Event]
+    uploads: list[Event]
+    step_ms: float
+    busy_ms: float
+    compile_ms: float
+
+    @property
+    def count(self) -> int:
+        return max(len(self.measured), 1)
+
+    @property
+    def repeated(self) -> int:
+        """How many events make a per-step problem: one a step; without steps (a whole
+        run), two, so that only what repeats counts."""
+        return self.count if len(self.windows) > 1 else 2
+
+    @property
+    def upload_bytes(self) -> int:
+        sizes = (re.search(r"(\d+) bytes", e.name) for e in self.uploads)
+        return sum(int(m.group(1)) for m in sizes if m)
+
+    @property
+    def host_idle_percent(self) -> float:
+        """The share of a step the device sat idle while the host did Python and dispatch
+        work (not while it compiled)."""
+        host_ms = max(self.step_ms - self.busy_ms - self.compile_ms, 0.0)
+        return 100.0 * host_ms / self.step_ms if self.step_ms > 0 else 0.0
+
+
+def _measure(trace: Trace, attribution: Attribution | None, mode: str) -> _Steps:
+    windows = trace.step_windows()
+    measured = windows[1:] if len(windows) > 1 else windows
+    count = max(len(measured), 1)
+    kernels = _launched_in(trace, measured)
+    runtime = _in(trace.runtime, measured)
+    compiles = [e for e in runtime if e.name.startswith("compile ")]
+    # The device may run behind the host: the measured period lasts until the last program
+    # launched in it has finished.
+    start = measured[0][0] if measured else 0.0
+    end = max([measured[-1][1]] + [k.end_us for k in kernels]) if measured else 0.0
+    return _Steps(
+        trace=trace,
+        attribution=attribution,
+        mode=mode,
+        windows=windows,
+        measured=measured,
+        kernels=kernels,
+        compiles=compiles,
+        syncs=[e for e in runtime if e.name.startswith("sync:")],
+        uploads=[e for e in runtime if e.name.startswith("upload:")],
+        step_ms=(end - start) / 1000.0 / count,
+        busy_ms=_union_ms([(k.start_us, k.end_us) for k in kernels], start, end) / count,
+        compile_ms=sum(e.duration_us for e in compiles) / 1000.0 / count,
+    )
+
+
+def _top_ops(steps: _Steps) -> list[TopOp]:
+    by_op: dict[str, list[Event]] = defaultdict(list)
+    for k in steps.kernels:
+        by_op[k.name].append(k)
+    total = sum(k.duration_us for k in steps.kernels) or 1.0
+    ranked = sorted(by_op.items(), key=lambda item: -sum(k.duration_us for k in item[1]))
+    return [
+        TopOp(
+            name=name,
+            runs_per_step=len(runs) / steps.count,
+            device_ms_per_step=round(sum(k.duration_us for k in runs) / 1000.0 / steps.count, 4),
+            share=round(sum(k.duration_us for k in runs) / total, 4),
+        )
+        for name, runs in ranked[:TOP_OPS]
+    ]
+
+
+def _host_bound(steps: _Steps) -> Finding | None:
+    kernels, count = steps.kernels, steps.count
+    runs_per_step = len(kernels) / count
+    if not kernels or runs_per_step < HOST_BOUND_MIN_RUNS:
+        return None
+    mean_run_us = sum(k.duration_us for k in kernels) / len(kernels)
+    # The median: a few runs whose completion the host saw late do not hide many short ones.
+    median_run_us = statistics.median(k.duration_us for k in kernels)
+    idle_percent = steps.host_idle_percent
+    short = median_run_us < LAUNCH_US
+    if idle_percent < HOST_BOUND_IDLE_PERCENT and not short:
+        return None
+    if steps.attribution:
+        sites = _line_sites(steps.attribution, "executions")
+    else:
+        sites = _launch_sites(steps.trace, steps.measured, count)
+    return Finding(
+        kind="host_bound",
+        summary=(
+            f"host-bound: {runs_per_step:.0f} programs per step, {median_run_us:.1f} us each "
+            "on the device (median)"
+            + (" (shorter than a launch takes on a TPU or GPU)" if short else "")
+            + f"; the device sat idle {idle_percent:.0f}% of each {steps.step_ms:.2f} ms step "
+            "waiting for the host"
+        ),
+        fix=_FIX["host_bound"],
+        numbers={
+            "idle_percent": round(idle_percent, 1),
+            "runs_per_step": runs_per_step,
+            "mean_run_us": round(mean_run_us, 2),
+            "median_run_us": round(median_run_us, 2),
+            "step_ms": round(steps.step_ms, 3),
+        },
+        sites=sites,
+    )
+
+
+def _recompiles(steps: _Steps) -> Finding | None:
+    compiles, count, trace = steps.compiles, steps.count, steps.trace
+    # Only after a warm-up step, and at least one compile a step.
+    if not compiles or len(steps.windows) <= 1 or len(compiles) < len(steps.measured):
+        return None
+    attribution = steps.attribution
+    sites = _line_sites(attribution, "cache_misses", "compile") if attribution else []
+    if not sites:
+        # Trace mode, or compiles that did not come back while the lines were watched
+        # (script mode): the op, and the function where the trace has Python stacks.
+        groups: dict[tuple[str, str], list[Event]] = defaultdict(list)
+        for e in compiles:
+            where = (
+                _trace_site(trace, e)
+                if trace.with_stack or steps.mode == "trace"
+                else "(the line is unknown: these compiles did not repeat when watched)"
+            )
+            groups[(where, e.name.removeprefix("compile "))].append(e)
+        ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:MAX_SITES]
+        sites = [
+            Site(where, op, round(len(evs) / count, 2), _trace_key_change(trace, evs))
+            for (where, op), evs in ranked
+        ]
+    if attribution:
+        sites += _recompile_sites(attribution, count)
+    return Finding(
+        kind="recompiles",
+        summary=(
+            f"recompile storm: {len(compiles) / count:.1f} compiles per step after the first "
+            f"step, {steps.compile_ms:.1f} ms of compiling per step"
+        ),
+        fix=_FIX["recompiles"],
+        numbers={"compiles_per_step": len(compiles) / count, "compile_ms": steps.compile_ms},
+        sites=sites,
+    )
+
+
+def _trace_sites(
+    steps: _Steps, events: list[Event], name_call: Callable[[str | None], str]
+) -> list[Site]:
+    """Trace mode: the functions (and the calls in them) where `events` happened."""
+    trace = steps.trace
+    groups: Counter[tuple[str, str]] = Counter(
+        (_trace_site(trace, e), name_call(trace.python_call(e))) for e in events
+    )
+    return [
+        Site(where, "", round(n / steps.count, 2), call)
+        for (where, call), n in groups.most_common(MAX_SITES)
+    ]
+
+
+def _host_syncs(steps: _Steps) -> Finding | None:
+    syncs, count = steps.syncs, steps.count
+    if not syncs or len(syncs) < steps.repeated:
+        return None
+    wait_ms = sum(e.duration_us for e in syncs) / 1000.0 / count
+    if steps.attribution:
+        sites = _line_sites(steps.attribution, "host_syncs", "sync")
+    else:
+        sites = _trace_sites(steps, syncs, _sync_call)
+    return Finding(
+        kind="host_syncs",
+        summary=(
+            f"host syncs: {len(syncs) / count:.1f} per step, the host waiting "
+            f"{wait_ms * 1000:.0f} us per step for the device's values"
+        ),
+        fix=_FIX["host_syncs"],
+        numbers={"syncs_per_step": len(syncs) / count, "wait_ms": round(wait_ms, 3)},
+        sites=sites,
+    )
+
+
+def _uploads(steps: _Steps) -> Finding | None:
+    uploads, count = steps.uploads, steps.count
+    if not uploads or len(uploads) < steps.repeated:
+        return None
+    if steps.attribution:
+        sites = _line_sites(steps.attribution, "uploads")
+    else:
+        sites = _trace_sites(steps, uploads, _python_api)
+    return Finding(
+        kind="uploads",
+        summary=(
+            f"host-to-device uploads every step: {len(uploads) / count:.1f} uploads, "
+            f"{steps.upload_bytes / count:.0f} bytes per step"
+        ),
+        fix=_FIX["uploads"],
+        numbers={
+            "uploads_per_step": len(uploads) / count,
+            "bytes_per_step": steps.upload_bytes / count,
+        },
+        sites=sites,
+    )
+
+
+CHECKS: tuple[Callable[[_Steps], Finding | None], ...] = (
+    _host_bound,
+    _recompiles,
+    _host_syncs,
+    _uploads,
+)
+
+
+def _notes(steps: _Steps) -> list[str]:
+    notes: list[str] = []
+    if steps.mode == "trace":
+        if not steps.trace.with_stack:
+            notes.append("the trace has no Python stacks: profile with with_stack=True")
+        notes.append(
+            "trace mode names the Python function around each event by its first line "
+            "(torch.profiler records functions, not lines); `diagnose script.py` names lines "
+            "and what held the memory peak"
+        )
+    if not steps.trace.kernels:
+        notes.append(
+            "the trace has no tpu device runs: profile with ProfilerActivity.PrivateUse1 "
+            "(and ProfilerActivity.CPU) in activities"
+        )
+    if len(steps.windows) <= 1:
+        notes.append("one step (no ProfilerStep marks): per-step rates cover the whole trace")
+    return notes
+
+
 def analyze(
     trace: Trace,
     attribution: Attribution | None = None,
@@ -224,205 +470,28 @@ def analyze(
     source: str = "",
     mode: str = "trace",
 ) -> Report:
-    windows = trace.step_windows()
-    measured = windows[1:] if len(windows) > 1 else windows
-    count = max(len(measured), 1)
-    kernels = _launched_in(trace, measured)
-    runtime = _in(trace.runtime, measured)
-    compiles = [e for e in runtime if e.name.startswith("compile ")]
-    syncs = [e for e in runtime if e.name.startswith("sync:")]
-    uploads = [e for e in runtime if e.name.startswith("upload:")]
-    upload_bytes = sum(int(m.group(1)) for e in uploads if (m := re.search(r"(\d+) bytes", e.name)))
-
-    # The device may run behind the host: the measured period lasts until the last program
-    # launched in it has finished.
-    period_start = measured[0][0] if measured else 0.0
-    period_end = max([measured[-1][1]] + [k.end_us for k in kernels]) if measured else 0.0
-    step_ms = (period_end - period_start) / 1000.0 / count
-    intervals = [(k.start_us, k.end_us) for k in kernels]
-    busy_ms = _union_ms(intervals, period_start, period_end) / count
-    compile_ms = sum(e.duration_us for e in compiles) / 1000.0 / count
-    idle_percent = 100.0 * (1 - busy_ms / step_ms) if step_ms > 0 else 0.0
-    # Idle while the host does Python and dispatch work, not while it compiles.
-    host_ms = max(step_ms - busy_ms - compile_ms, 0.0)
-    host_idle_percent = 100.0 * host_ms / step_ms if step_ms > 0 else 0.0
+    steps = _measure(trace, attribution, mode)
+    count = steps.count
     per_step = {
-        "device runs": len(kernels) / count,
-        "compiles": len(compiles) / count,
-        "compile ms": round(compile_ms, 3),
-        "host syncs": len(syncs) / count,
-        "downloads": len(syncs) / count,  # each host sync reads one buffer back
-        "uploads": len(uploads) / count,
-        "upload bytes": upload_bytes / count,
+        "device runs": len(steps.kernels) / count,
+        "compiles": len(steps.compiles) / count,
+        "compile ms": steps.compile_ms,
+        "host syncs": len(steps.syncs) / count,
+        "downloads": len(steps.syncs) / count,  # each host sync reads one buffer back
+        "uploads": len(steps.uploads) / count,
+        "upload bytes": steps.upload_bytes / count,
     }
-
-    by_op: dict[str, list[Event]] = defaultdict(list)
-    for k in kernels:
-        by_op[k.name].append(k)
-    total_device = sum(k.duration_us for k in kernels) or 1.0
-    top = sorted(by_op.items(), key=lambda item: -sum(k.duration_us for k in item[1]))[:TOP_OPS]
-    top_ops = [
-        TopOp(
-            name=name,
-            runs_per_step=len(runs) / count,
-            device_ms_per_step=round(sum(k.duration_us for k in runs) / 1000.0 / count, 4),
-            share=round(sum(k.duration_us for k in runs) / total_device, 4),
-        )
-        for name, runs in top
-    ]
-
-    findings: list[Finding] = []
-    runs_per_step = len(kernels) / count
-    mean_run_us = total_device / max(len(kernels), 1)
-    # The median: a few runs whose completion the host saw late do not hide many short ones.
-    median_run_us = statistics.median(k.duration_us for k in kernels) if kernels else 0.0
-    idle = host_idle_percent >= HOST_BOUND_IDLE_PERCENT
-    if runs_per_step >= HOST_BOUND_MIN_RUNS and (idle or median_run_us < LAUNCH_US):
-        sites = (
-            _line_sites(attribution, "executions")
-            if attribution
-            else _launch_sites(trace, measured, count)
-        )
-        findings.append(
-            Finding(
-                kind="host_bound",
-                summary=(
-                    f"host-bound: {runs_per_step:.0f} programs per step, "
-                    f"{median_run_us:.1f} us each on the device (median)"
-                    + (
-                        " (shorter than a launch takes on a TPU or GPU)"
-                        if median_run_us < LAUNCH_US
-                        else ""
-                    )
-                    + f"; the device sat idle {host_idle_percent:.0f}% of each "
-                    f"{step_ms:.2f} ms step waiting for the host"
-                ),
-                fix=_FIX["host_bound"],
-                numbers={
-                    "idle_percent": round(host_idle_percent, 1),
-                    "runs_per_step": runs_per_step,
-                    "mean_run_us": round(mean_run_us, 2),
-                    "median_run_us": round(median_run_us, 2),
-                    "step_ms": round(step_ms, 3),
-                },
-                sites=sites,
-            )
-        )
-
-    measured_steps = len(measured) if len(windows) > 1 else 0
-    if compiles and measured_steps and len(compiles) >= measured_steps:
-        sites = _line_sites(attribution, "cache_misses", "compile") if attribution else []
-        if not sites:
-            # Trace mode, or compiles that did not come back while the lines were watched
-            # (script mode): the op, and the function where the trace has Python stacks.
-            groups: dict[tuple[str, str], list[Event]] = defaultdict(list)
-            for e in compiles:
-                where = (
-                    _trace_site(trace, e)
-                    if trace.with_stack or mode == "trace"
-                    else "(the line is unknown: these compiles did not repeat when watched)"
-                )
-                groups[(where, e.name.removeprefix("compile "))].append(e)
-            ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:MAX_SITES]
-            sites = [
-                Site(where, op, round(len(evs) / count, 2), _trace_key_change(trace, evs))
-                for (where, op), evs in ranked
-            ]
-        if attribution:
-            sites += _recompile_sites(attribution, count)
-        findings.append(
-            Finding(
-                kind="recompiles",
-                summary=(
-                    f"recompile storm: {len(compiles) / count:.1f} compiles per step after the "
-                    f"first step, {compile_ms:.1f} ms of compiling per step"
-                ),
-                fix=_FIX["recompiles"],
-                numbers={"compiles_per_step": len(compiles) / count, "compile_ms": compile_ms},
-                sites=sites,
-            )
-        )
-
-    # Once a step is a problem; without steps (a whole run), only what repeats.
-    repeated = count if len(windows) > 1 else 2
-    if syncs and len(syncs) >= repeated:
-        wait_ms = sum(e.duration_us for e in syncs) / 1000.0 / count
-        if attribution:
-            sites = _line_sites(attribution, "host_syncs", "sync")
-        else:
-            groups_s: dict[tuple[str, str], int] = Counter(
-                (_trace_site(trace, e), _sync_call(trace.python_call(e))) for e in syncs
-            )
-            sites = [
-                Site(where, "", round(n / count, 2), call)
-                for (where, call), n in sorted(groups_s.items(), key=lambda i: -i[1])[:MAX_SITES]
-            ]
-        findings.append(
-            Finding(
-                kind="host_syncs",
-                summary=(
-                    f"host syncs: {len(syncs) / count:.1f} per step, the host waiting "
-                    f"{wait_ms * 1000:.0f} us per step for the device's values"
-                ),
-                fix=_FIX["host_syncs"],
-                numbers={"syncs_per_step": len(syncs) / count, "wait_ms": round(wait_ms, 3)},
-                sites=sites,
-            )
-        )
-
-    if uploads and len(uploads) >= repeated:
-        if attribution:
-            sites = _line_sites(attribution, "uploads")
-        else:
-            groups_u: dict[tuple[str, str], int] = Counter(
-                (_trace_site(trace, e), _python_api(trace.python_call(e))) for e in uploads
-            )
-            sites = [
-                Site(where, "", round(n / count, 2), call)
-                for (where, call), n in sorted(groups_u.items(), key=lambda i: -i[1])[:MAX_SITES]
-            ]
-        findings.append(
-            Finding(
-                kind="uploads",
-                summary=(
-                    f"host-to-device uploads every step: {len(uploads) / count:.1f} uploads, "
-                    f"{upload_bytes / count:.0f} bytes per step"
-                ),
-                fix=_FIX["uploads"],
-                numbers={
-                    "uploads_per_step": len(uploads) / count,
-                    "bytes_per_step": upload_bytes / count,
-                },
-                sites=sites,
-            )
-        )
-
-    notes: list[str] = []
-    if mode == "trace":
-        if not trace.with_stack:
-            notes.append("the trace has no Python stacks: profile with with_stack=True")
-        notes.append(
-            "trace mode names the Python function around each event by its first line "
-            "(torch.profiler records functions, not lines); `diagnose script.py` names lines "
-            "and what held the memory peak"
-        )
-    if not trace.kernels:
-        notes.append(
-            "the trace has no tpu device runs: profile with ProfilerActivity.PrivateUse1 "
-            "(and ProfilerActivity.CPU) in activities"
-        )
-    if len(windows) <= 1:
-        notes.append("one step (no ProfilerStep marks): per-step rates cover the whole trace")
+    idle_percent = 100.0 * (1 - steps.busy_ms / steps.step_ms) if steps.step_ms > 0 else 0.0
     return Report(
         source=source or str(trace.path),
         mode=mode,
-        steps=len(measured),
-        step_ms=round(step_ms, 3),
-        device_busy_ms=round(busy_ms, 3),
+        steps=len(steps.measured),
+        step_ms=round(steps.step_ms, 3),
+        device_busy_ms=round(steps.busy_ms, 3),
         device_idle_percent=round(idle_percent, 1),
         per_step={k: round(v, 2) for k, v in per_step.items()},
-        top_ops=top_ops,
-        findings=findings,
+        top_ops=_top_ops(steps),
+        findings=[f for check in CHECKS if (f := check(steps)) is not None],
         memory=memory,
-        notes=notes,
+        notes=_notes(steps),
     )
