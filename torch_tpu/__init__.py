@@ -247,13 +247,22 @@ def reset_metrics() -> None:
     _C._reset_metrics()
 
 
+# Submodules reachable as attributes without importing them first, as torch.cuda.memory is;
+# imported on first use so that `import torch` pays nothing for them (kernels loads jax only
+# when a kernel lowers). memory and profiler are imported at start-up already.
+_LAZY_SUBMODULES = ("debug", "diagnose", "kernels", "memory", "profiler")
+
+
 def __getattr__(name: str) -> object:
-    # torch_tpu.kernels without importing it first (it loads jax only when a kernel lowers).
-    if name == "kernels":
+    if name in _LAZY_SUBMODULES:
         import importlib
 
-        return importlib.import_module(".kernels", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'torch_tpu' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
 
 
 def _running_doctor() -> bool:

@@ -4,6 +4,8 @@ doctor: what torch_tpu runs on (plugin, PJRT API, devices and their memory, vers
 compile cache, the eager mode, the environment variables in effect) and a self-test of at most
 about ten seconds; exits 1 with a line saying how to fix each problem it finds.
 
+diagnose: ``python -m torch_tpu diagnose TRACE_DIR_OR_SCRIPT`` (see torch_tpu/diagnose).
+
 compare: runs ``script.py``, which defines ``model`` (on tpu) and ``inputs`` (a tuple) at module
 level, through ``torch_tpu.debug.compare_with_cpu`` and prints the report.
 """
@@ -130,7 +132,14 @@ def main(argv: list[str]) -> int:
         return doctor()
     if argv[:1] == ["compare"] and len(argv) == 2:
         return compare(argv[1])
-    print("usage: python -m torch_tpu doctor | compare script.py", file=sys.stderr)
+    if argv[:1] == ["diagnose"]:
+        from torch_tpu.diagnose.cli import main as diagnose
+
+        return diagnose(argv[1:])
+    print(
+        "usage: python -m torch_tpu doctor | compare script.py | diagnose TRACE_DIR_OR_SCRIPT",
+        file=sys.stderr,
+    )
     return 2
 
 

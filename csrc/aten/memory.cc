@@ -131,6 +131,10 @@ void replace_storage_by_upload(const at::Tensor& dst, const at::Tensor& host, Up
   auto& runtime = Runtime::get();
   hlo::ElementType type = to_element_type(dst.scalar_type());
   std::vector<int64_t> dims{host.numel()};
+  // Shown where an upload happens (what `python -m torch_tpu diagnose` counts per step).
+  profiler::HostSpan span(profiler::collecting() ? "upload: a host tensor of " +
+                                                       std::to_string(host.nbytes()) + " bytes"
+                                                 : std::string());
   metrics().uploads++;
   auto buffer =
       std::make_shared<pjrt::Buffer>(upload(runtime.client(), host.data_ptr(), to_pjrt_type(type),

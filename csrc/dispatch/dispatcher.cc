@@ -492,6 +492,7 @@ ScalarBytes scalar_bytes(const c10::Scalar& scalar, hlo::ElementType type) {
 
 std::shared_ptr<pjrt::Buffer> upload_bytes(const void* data, hlo::ElementType type,
                                            const hlo::Shape& shape, int device) {
+  profiler::HostSpan span(profiler::collecting() ? std::string("upload: a host value") : "");
   metrics().uploads++;
   auto& runtime = Runtime::get();
   return std::make_shared<pjrt::Buffer>(
