@@ -206,12 +206,13 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
     if (is_not_implemented(error)) return {};
     meta_error = std::current_exception();
     // A Python reference that fails on its own code (torch._check given an int for an empty
-    // upsample) rather than refusing the call.
-    meta_broke = is_python_error_of(error, PyExc_TypeError);
+    // upsample, `.device` of _thnn_fused_lstm_cell's absent bias) rather than refusing the call.
+    meta_broke = is_python_error_of(error, PyExc_TypeError) ||
+                 is_python_error_of(error, PyExc_AttributeError);
   } catch (const pybind11::error_already_set& error) {
     meta_error = std::current_exception();
     pybind11::gil_scoped_acquire gil;
-    meta_broke = error.matches(PyExc_TypeError);
+    meta_broke = error.matches(PyExc_TypeError) || error.matches(PyExc_AttributeError);
   } catch (...) {
     meta_error = std::current_exception();
   }
