@@ -6,13 +6,16 @@ where a compiled call's time goes, for a TinyGPT forward at batch 1 and a greedy
 (the shapes of bench/peers.py's rows): Dynamo and AOTAutograd before torch_tpu's graph call,
 that call (the replay: its arguments gathered, the executable launched; the CPU plugin may run
 a small program's first kernels on the launching thread), what follows it, and the wait for
-the result.
+the result. Then a compiled MLP training step with its graphs joined into one program per
+step (the default) against each graph launched on its own (TORCH_TPU_JOIN_GRAPHS=0), with and
+without a host read of the loss after every step, interleaved in one process.
 
     .venv/bin/python bench/compile.py
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -158,6 +161,55 @@ def host_split_table(calls: int = 2000) -> None:
         _bucketing.BucketedGraph.__call__ = graph_call  # type: ignore[method-assign]
 
 
+def joined_steps_table(steps: int = 20, rounds: int = 8) -> None:
+    """ms per compiled step (4 x Linear(512) + GELU, batch 128, SGD), medians over interleaved
+    rounds. Joined, a step's forward, backward and optimizer graphs run as one program once the
+    step is recorded; on their own, the forward runs while the host records the backward."""
+    torch.manual_seed(0)
+    layers = [m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.GELU())]
+    model = torch.nn.Sequential(*layers).to("tpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(128, 512).to("tpu"), torch.randn(128, 512).to("tpu")
+
+    @torch.compile(backend="tpu")
+    def step() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def ms(join: str, read_each_step: bool) -> float:
+        os.environ["TORCH_TPU_JOIN_GRAPHS"] = join  # read at each call
+        for _ in range(3):
+            step().item()
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+            if read_each_step:
+                loss.item()
+        torch.tpu.synchronize()
+        return (time.perf_counter() - start) / steps * 1e3
+
+    previous = os.environ.get("TORCH_TPU_JOIN_GRAPHS")
+    print(f"\n{'compiled MLP step, ms':<34} {'joined':>8} {'one by one':>11} {'ratio':>7}")
+    try:
+        for read_each_step in (False, True):
+            times: dict[str, list[float]] = {"1": [], "0": []}
+            for _ in range(rounds):
+                for join in ("1", "0"):
+                    times[join].append(ms(join, read_each_step))
+            joined, alone = (statistics.median(times[j]) for j in ("1", "0"))
+            label = "loss.item() every step" if read_each_step else "no read until the end"
+            print(f"{label:<34} {joined:>8.2f} {alone:>11.2f} {joined / alone:>6.2f}x")
+    finally:
+        if previous is None:
+            os.environ.pop("TORCH_TPU_JOIN_GRAPHS", None)
+        else:
+            os.environ["TORCH_TPU_JOIN_GRAPHS"] = previous
+
+
 if __name__ == "__main__":
     main()
     host_split_table()
+    joined_steps_table()
