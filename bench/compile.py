@@ -25,6 +25,7 @@ import torch
 
 import torch_tpu
 from torch_tpu import _C, _bucketing
+from torch_tpu.testing.steps import mse_training_step
 from torch_tpu.testing.tiny_gpt import TinyGPT, tiny_lm_training_step
 
 
@@ -171,13 +172,7 @@ def joined_steps_table(steps: int = 20, rounds: int = 8) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(128, 512).to("tpu"), torch.randn(128, 512).to("tpu")
 
-    @torch.compile(backend="tpu")
-    def step() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
+    step = torch.compile(mse_training_step(model, optimizer, x, y), backend="tpu")
 
     def ms(join: str, read_each_step: bool) -> float:
         os.environ["TORCH_TPU_JOIN_GRAPHS"] = join  # read at each call

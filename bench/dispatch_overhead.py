@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 import torch_tpu
+from torch_tpu.testing.steps import mse_training_step
 
 ITERATIONS = 2000
 REPEATS = 5
@@ -180,6 +181,21 @@ def compiled_graph_table(calls: int = 100) -> None:
         )
 
 
+def host_us_per_step(step: Callable[[], object], steps: int) -> tuple[float, dict[str, int]]:
+    """Host µs per call of `step` after 5 warm-up calls, and the counters of those calls (their
+    work finished)."""
+    for _ in range(5):
+        step()
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    host = (time.perf_counter() - start) / steps * 1e6
+    torch.tpu.synchronize()
+    return host, torch_tpu.metrics()
+
+
 def tiny_step_table(steps: int = 200) -> None:
     """Host time per training step of an MLP too small for its compute to matter (3 x Linear
     8x8, batch 4, SGD): what each mode costs the host around the device's work. On a GPU a step
@@ -205,26 +221,10 @@ def tiny_step_table(steps: int = 200) -> None:
         ("compiled", "strict", "tpu"),
     ):
         model, optimizer = make()
-
-        def step(model: torch.nn.Module = model, optimizer: torch.optim.Optimizer = optimizer):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            return loss
-
+        step = mse_training_step(model, optimizer, x, y)
         fn = torch.compile(step, backend=backend) if backend else step
         with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
-            for _ in range(5):
-                fn()
-            torch.tpu.synchronize()
-            torch_tpu.reset_metrics()
-            start = time.perf_counter()
-            for _ in range(steps):
-                fn()
-            host = (time.perf_counter() - start) / steps * 1e6
-            torch.tpu.synchronize()
-        m = torch_tpu.metrics()
+            host, m = host_us_per_step(fn, steps)
         print(
             f"{label:<24} {host:>9.1f} {m['executions'] / steps:>11.1f} "
             f"{m['cache_hits'] / steps:>8.1f}"
@@ -311,24 +311,9 @@ def host_phases_table(ops: int = 4000, steps: int = 200) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(4, 8).to("tpu"), torch.randn(4, 8).to("tpu")
 
-    @torch.compile(backend="tpu")
-    def step() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
+    step = torch.compile(mse_training_step(model, optimizer, x, y), backend="tpu")
 
-    for _ in range(5):
-        step()
-    torch.tpu.synchronize()
-    torch_tpu.reset_metrics()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    host = (time.perf_counter() - start) / steps * 1e6
-    torch.tpu.synchronize()
-    m = torch_tpu.metrics()
+    host, m = host_us_per_step(step, steps)
     rows = phase_rows(m, "", steps)
     ours = sum(us for phase, us, _ in rows if phase in ("op_total", "replay_total"))
     rows.append(("outside torch_tpu (Dynamo, AOTAutograd, autograd)", host - ours, 1.0))

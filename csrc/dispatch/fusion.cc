@@ -59,8 +59,6 @@ struct Graph {
   int device = 0;
   std::vector<RecordedOp> ops;
   size_t weight = 0;  // the ops recorded, a compiled graph's counted one by one
-  // The entries (ids) of the last graph cut where its first op recurred: a loop's iteration.
-  std::vector<uint64_t> iteration;
   std::vector<std::shared_ptr<pjrt::Buffer>> externals;
   std::vector<std::string> external_types;
   // Each external's indices by buffer: the lookups of add_external and of donation.
@@ -505,30 +503,14 @@ void flush_locked(Graph& g) {
                                  std::move(check_ops), live.size(), donated));
 }
 
-// Runs the pending graph where `entry` cannot join it. Where `entry` starts the loop's next
-// iteration (the graph's first op recurs: a compiled graph at once, an eager op after
-// kRepeatMinOps), the graph's ops are remembered as the loop's iteration.
-void cut_before(Graph& g, const CacheEntry& entry, int device) {
-  if (g.ops.empty()) return;
+// Whether the pending graph must run before `entry` joins it.
+bool must_cut(const Graph& g, const CacheEntry& entry, int device) {
+  if (g.ops.empty()) return false;
   // A compiled graph (recording) is cut only by the size limit: it should be one executable.
-  const bool next_iteration = !recording() && g.ops[0].entry.get() == &entry &&
-                              (entry.compiled_graph || g.weight >= kRepeatMinOps);
-  if (next_iteration) {
-    g.iteration.clear();
-    for (const RecordedOp& op : g.ops) g.iteration.push_back(op.entry->id);
-  }
-  if (next_iteration || g.device != device || g.ops.size() >= kMaxOps) flush_locked(g);
-}
-
-// After an op joined: a graph that repeats the loop's iteration whole runs now, so that the
-// device starts on it while the host goes on to the next iteration (a training step's program
-// launches when its optimizer graph joins, not when the next step's forward does).
-void run_if_iteration_complete(Graph& g) {
-  if (g.ops.size() != g.iteration.size() || recording()) return;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (g.ops[i].entry->id != g.iteration[i]) return;
-  }
-  flush_locked(g);
+  // A compiled graph that recurs starts the loop's next iteration (the next training step).
+  return g.device != device || g.ops.size() >= kMaxOps ||
+         (!recording() && g.ops[0].entry.get() == &entry &&
+          (entry.compiled_graph || g.weight >= kRepeatMinOps));
 }
 
 // Makes `storage` receive graph value `value` when the graph runs.
@@ -565,7 +547,7 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   HostPhaseTimer timer(HostPhase::Record);
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);
-  cut_before(g, *entry, device);
+  if (must_cut(g, *entry, device)) flush_locked(g);
   // A storage pending in this graph but read through another dtype is realized first.
   for (const ParamSource& param : entry->params) {
     if (param.kind == ParamSource::Kind::Storage &&
@@ -613,7 +595,6 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
                    plan.buffer_type);
     outputs.emplace_back(plan.new_tensor ? c10::IValue(target) : args[plan.arg]);
   }
-  run_if_iteration_complete(g);
   return outputs;
 }
 
@@ -621,7 +602,7 @@ void defer_graph(const std::shared_ptr<CacheEntry>& graph_op, const std::vector<
                  const std::vector<GraphResult>& results, int device) {
   Graph& g = graph();
   std::lock_guard<std::recursive_mutex> lock(g.mutex);
-  cut_before(g, *graph_op, device);
+  if (must_cut(g, *graph_op, device)) flush_locked(g);
   for (const GraphInput& input : inputs) {
     if (input.tensor.defined() &&
         flush_if_read_as_other_type(g, device_storage(input.tensor),
@@ -659,7 +640,6 @@ void defer_graph(const std::shared_ptr<CacheEntry>& graph_op, const std::vector<
   for (size_t i = 0; i < results.size(); ++i) {
     assign_pending(g, *results[i].storage, first_value + static_cast<int>(i), results[i].type);
   }
-  run_if_iteration_complete(g);
 }
 
 bool donation_enabled() {
