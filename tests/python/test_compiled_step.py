@@ -161,3 +161,25 @@ def test_a_step_after_fills_of_several_lengths_stays_exact() -> None:
     )
     for got, want in zip(model.parameters(), cpu_model.parameters(), strict=True):
         torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["index_select", "take"])
+def test_joined_graphs_name_the_op_whose_index_check_failed(bad: str) -> None:
+    """Two compiled graphs with index checks join one pending graph; an index out of range in
+    either is reported at the next sync naming that graph's op, not the other's."""
+    pick = torch.compile(lambda x, i: x.index_select(0, i) * 2, backend="tpu")
+    take = torch.compile(lambda x, i: torch.take(x, i) + 1, backend="tpu")
+    x = torch.arange(10.0, device=TPU)
+    fine = torch.tensor([1, 2], device=TPU)
+    out_of_range = torch.tensor([1, 12], device=TPU)
+    for _ in range(2):  # recorded, then replayed
+        torch.testing.assert_close(pick(x, fine).cpu(), torch.tensor([2.0, 4.0]))
+        torch.testing.assert_close(take(x, fine).cpu(), torch.tensor([2.0, 3.0]))
+    before = torch_tpu.metrics()["joined_graphs"]
+    picked = pick(x, out_of_range if bad == "index_select" else fine)
+    taken = take(x, out_of_range if bad == "take" else fine)
+    assert torch_tpu.metrics()["joined_graphs"] == before + 2
+    with pytest.raises(IndexError, match=f"aten::{bad}"):
+        (picked.sum() + taken.sum()).item()
+    # The next calls are fine again.
+    torch.testing.assert_close((pick(x, fine) + take(x, fine)).cpu(), torch.tensor([4.0, 7.0]))
