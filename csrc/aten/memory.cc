@@ -24,6 +24,7 @@
 #include "csrc/device/storage.h"
 #include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/runtime_checks.h"
@@ -79,8 +80,9 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
   profiler::HostSpan span("sync: reading a tpu tensor");  // shown where a host sync happens
   metrics().host_syncs++;
   metrics().downloads++;
+  std::shared_ptr<pjrt::Buffer> buffer;
   try {
-    auto buffer = storage_buffer(tensor);
+    buffer = storage_buffer(tensor);
     if (!buffer->read_in_place(dst, nbytes, "reading a tpu tensor")) {
       buffer->copy_to_host(dst, nbytes).await("reading a tpu tensor");
     }
@@ -88,7 +90,17 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
     raise_async_error();  // names the op that failed, if it was asynchronous work
     throw;
   }
-  // A sync point: report earlier asynchronous failures and failed index checks here.
+  // A sync point: report earlier asynchronous failures and failed index checks here, and a
+  // read of values whose op's check failed, however often it is read.
+  raise_async_error();
+  raise_failed_runtime_checks();
+  raise_if_result_of_failed_check(*buffer);
+}
+
+// A host read of a tensor without elements reads nothing, but is a sync point all the same:
+// an index check its producer failed is reported here, not at some later, unrelated read.
+void empty_read_sync_point(const at::Tensor& tensor) {
+  if (device_storage(tensor).contents().pending) materialize_pending();
   raise_async_error();
   raise_failed_runtime_checks();
 }
@@ -109,7 +121,14 @@ bool download_whole_storage(const at::Tensor& tensor) {
 
 // Blocks until the device tensor's values are in `dst` (a dense host buffer of its dtype).
 void download(const at::Tensor& tensor, void* dst) {
-  if (tensor.numel() == 0) return;
+  if (tensor.numel() == 0) {
+    empty_read_sync_point(tensor);
+    return;
+  }
+  // Read again after its op's check failed: raise before a compacting copy makes a new buffer.
+  if (auto buffer = device_storage(tensor).contents().buffer) {
+    raise_if_result_of_failed_check(*buffer);
+  }
   if (download_whole_storage(tensor)) {
     auto host_options = tensor.options().device(c10::kCPU);
     at::Tensor whole = at::empty({storage_elements(tensor)}, host_options);
@@ -270,7 +289,10 @@ void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
-  if (self.numel() == 0) return self;
+  if (self.numel() == 0) {
+    if (self.is_cpu() && src.is_privateuseone()) empty_read_sync_point(src);
+    return self;
+  }
   TORCH_CHECK(self.is_privateuseone() || self.is_cpu(), "torch_tpu: cannot copy into ",
               self.device());
   if (self.is_privateuseone() && src.is_privateuseone() && self.device() != src.device()) {

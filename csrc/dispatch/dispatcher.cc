@@ -652,9 +652,11 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
   laps.lap(HostPhase::Completion);
 
   std::vector<c10::IValue> outputs;
+  std::vector<std::weak_ptr<pjrt::Buffer>> checked_results;  // for a failed check (see below)
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const OutputPlan& plan = entry.outputs[i];
     auto buffer = std::make_shared<pjrt::Buffer>(std::move(result.outputs[i]));
+    if (entry.runtime_check) checked_results.push_back(buffer);
     if (plan.new_tensor) {
       at::Tensor tensor = new_output_tensor(plan, device);
       device_storage(tensor).assign(std::move(buffer), plan.buffer_type);
@@ -667,7 +669,7 @@ std::vector<c10::IValue> execute(const std::shared_ptr<CacheEntry>& held,
   if (entry.runtime_check) {
     watch_runtime_check(
         std::make_shared<pjrt::Buffer>(std::move(result.outputs[entry.outputs.size()])),
-        hlo::ElementType::Pred, {*entry.runtime_check});
+        hlo::ElementType::Pred, {*entry.runtime_check}, std::move(checked_results));
     if (wait) raise_failed_runtime_checks();  // Debug: at the op itself
   }
   laps.lap(HostPhase::Outputs);

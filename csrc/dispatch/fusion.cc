@@ -673,14 +673,15 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
     if (error) record_async_error(label, error->what());
     pending_finished();
   });
-  if (!check_ops.empty()) {
-    watch_runtime_check(std::make_shared<pjrt::Buffer>(std::move(result.outputs[result_count])),
-                        hlo::ElementType::S32, std::move(check_ops));
-  }
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   results.reserve(result_count);
   for (size_t i = 0; i < result_count; ++i) {
     results.push_back(std::make_shared<pjrt::Buffer>(std::move(result.outputs[i])));
+  }
+  if (!check_ops.empty()) {
+    watch_runtime_check(std::make_shared<pjrt::Buffer>(std::move(result.outputs[result_count])),
+                        hlo::ElementType::S32, std::move(check_ops),
+                        {results.begin(), results.end()});
   }
   return results;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "csrc/pjrt/error.h"
 
@@ -17,6 +18,7 @@ struct Watched {
   std::shared_ptr<pjrt::Buffer> flag;
   hlo::ElementType type;
   std::vector<CheckedOp> ops;
+  std::vector<std::weak_ptr<pjrt::Buffer>> results;
 };
 
 // Past this many unread flags they are read at the next watch, so a loop that never syncs
@@ -28,6 +30,32 @@ auto& watched = *new std::vector<Watched>();  // leaked, like the caches
 std::optional<CheckedOp> failed_op;           // under watched_mutex
 // Whether `watched` or `failed_op` may hold anything: host reads check it without the lock.
 std::atomic<bool> anything_watched{false};
+
+// Results of executions whose check failed, by buffer, with the op that failed; under
+// watched_mutex. Entries whose buffer is gone are dropped as new ones come.
+struct FailedResult {
+  std::weak_ptr<pjrt::Buffer> buffer;
+  CheckedOp op;
+};
+auto& failed_results = *new std::unordered_map<const pjrt::Buffer*, FailedResult>();
+std::atomic<bool> any_failed_result{false};
+
+// Under watched_mutex.
+void remember_failed_results(const Watched& w, const CheckedOp& op) {
+  std::erase_if(failed_results, [](const auto& item) { return item.second.buffer.expired(); });
+  for (const auto& weak : w.results) {
+    if (auto buffer = weak.lock()) failed_results[buffer.get()] = {weak, op};
+  }
+  any_failed_result = !failed_results.empty();
+}
+
+[[noreturn]] void raise_failure(const CheckedOp& op, const std::string& context) {
+  std::string name = op.op_name;
+  if (name.ends_with('.')) name.pop_back();  // "aten::gather." names the default overload
+  const std::string message = "torch_tpu: " + name + " was given " + op.failure + "; " + context;
+  TORCH_CHECK_INDEX(!op.index_error, message);
+  TORCH_CHECK(false, message);
+}
 
 // Reads every watched flag, keeping the first failure; under watched_mutex. Flags in host
 // memory are read in place; the others' transfers start together and each waits for its
@@ -56,11 +84,15 @@ void read_watched() {
       }
     }
     const Watched& w = watched[i];
-    if (!known[i] || failed_op) continue;
-    if (w.type == hlo::ElementType::Pred && values[i] == 0) failed_op = w.ops.front();
+    if (!known[i]) continue;
+    std::optional<CheckedOp> failed;
+    if (w.type == hlo::ElementType::Pred && values[i] == 0) failed = w.ops.front();
     if (w.type != hlo::ElementType::Pred && values[i] >= 0) {
-      failed_op = w.ops.at(static_cast<size_t>(values[i]));
+      failed = w.ops.at(static_cast<size_t>(values[i]));
     }
+    if (!failed) continue;
+    remember_failed_results(w, *failed);
+    if (!failed_op) failed_op = std::move(failed);
   }
   watched.clear();
 }
@@ -76,9 +108,10 @@ bool runtime_checks_enabled() {
 }
 
 void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
-                         std::vector<CheckedOp> ops) {
+                         std::vector<CheckedOp> ops,
+                         std::vector<std::weak_ptr<pjrt::Buffer>> results) {
   std::lock_guard<std::mutex> lock(watched_mutex);
-  watched.push_back({std::move(flag), type, std::move(ops)});
+  watched.push_back({std::move(flag), type, std::move(ops), std::move(results)});
   anything_watched = true;
   if (watched.size() >= kMaxWatched) read_watched();
 }
@@ -93,13 +126,22 @@ void raise_failed_runtime_checks() {
     anything_watched = false;
   }
   if (!op) return;
-  std::string name = op->op_name;
-  if (name.ends_with('.')) name.pop_back();  // "aten::gather." names the default overload
-  const std::string message = "torch_tpu: " + name + " was given " + op->failure +
-                              "; found on the device at this sync point, so that op's result "
-                              "is undefined";
-  TORCH_CHECK_INDEX(!op->index_error, message);
-  TORCH_CHECK(false, message);
+  raise_failure(*op, "found on the device at this sync point, so that op's result is undefined");
+}
+
+void raise_if_result_of_failed_check(const pjrt::Buffer& buffer) {
+  if (!any_failed_result.load(std::memory_order_relaxed)) return;
+  std::optional<CheckedOp> op;
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex);
+    auto found = failed_results.find(&buffer);
+    if (found != failed_results.end() && !found->second.buffer.expired()) op = found->second.op;
+  }
+  if (op) {
+    raise_failure(*op,
+                  "this tensor was computed with it (reported at an earlier sync point), so its "
+                  "values are undefined");
+  }
 }
 
 }  // namespace torch_tpu

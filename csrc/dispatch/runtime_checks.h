@@ -26,12 +26,18 @@ struct CheckedOp {
 
 // Watches `flag` until the next sync point. It is a scalar i1 (true: the checks of `ops[0]`
 // held), or a fused graph's scalar s32 (-1: every check held; k: the first that failed
-// belongs to `ops[k]`).
+// belongs to `ops[k]`). `results` are the execution's other results: if a check failed, their
+// values are undefined, and every later read of them raises too.
 void watch_runtime_check(std::shared_ptr<pjrt::Buffer> flag, hlo::ElementType type,
-                         std::vector<CheckedOp> ops);
+                         std::vector<CheckedOp> ops,
+                         std::vector<std::weak_ptr<pjrt::Buffer>> results);
 
 // A sync point: reads every watched flag and raises IndexError (or RuntimeError) naming the
 // first op whose check failed and what was wrong.
 void raise_failed_runtime_checks();
+
+// Raises as raise_failed_runtime_checks() did where `buffer` is a result of an execution
+// whose check failed: a host read of it, however late, never hands back its values.
+void raise_if_result_of_failed_check(const pjrt::Buffer& buffer);
 
 }  // namespace torch_tpu

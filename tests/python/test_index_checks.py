@@ -213,3 +213,29 @@ def test_assert_async_raises_its_message_at_the_next_sync(mode: str) -> None:
     torch.testing.assert_close((x.to(TPU) + 1).cpu(), x + 1)
     with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         torch._assert_async(torch.ones(2, device=TPU))
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_every_read_of_a_result_whose_check_failed_raises(mode: str) -> None:
+    """Not only the first: a second .cpu(), an .item() of a view, a read through a compacting
+    copy. Other tensors read as usual, and a write makes the tensor readable again."""
+    with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+        bad = torch.index_select(arange(TPU), 0, ints([3, 12], TPU))
+        for read in (bad.cpu, bad.cpu, lambda: bad[1].item(), lambda: bad[::2].cpu()):
+            with pytest.raises(IndexError, match="aten::index_select"):
+                read()
+        torch.testing.assert_close((arange(TPU) * 2).cpu(), torch.arange(10.0) * 2)
+        bad.fill_(1.0)
+        torch.testing.assert_close(bad.cpu(), torch.ones(2))
+
+
+def test_reading_a_tensor_without_elements_is_a_sync_point() -> None:
+    torch.index_select(arange(TPU), 0, ints([12], TPU))
+    empty = torch.zeros(0, 3, device=TPU)
+    with pytest.raises(IndexError, match="aten::index_select"):
+        empty.cpu()  # reads nothing, but reports the failure here, not at a later read
+    torch.testing.assert_close(arange(TPU).cpu(), torch.arange(10.0))
+    # An op whose result is empty, given an index out of range.
+    no_columns = torch.zeros(10, 0, device=TPU)
+    with pytest.raises(IndexError, match="aten::index_select"):
+        no_columns.index_select(0, ints([12], TPU)).tolist()
