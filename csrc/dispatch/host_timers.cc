@@ -27,16 +27,14 @@ Totals& totals() {
 
 }  // namespace
 
-bool host_timers_enabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("TORCH_TPU_HOST_TIMERS");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
-  return enabled;
-}
+namespace detail {
+const bool host_timers_on = [] {
+  const char* value = std::getenv("TORCH_TPU_HOST_TIMERS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}();
+}  // namespace detail
 
-void HostLaps::lap(HostPhase phase) {
-  if (!host_timers_enabled()) return;
+void HostLaps::record(HostPhase phase) {
   const auto now = std::chrono::steady_clock::now();
   const auto index = static_cast<size_t>(phase);
   totals().nanoseconds[index].fetch_add(

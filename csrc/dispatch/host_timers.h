@@ -33,7 +33,12 @@ enum class HostPhase : uint8_t {
   Count,
 };
 
-bool host_timers_enabled();
+namespace detail {
+extern const bool host_timers_on;  // TORCH_TPU_HOST_TIMERS=1, read at start-up
+}  // namespace detail
+
+// Inline, so that with the timers off a phase costs a load and a branch, not a call.
+inline bool host_timers_enabled() { return detail::host_timers_on; }
 
 // Attributes the time between laps to phases: each lap() reads the clock once.
 class HostLaps {
@@ -42,9 +47,12 @@ class HostLaps {
     if (host_timers_enabled()) last_ = std::chrono::steady_clock::now();
   }
   // The time since the previous lap (or construction) goes to `phase`.
-  void lap(HostPhase phase);
+  void lap(HostPhase phase) {
+    if (host_timers_enabled()) record(phase);
+  }
 
  private:
+  void record(HostPhase phase);
   std::chrono::steady_clock::time_point last_;
 };
 
