@@ -114,3 +114,63 @@ def test_resized_out_takes_inputs_layout(mode: str, perm: tuple[int, ...], out_n
     actual = torch.mul(a.to(TPU), b.to(TPU), out=torch.empty(0, device=TPU))
     assert actual.stride() == expected.stride()
     assert torch.equal(actual.cpu(), expected)
+
+
+def _batch_norm_grads(device: str, training: bool) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x, weight, bias = (
+        torch.randn(shape, dtype=torch.float64, generator=generator)
+        for shape in ((4, 3, 5), (3,), (3,))
+    )
+    leaves = [t.to(device).requires_grad_() for t in (x, weight, bias)]
+    mean = torch.zeros(3, dtype=torch.float64, device=device)
+    var = torch.ones(3, dtype=torch.float64, device=device)
+    y = F.batch_norm(leaves[0], mean, var, leaves[1], leaves[2], training=training)
+    scale = torch.arange(y.numel(), dtype=torch.float64, device=device).reshape(y.shape)
+    y.backward(scale)
+    return [t.detach().cpu() for t in [y] + [leaf.grad for leaf in leaves]]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_float64_batch_norm_backward_precision(mode: str, training: bool) -> None:
+    # The backward once computed in float32 whatever the input (errors ~1e-5).
+    for actual, expected in zip(
+        _batch_norm_grads(TPU, training), _batch_norm_grads("cpu", training), strict=True
+    ):
+        assert actual.dtype == torch.float64
+        torch.testing.assert_close(actual, expected, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("mode_name", ["linear", "bilinear", "bicubic", "trilinear"])
+def test_interpolate_precision(
+    mode: str, dtype: torch.dtype, align_corners: bool, mode_name: str
+) -> None:
+    # Positions and weights in float64 for float64 inputs, as CPU (errors were ~1e-6).
+    spatial = {"linear": (5,), "bilinear": (5, 6), "bicubic": (5, 6), "trilinear": (3, 4, 5)}
+    x = torch.randn(1, 2, *spatial[mode_name], generator=torch.Generator().manual_seed(1))
+    x = x.to(dtype)
+
+    def run(device: str) -> list[torch.Tensor]:
+        leaf = x.to(device).requires_grad_()
+        y = F.interpolate(leaf, scale_factor=1.7, mode=mode_name, align_corners=align_corners)
+        y.backward(torch.ones_like(y))
+        assert leaf.grad is not None
+        return [y.detach().cpu(), leaf.grad.cpu()]
+
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    for actual, expected in zip(run(TPU), run("cpu"), strict=True):
+        torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize(
+    ("x_dtype", "values_dtype"), [(torch.float32, torch.int64), (torch.int32, torch.float64)]
+)
+def test_heaviside_mixed_dtypes_message(
+    mode: str, x_dtype: torch.dtype, values_dtype: torch.dtype
+) -> None:
+    x = torch.tensor([1, 0, -1]).to(x_dtype)
+    values = torch.tensor([2, 2, 2]).to(values_dtype)
+    assert_matches_cpu(lambda d: torch.heaviside(x.to(d), values.to(d)))
+    assert_matches_cpu(lambda d: torch.heaviside(x.to(d), values.to(d).to(x_dtype)))
