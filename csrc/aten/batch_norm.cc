@@ -88,14 +88,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
     bool train, double eps, std::array<bool, 3> output_mask) {
   auto axes = reduce_axes(input);
-  at::Tensor x = input.to(at::kFloat), g = grad_out.to(at::kFloat);
-  at::Tensor mean = train ? save_mean->to(at::kFloat) : running_mean->to(at::kFloat);
-  at::Tensor invstd =
-      train ? save_invstd->to(at::kFloat) : at::rsqrt(running_var->to(at::kFloat) + eps);
+  // float32 for the half types, as the forward; float64 stays float64 (CPU's precision).
+  const at::ScalarType acc = input.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor x = input.to(acc), g = grad_out.to(acc);
+  at::Tensor mean = train ? save_mean->to(acc) : running_mean->to(acc);
+  at::Tensor invstd = train ? save_invstd->to(acc) : at::rsqrt(running_var->to(acc) + eps);
   at::Tensor xhat = (x - per_channel(mean, input)) * per_channel(invstd, input);
   at::Tensor grad_bias = at::sum(g, axes);
   at::Tensor grad_weight = at::sum(g * xhat, axes);
-  at::Tensor w = weight && weight->defined() ? weight->to(at::kFloat) : at::ones_like(mean);
+  at::Tensor w = weight && weight->defined() ? weight->to(acc) : at::ones_like(mean);
   at::Tensor grad_input;
   if (output_mask[0]) {
     if (train) {

@@ -2,6 +2,7 @@
 // masked_select): an explicit host round trip finds the positions, then the device gathers or
 // scatters with integer indices. The round trip is a sync point, as on CUDA.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -145,6 +146,20 @@ at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) 
   return index_kernel(*values, indices);
 }
 
+// CPU's checks, then the selection copied into the resized out.
+at::Tensor& masked_select_out_kernel(const at::Tensor& self, const at::Tensor& mask,
+                                     at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  at::Tensor result = masked_select_kernel(self, mask);
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 // self[mask] = the first mask.sum() elements of source, in order.
 at::Tensor& masked_scatter_kernel(at::Tensor& self, const at::Tensor& mask,
                                   const at::Tensor& source) {
@@ -189,6 +204,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", TORCH_FN(index_put_impl_kernel));
   m.impl("index_put", TORCH_FN(index_put_kernel));
   m.impl("masked_select", TORCH_FN(masked_select_kernel));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out_kernel));
 }
 
 }  // namespace

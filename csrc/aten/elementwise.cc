@@ -148,7 +148,8 @@ LOWER({"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", "b
 
 // Python-style remainder: the sign follows the divisor.
 LOWER({"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", "remainder.Scalar",
-       "remainder_.Scalar", "remainder.Scalar_out"},
+       "remainder_.Scalar", "remainder.Scalar_out", "remainder.Scalar_Tensor",
+       "remainder.Scalar_Tensor_out"},
       [](LoweringContext& ctx) {
         c10::ScalarType type = promoted_type(ctx, {0, 1});
         Shape shape = operand_shape(ctx, {0, 1});

@@ -28,7 +28,7 @@ LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   TORCH_CHECK(ctx.tensor_meta(0).scalar_type() == ctx.tensor_meta(1).scalar_type(),
-              "heaviside is not yet implemented for tensors with different dtypes");
+              "heaviside is not yet implemented for tensors with different dtypes.");
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape), values = operand(ctx, 1, t, shape);

@@ -15,26 +15,31 @@ namespace {
 
 enum class Interp { Nearest, NearestExact, Linear };
 
-// ATen's area_pixel_compute_scale, in float.
-float compute_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
-  if (align_corners)
-    return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f;
-  if (scale && *scale > 0) return static_cast<float>(1.0 / *scale);
-  return static_cast<float>(in) / static_cast<float>(out);
+// ATen's area_pixel_compute_scale, in T: float, or double for float64 inputs (CPU's opmath).
+template <typename T = float>
+T compute_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
+  if (scale && *scale > 0) return static_cast<T>(1.0 / *scale);
+  return static_cast<T>(in) / static_cast<T>(out);
 }
 
 struct AxisPlan {
   Value low, high;    // s64 [out] source positions
-  Value high_weight;  // f32 [out] (linear only)
+  Value high_weight;  // f32 [out], f64 for float64 (linear only)
 };
 
+// `wide`: linear positions and weights in float64, as CPU computes them for float64 inputs.
 AxisPlan plan_axis(Builder& b, int64_t in, int64_t out, Interp mode, bool align_corners,
-                   std::optional<double> scale_opt) {
+                   std::optional<double> scale_opt, bool wide = false) {
   Shape shape{out};
-  Value i = b.convert(b.iota(shape, ElementType::S64, 0), ElementType::F32);
-  auto f = [&](double v) { return splat(b, v, ElementType::F32, shape); };
+  wide = wide && mode == Interp::Linear;
+  const ElementType ft = wide ? ElementType::F64 : ElementType::F32;
+  Value i = b.convert(b.iota(shape, ElementType::S64, 0), ft);
+  auto f = [&](double v) { return splat(b, v, ft, shape); };
   auto last = splat(b, static_cast<double>(in - 1), ElementType::S64, shape);
-  float scale = compute_scale(in, out, mode == Interp::Linear && align_corners, scale_opt);
+  const bool corners = mode == Interp::Linear && align_corners;
+  double scale = wide ? compute_scale<double>(in, out, corners, scale_opt)
+                      : compute_scale<float>(in, out, corners, scale_opt);
   if (mode != Interp::Linear) {
     Value src = mode == Interp::Nearest
                     ? b.binary("multiply", i, f(scale))
@@ -52,7 +57,7 @@ AxisPlan plan_axis(Builder& b, int64_t in, int64_t out, Interp mode, bool align_
   Value low = b.binary("minimum", b.convert(low_f, ElementType::S64), last);
   Value high =
       b.binary("minimum", b.binary("add", low, splat(b, 1, ElementType::S64, shape)), last);
-  Value weight = b.binary("subtract", src, b.convert(low, ElementType::F32));
+  Value weight = b.binary("subtract", src, b.convert(low, ft));
   return {low, high, weight};
 }
 
@@ -93,22 +98,30 @@ struct Taps {
 };
 
 // ATen's cubic convolution coefficients for a fractional offset t (A = -0.75 for bicubic).
-float cubic_near(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
-float cubic_far(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+template <typename T>
+T cubic_near(T x, T a) {
+  return ((a + 2) * x - (a + 3)) * x * x + 1;
+}
+template <typename T>
+T cubic_far(T x, T a) {
+  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
 
 // Bicubic: four taps around floor(source), clamped to the edge, as CPU's
 // upsample_bicubic2d (source index without the clamp at 0 that linear applies).
+// In T: float, or double for float64 inputs (CPU's opmath).
+template <typename T>
 Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_opt) {
-  constexpr float a = -0.75f;
-  const float scale = compute_scale(in, out, align_corners, scale_opt);
+  constexpr T a = -0.75;
+  const T scale = compute_scale<T>(in, out, align_corners, scale_opt);
   Taps taps{4, {}, {}};
   for (int64_t i = 0; i < out; ++i) {
-    const float position = align_corners ? scale * static_cast<float>(i)
-                                         : scale * (static_cast<float>(i) + 0.5f) - 0.5f;
+    const T position =
+        align_corners ? scale * static_cast<T>(i) : scale * (static_cast<T>(i) + T(0.5)) - T(0.5);
     const int64_t base = std::min(static_cast<int64_t>(std::floor(position)), in - 1);
-    const float t = std::min(std::max(position - static_cast<float>(base), 0.f), 1.f);
-    const float weights[4] = {cubic_far(t + 1, a), cubic_near(t, a), cubic_near(1 - t, a),
-                              cubic_far(2 - t, a)};
+    const T t = std::min(std::max(position - static_cast<T>(base), T(0)), T(1));
+    const T weights[4] = {cubic_far(t + 1, a), cubic_near(t, a), cubic_near(1 - t, a),
+                          cubic_far(2 - t, a)};
     for (int64_t k = 0; k < 4; ++k) {
       taps.index.push_back(static_cast<double>(std::clamp<int64_t>(base - 1 + k, 0, in - 1)));
       taps.weight.push_back(weights[k]);
@@ -222,7 +235,8 @@ Values upsample(LoweringContext& ctx, int64_t dims, Interp mode) {
   for (int64_t i = 0; i < dims; ++i) {
     int64_t dim = 2 + i;
     AxisPlan plan = plan_axis(b, x.shape[dim], size[i], mode, align_corners,
-                              optional_double(ctx.arg(scales_at + static_cast<int>(i))));
+                              optional_double(ctx.arg(scales_at + static_cast<int>(i))),
+                              type == ElementType::F64);
     x = resample_axis(b, x, dim, plan, mode);
   }
   return {b.convert(x, type)};
@@ -241,8 +255,9 @@ Values upsample_backward(LoweringContext& ctx, int64_t dims, Interp mode) {
   grad = b.convert(grad, opmath(t));
   for (int64_t i = dims - 1; i >= 0; --i) {
     int64_t dim = 2 + i;
-    AxisPlan plan = plan_axis(b, in[2 + i], out[i], mode, align_corners,
-                              optional_double(ctx.arg(scales_at + static_cast<int>(i))));
+    AxisPlan plan =
+        plan_axis(b, in[2 + i], out[i], mode, align_corners,
+                  optional_double(ctx.arg(scales_at + static_cast<int>(i))), t == ElementType::F64);
     grad = resample_axis_backward(b, grad, dim, in[2 + i], plan, mode);
   }
   return {b.convert(grad, t)};
@@ -266,8 +281,11 @@ TORCH_TPU_UPSAMPLE(upsample_trilinear3d, 3, Linear)
 enum class Filter { Bicubic, AntialiasBilinear, AntialiasBicubic };
 
 Taps filter_taps(Filter filter, int64_t in, int64_t out, bool align_corners,
-                 std::optional<double> scale) {
-  if (filter == Filter::Bicubic) return cubic_taps(in, out, align_corners, scale);
+                 std::optional<double> scale, bool wide) {
+  if (filter == Filter::Bicubic) {
+    return wide ? cubic_taps<double>(in, out, align_corners, scale)
+                : cubic_taps<float>(in, out, align_corners, scale);
+  }
   return antialias_taps(in, out, align_corners, scale, filter == Filter::AntialiasBicubic);
 }
 
@@ -288,8 +306,9 @@ Values upsample_filtered(LoweringContext& ctx, Filter filter) {
   for (int64_t i = 1; i >= 0; --i) {
     const int64_t dim = 2 + i;
     if (filter != Filter::Bicubic && x.shape[dim] == size[i]) continue;
-    Taps taps = filter_taps(filter, x.shape[dim], size[i], align_corners,
-                            optional_double(ctx.arg(3 + static_cast<int>(i))));
+    Taps taps =
+        filter_taps(filter, x.shape[dim], size[i], align_corners,
+                    optional_double(ctx.arg(3 + static_cast<int>(i))), type == ElementType::F64);
     x = apply_taps(b, x, dim, taps);
     if (filter != Filter::Bicubic) x = b.convert(b.convert(x, type), opmath(type));
   }
@@ -310,8 +329,9 @@ Values upsample_filtered_backward(LoweringContext& ctx, Filter filter) {
   for (int64_t i = 0; i < 2; ++i) {
     const int64_t dim = 2 + i;
     if (filter != Filter::Bicubic && in[dim] == out[i]) continue;
-    Taps taps = filter_taps(filter, in[dim], out[i], align_corners,
-                            optional_double(ctx.arg(4 + static_cast<int>(i))));
+    Taps taps =
+        filter_taps(filter, in[dim], out[i], align_corners,
+                    optional_double(ctx.arg(4 + static_cast<int>(i))), type == ElementType::F64);
     grad = apply_taps_backward(b, grad, dim, in[dim], taps);
   }
   return {b.convert(grad, type)};

@@ -53,8 +53,14 @@ struct CacheEntry {
   std::vector<int> returns;
   uint64_t rng_blocks = 0;
   // Set for a call whose out= arguments have the wrong shape: it only resizes them (argument,
-  // new sizes), as torch does, and is keyed again. No executable.
-  std::vector<std::pair<int, hlo::Shape>> resizes;
+  // new sizes, the strides ATen gives them where not contiguous), as torch does, and is keyed
+  // again. No executable.
+  struct Resize {
+    int arg;
+    hlo::Shape shape;
+    std::vector<int64_t> strides;
+  };
+  std::vector<Resize> resizes;
   // Set when the executable has one more result after `outputs`: a scalar i1, true when every
   // runtime check of the op held (see runtime_checks.h).
   std::optional<CheckedOp> runtime_check;

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/all.h>
@@ -272,6 +273,39 @@ hlo::Value written_storage(LoweringContext& ctx, const hlo::Value& values, const
   return write_view(ctx.b, storage, values, ctx.view_offset(target, arg, -1), target);
 }
 
+// The strides CPU's TensorIterator gives a pointwise op's out= that it resizes to `shape`: its
+// inputs' memory order (ATen's pointwise Meta kernels, Python references, resize contiguously).
+// Empty where that order is contiguous.
+std::vector<int64_t> pointwise_out_strides(const c10::FunctionSchema& schema,
+                                           const std::vector<c10::IValue>& args,
+                                           const hlo::Shape& shape) {
+  // The config borrows its tensors: they live here until it is built.
+  at::Tensor out;
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(args.size());
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).add_output(out);
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if ((alias != nullptr && alias->isWrite()) || !args[i].isTensor()) continue;
+    const at::Tensor& input = args[i].toTensor();
+    if (!input.defined()) continue;
+    // Meta tensors of one dtype with the input's sizes and strides: only the layout matters.
+    inputs.push_back(
+        at::empty_strided(input.sizes(), input.strides(), at::TensorOptions().device(at::kMeta)));
+    config.add_const_input(inputs.back());
+  }
+  try {
+    at::TensorIterator iter = config.build();
+    const at::Tensor& result = iter.output();
+    if (result.sizes() != c10::IntArrayRef(shape) || result.is_contiguous()) return {};
+    return result.strides().vec();
+  } catch (const c10::Error&) {
+    return {};  // inputs TensorIterator would not take together: the op decides, not us
+  }
+}
+
 // Builds and compiles the executable for one key.
 std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
                                         const c10::FunctionSchema& schema,
@@ -331,7 +365,10 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
       if (!inplace && argument.kwarg_only()) {
         // out=: resize the output as torch does (every mismatched one: mode.values has two),
         // then key again.
-        entry->resizes.emplace_back(written[w], result.shape);
+        std::vector<int64_t> strides;
+        if (bucket_kind(op_name) == BucketKind::Pointwise)
+          strides = pointwise_out_strides(schema, args, result.shape);
+        entry->resizes.push_back({written[w], result.shape, std::move(strides)});
         continue;
       }
       TORCH_CHECK(false, "output with shape ", shape_text(target_shape),
@@ -830,8 +867,11 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
     // call) is cached too, so that it costs a lookup rather than a lowering each time.
     if (!entry->resizes.empty()) {
       TORCH_INTERNAL_ASSERT(attempt == 0, op_name, ": output resize did not settle");
-      for (const auto& [arg, shape] : entry->resizes) {
-        at::native::resize_output(args[arg].toTensor(), c10::IntArrayRef(shape));
+      for (const auto& [arg, shape, strides] : entry->resizes) {
+        const at::Tensor& out = args[arg].toTensor();
+        // As CPU: an out= that is resized takes the layout ATen computed for it.
+        if (at::native::resize_output(out, c10::IntArrayRef(shape)) && !strides.empty())
+          out.as_strided_(shape, strides);
       }
       continue;
     }

@@ -271,6 +271,11 @@ Value Builder::unary(const std::string& op, const Value& x) {
     return convert(unary(op, retyped(x, ElementType::C64)), ElementType::F16);
   }
   if (op == "abs" && is_complex(type)) type = component_type(type);  // |z| is real
+  // stablehlo's abs and sign take no unsigned operands: |x| is x, and sign(x) is x != 0.
+  if (op == "abs" && is_unsigned_int(type)) return x;
+  if (op == "sign" && is_unsigned_int(type)) {
+    return convert(compare("NE", x, constant(0, type, x.shape)), type);
+  }
   return emit1(op, {x}, "", x.shape, type);
 }
 
