@@ -114,7 +114,11 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   for (int64_t size : tensor.sizes()) append_number(key, size, ',');
   if (!covers_whole_storage(tensor)) {
     key += '|';
-    for (int64_t stride : tensor.strides()) append_number(key, stride, ',');
+    // A dim of size 1 is read at index 0 whatever its stride: x[:, -1:] of a growing [1, n]
+    // tensor has stride n there, and must not key one executable per n.
+    for (int64_t d = 0; d < tensor.dim(); ++d) {
+      append_number(key, tensor.size(d) == 1 ? 0 : tensor.stride(d), ',');
+    }
     // The offset is a runtime input (see view_io.h); the storage's length shapes the parameter.
     key += '/';
     append_number(key, storage_elements(tensor), ']');
@@ -811,6 +815,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
         });
     if (results) return std::move(*results);
   }
+  read_views_from_buckets(schema, args);
   int device = check_devices(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);

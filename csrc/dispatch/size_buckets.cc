@@ -124,6 +124,78 @@ at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& f
       .toTensor();
 }
 
+// The bucket holding a storage's contents (of `type`) at its start, whatever its length.
+std::shared_ptr<pjrt::Buffer> any_bucket(const DeviceStorage& storage, hlo::ElementType type) {
+  DeviceStorage::Contents contents = storage.raw_contents();
+  if (!contents.bucket || contents.pending || contents.type != type) return nullptr;
+  return contents.bucket->dims().size() == 1 ? contents.bucket : nullptr;
+}
+
+// `parts` concatenated into a flat buffer of `bucket` elements (zeros past their total): the
+// first part read from `first_bucket` where given (its length then a runtime input).
+at::Tensor cat_into_bucket(const std::vector<at::Tensor>& parts,
+                           std::shared_ptr<pjrt::Buffer> first_bucket, int64_t bucket) {
+  static const c10::FunctionSchema schema = torch::jit::parseSchema(
+      "torch_tpu::bucket_cat(Tensor first, Tensor[] rest, Scalar length, int bucket) -> Tensor");
+  const at::Tensor& first = parts[0];
+  at::Tensor first_flat =
+      first_bucket ? stand_in(first, first_bucket->dims()[0], first_bucket) : first;
+  std::vector<at::Tensor> rest(parts.begin() + 1, parts.end());
+  return run_lowering(
+             "torch_tpu::bucket_cat", find_lowering("@bucket_cat"), schema,
+             {first_flat, c10::List<at::Tensor>(rest), c10::Scalar(first.numel()), bucket})[0]
+      .toTensor();
+}
+
+// torch.cat of parts that follow each other in memory (every size before `dim` is 1, as for
+// generate's [batch 1, length] ids) into a bucket, where the first part holds one or cats of
+// this dtype have met two lengths of the bucket; nullopt where the cat runs at its exact size.
+std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name,
+                                                      const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 || !args[0].isTensorList() || !args[1].isInt()) return std::nullopt;
+  const std::vector<at::Tensor> parts = args[0].toTensorVector();
+  if (parts.size() < 2 || !parts[0].defined()) return std::nullopt;
+  const at::Tensor& first = parts[0];
+  const int64_t rank = first.dim();
+  int64_t dim = args[1].toInt();
+  if (rank == 0 || dim < -rank || dim >= rank) return std::nullopt;
+  if (dim < 0) dim += rank;
+  std::vector<int64_t> sizes = first.sizes().vec();
+  sizes[dim] = 0;
+  int64_t length = 0;
+  for (const at::Tensor& part : parts) {
+    if (!part.defined() || !part.is_privateuseone() || part.dim() != rank ||
+        part.scalar_type() != first.scalar_type() || part.is_conj() || part.is_neg()) {
+      return std::nullopt;
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      if ((d < dim && part.size(d) != 1) || (d > dim && part.size(d) != first.size(d))) {
+        return std::nullopt;
+      }
+    }
+    sizes[dim] += part.size(dim);
+    length += part.numel();
+  }
+  const int64_t bucket = bucket_length(length);
+  if (first.numel() == 0 || bucket > kLargestBucket) return std::nullopt;
+  const hlo::ElementType type = to_element_type(first.scalar_type());
+  std::shared_ptr<pjrt::Buffer> first_bucket =
+      plain(first, first.numel()) ? any_bucket(device_storage(first), type) : nullptr;
+  if (first_bucket && first_bucket->dims()[0] > bucket) first_bucket = nullptr;
+  if (!first_bucket && !fill_uses_bucket(op_name, first.scalar_type(), bucket, sizes, length)) {
+    return std::nullopt;
+  }
+  metrics().size_bucket_ops++;
+  // Under DeferAndFuse too the cat runs now (its parts' pending graph first): its result must
+  // be a bucket's buffer for the next step's graph to read it at the bucket's length.
+  RunNowScope run_now;
+  at::Tensor flat = cat_into_bucket(parts, std::move(first_bucket), bucket);
+  at::Tensor result = at::empty(sizes, first.options());
+  DeviceStorage::Contents contents = device_storage(flat).raw_contents();
+  device_storage(result).assign_bucket(contents.buffer, contents.type);
+  return std::vector<c10::IValue>{result};
+}
+
 // What lies past a length must read as, for a full reduction of `dtype` to ignore it (nullopt
 // for a dtype this does not know: the reduction then runs exact).
 std::optional<c10::Scalar> neutral(std::string_view reduction, c10::ScalarType dtype) {
@@ -233,6 +305,9 @@ BucketKind bucket_kind(const std::string& op_name) {
       parsed.overload.empty() && base == parsed.base) {
     return BucketKind::Reduce;
   }
+  if (parsed.base == "cat" && (parsed.overload.empty() || parsed.overload == "default")) {
+    return BucketKind::Cat;
+  }
   if (parsed.base == "_index_put_impl_" || parsed.base == "index_put_" ||
       parsed.base == "index_put") {
     return BucketKind::IndexPut;
@@ -247,15 +322,55 @@ BucketKind remembered_bucket_kind(const std::string& key_prefix) {
   return found->second;
 }
 
+void read_views_from_buckets(const c10::FunctionSchema& schema, std::vector<c10::IValue>& args) {
+  // A recorded graph's sources are the storages it read (graph_replay.cc): not stand-ins.
+  if (bucketed_storage_count() == 0 || recording()) return;
+  // The same view of the bucket's buffer, where `tensor` is a view of a storage that is the
+  // start of a longer bucket; undefined where it is not.
+  auto through_bucket = [](const at::Tensor& tensor) -> at::Tensor {
+    if (!tensor.defined() || !tensor.is_privateuseone() || tensor.is_conj() || tensor.is_neg() ||
+        covers_whole_storage(tensor)) {
+      return {};
+    }
+    std::shared_ptr<pjrt::Buffer> bucket =
+        any_bucket(device_storage(tensor), to_element_type(tensor.scalar_type()));
+    const int64_t length = bucket ? bucket->dims()[0] : 0;
+    if (length <= storage_elements(tensor)) return {};
+    at::Tensor view = stand_in(tensor, length, std::move(bucket));
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
+                                                      tensor.storage_offset());
+    return view;
+  };
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < args.size() && i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) continue;
+    if (args[i].isTensor()) {
+      if (at::Tensor view = through_bucket(args[i].toTensor()); view.defined()) args[i] = view;
+    } else if (args[i].isTensorList()) {
+      std::vector<at::Tensor> tensors = args[i].toTensorVector();
+      bool replaced = false;
+      for (at::Tensor& tensor : tensors) {
+        if (at::Tensor view = through_bucket(tensor); view.defined()) {
+          tensor = view;
+          replaced = true;
+        }
+      }
+      if (replaced) args[i] = c10::List<at::Tensor>(tensors);
+    }
+  }
+}
+
 std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                                                             const std::string& op_name,
                                                             const c10::FunctionSchema& schema,
                                                             const std::vector<c10::IValue>& args,
                                                             Redispatch redispatch) {
-  if (kind == BucketKind::None || !enabled() || eager_mode() == EagerMode::DeferAndFuse) {
-    return std::nullopt;
-  }
-  // Only fills begin a bucket; every other kind needs an input that already is one.
+  if (kind == BucketKind::None || !enabled()) return std::nullopt;
+  // A recorded graph replays whole, at the shapes it was recorded with.
+  if (kind == BucketKind::Cat) return recording() ? std::nullopt : cat_in_bucket(op_name, args);
+  if (eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
+  // Only fills (and cats) begin a bucket; every other kind needs an input that already is one.
   if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
   // A fill joins a pending compiled graph (see joins_pending in dispatcher.cc) at its exact
   // size: its result is a pending value, not a bucket's buffer.
@@ -374,6 +489,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       break;
     }
     case BucketKind::None:
+    case BucketKind::Cat:
       return std::nullopt;
   }
 

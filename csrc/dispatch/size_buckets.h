@@ -40,6 +40,7 @@ enum class BucketKind : uint8_t {
   Scan,       // cumsum/cumprod of a 1-d tensor
   Reduce,     // a full reduction (sum, prod, max, min, any, all)
   IndexPut,   // self[index] += values, one 1-d index
+  Cat,        // cat whose parts follow each other in memory (sizes before dim all 1)
 };
 // The kind of an op by its name ("aten::add_.Tensor"), worked out once per op.
 BucketKind bucket_kind(const std::string& op_name);
@@ -51,6 +52,18 @@ BucketKind remembered_bucket_kind(const std::string& key_prefix);
 // uploads of this dtype have met two lengths of the bucket and `dst`'s shape is new, as for
 // fills; nullopt where it is written at its exact length.
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
+
+// A tensor that grows by a few elements each step (generate's input_ids and positions:
+// torch.cat([ids, next], -1)) would compile the cat, and every op that reads a view of it, once
+// per length. Once cats of an op and dtype have met two lengths of a bucket, a cat whose parts
+// follow each other in memory writes its result into a bucket's buffer (the first part's
+// bucket, its length a runtime input), so that the next cat, and reads of views of it, see the
+// bucket's length rather than the exact one.
+//
+// Replaces each argument the op only reads that is a view of a bucketed storage by the same
+// view of the bucket's buffer: its key and parameter then carry the bucket's length, and every
+// length in the bucket shares one executable (a view's offset is a runtime input already).
+void read_views_from_buckets(const c10::FunctionSchema& schema, std::vector<c10::IValue>& args);
 
 // Borrowed, not stored: building it allocates nothing on the dispatcher's path.
 using Redispatch = c10::function_ref<std::vector<c10::IValue>(std::vector<c10::IValue>&)>;
