@@ -2,8 +2,9 @@
 (torchrun, 2 ranks), each against the same computation in one process on the CPU: FSDP2
 training (resharding after forward or not, bf16 parameters with fp32 reduction, gradient
 clipping on DTensors, DeferAndFuse, a compiled loss) equals full-batch training; DTensor
-redistributions and ops equal the full tensor's; Colwise/Rowwise, SequenceParallel and
-loss_parallel match CPU gradients; a checkpoint saved on two ranks loads on one and back."""
+redistributions and ops equal the full tensor's; Colwise/Rowwise, SequenceParallel,
+loss_parallel and attention on head-sharded DTensors match CPU gradients; a checkpoint saved on
+two ranks loads on one and back."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ CASES = [
     "dtensor-ops",
     "tensor_parallel-colwise_rowwise",
     "tensor_parallel-sequence_and_loss_parallel",
+    "tensor_parallel-attention",
     "checkpoint-save_2_load_1_and_back",
 ]
 

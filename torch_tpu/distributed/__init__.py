@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import _dtensor_attention
 from ._multi_process import ENGINE_VAR, engine_for, requested_engine
 from ._topology import order_ranks
 
@@ -62,6 +63,7 @@ def _create_backend(options: Any, backend_options: Any) -> dist.Backend:
     """The backend creator torch.distributed calls for each new group (extended API)."""
     from .. import _C, _state
 
+    _dtensor_attention.register()  # DTensor's own import waits until a group exists
     engine = engine_for(str(_state.get("kind", "cpu")))
     timeout: datetime.timedelta = options.timeout
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, timeout)

@@ -168,6 +168,57 @@ def sequence_and_loss_parallel(world: int) -> None:
         torch.testing.assert_close(full(p_tp.grad), p_ref.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
+class Attention(torch.nn.Module):
+    """Grouped-query attention (4 query heads over 2 key/value heads of 4) whose heads follow
+    the projections' sharding: `-1` heads is the local count under tensor parallelism."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(16, 16)
+        self.k = torch.nn.Linear(16, 8)
+        self.v = torch.nn.Linear(16, 8)
+        self.o = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        b, length, _ = x.shape
+        q, k, v = (p(x).view(b, length, -1, 4).transpose(1, 2) for p in (self.q, self.k, self.v))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=True
+        )
+        return self.o(out.transpose(1, 2).reshape(b, length, -1))
+
+
+def tensor_parallel_attention(world: int) -> None:
+    # q/k/v stay DTensors sharded on the heads (use_local_output=False), so the attention op
+    # itself runs on DTensors: the fsdp_tp example's Llama.
+    mesh = init_device_mesh("tpu", (world,))
+    torch.manual_seed(0)
+    ref = Attention()
+    tp = Attention()
+    tp.load_state_dict(ref.state_dict())
+    column = ColwiseParallel(use_local_output=False)
+    plan = {"q": column, "k": column, "v": column, "o": RowwiseParallel()}
+    tp = parallelize_module(tp.to(TPU), mesh, plan)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 6, 16, generator=g)
+    masks = {"causal": None, "additive mask": torch.randn(2, 1, 6, 6, generator=g)}
+    for name, mask in masks.items():
+        ref.zero_grad()
+        tp.zero_grad()
+        ref_out = ref(x, mask)
+        tp_mask = None if mask is None else distribute_tensor(mask.to(TPU), mesh, [Replicate()])
+        tp_out = tp(x.to(TPU), tp_mask)
+        torch.testing.assert_close(full(tp_out), ref_out.detach(), rtol=1e-5, atol=1e-5, msg=name)
+        ref_out.square().sum().backward()
+        tp_out.square().sum().backward()
+        for (p_name, p_ref), (_, p_tp) in zip(
+            ref.named_parameters(), tp.named_parameters(), strict=True
+        ):
+            torch.testing.assert_close(
+                full(p_tp.grad), p_ref.grad, rtol=1e-4, atol=1e-5, msg=f"{name}: {p_name}"
+            )
+
+
 def checkpoint_round_trip(world: int, folder: str) -> None:
     """torch.distributed.checkpoint: save an FSDP2-sharded model from every rank, load it into
     one unsharded model without a process group, change it, save that, and load it back into
@@ -228,6 +279,7 @@ def main() -> None:
     case("dtensor-ops", lambda: dtensor_ops(world))
     case("tensor_parallel-colwise_rowwise", lambda: tensor_parallel(world))
     case("tensor_parallel-sequence_and_loss_parallel", lambda: sequence_and_loss_parallel(world))
+    case("tensor_parallel-attention", lambda: tensor_parallel_attention(world))
     case(
         "checkpoint-save_2_load_1_and_back",
         lambda: checkpoint_round_trip(world, os.environ["DIST_TMP"]),

@@ -1,0 +1,128 @@
+"""Tensors that grow by a few elements each step, as generate's input_ids and positions do
+(`torch.cat([ids, next], -1)`, then reads of `ids[:, -1:]`): once cats have met two lengths of
+a size bucket, the cat writes into a bucket's buffer and reads of views of it key on the
+bucket's length, so a loop compiles once per bucket rather than once per length, in every
+eager mode, with results equal to CPU's at every step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import torch_tpu
+
+DEVICE = "tpu"
+MODES = ("strict", "debug", "defer_and_fuse")
+
+
+@pytest.fixture(autouse=True)
+def buckets_on() -> Iterator[None]:
+    was_on = torch_tpu._C._size_buckets()
+    torch_tpu._C._set_size_buckets(True)
+    torch_tpu._C._forget_size_bucket_shapes()  # what other tests met in this process
+    try:
+        yield
+    finally:
+        torch_tpu._C._set_size_buckets(was_on)
+
+
+def compiled() -> int:
+    counts = torch_tpu.metrics()
+    return counts["compiles"] + counts["disk_cache_hits"]
+
+
+def step(ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decoding step's bookkeeping, as transformers writes it."""
+    token = (ids[:, -1:] * 3 + 1) % 101  # reads a view at the growing end
+    position = torch.arange(1, dtype=positions.dtype, device=positions.device).view(1, -1)
+    position = position + positions[..., -1:] + 1
+    ids = torch.cat([ids, token], dim=-1)
+    positions = torch.cat([positions, position], dim=-1)
+    return ids, positions
+
+
+def grow(
+    ids: torch.Tensor, positions: torch.Tensor, until: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    while ids.shape[-1] < until:
+        ids, positions = step(ids, positions)
+        ids[:, -1:].clone()  # the model's input: a copy of the newest token
+    return ids, positions
+
+
+# A dtype of its own for each mode: executables are shared across modes, so one mode's run
+# would warm the next one's.
+@pytest.mark.parametrize(
+    "mode, dtype", list(zip(MODES, (torch.int64, torch.int32, torch.int16), strict=True)), ids=MODES
+)
+def test_a_tensor_grown_by_cat_compiles_once_per_bucket(mode: str, dtype: torch.dtype) -> None:
+    cpu_ids = (torch.arange(8).view(1, 8) * 7 % 13).to(dtype)
+    cpu_positions = torch.arange(8, dtype=dtype).view(1, 8)
+    with torch_tpu.eager_mode(mode):
+        ids, positions = cpu_ids.to(DEVICE), cpu_positions.to(DEVICE)
+        start = compiled()
+        # Into the bucket of 64 (lengths 33 to 64), checking every step against CPU.
+        while ids.shape[-1] < 36:
+            ids, positions = step(ids, positions)
+            cpu_ids, cpu_positions = step(cpu_ids, cpu_positions)
+            assert torch.equal(ids.cpu(), cpu_ids)
+            assert torch.equal(positions.cpu(), cpu_positions)
+        warm = compiled()
+        while ids.shape[-1] < 64:
+            ids, positions = step(ids, positions)
+            cpu_ids, cpu_positions = step(cpu_ids, cpu_positions)
+            assert torch.equal(ids.cpu(), cpu_ids)
+            assert torch.equal(positions.cpu(), cpu_positions)
+        assert compiled() == warm, "a new length inside a met bucket compiled"
+        # Exact sizes compiled at least 3 executables a length (84 for lengths 9 to 36).
+        assert warm - start < 40
+        assert torch.equal(ids[:, 20:30].cpu(), cpu_ids[:, 20:30])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_writes_into_a_grown_tensor_keep_every_element(mode: str) -> None:
+    cpu_ids, cpu_positions = torch.arange(8).view(1, 8), torch.arange(8).view(1, 8)
+    with torch_tpu.eager_mode(mode):
+        ids, positions = grow(cpu_ids.to(DEVICE), cpu_positions.to(DEVICE), 20)
+        cpu_ids, cpu_positions = grow(cpu_ids, cpu_positions, 20)
+        for tensor in (ids, cpu_ids):
+            tensor[0, -1] = 5  # a write through a view of the bucketed storage
+            tensor[:, 3:6] += 1
+        ids, positions = grow(ids, positions, 30)
+        cpu_ids, cpu_positions = grow(cpu_ids, cpu_positions, 30)
+        assert torch.equal(ids.cpu(), cpu_ids)
+        assert torch.equal(positions.cpu(), cpu_positions)
+        # Other ops read the grown tensor whole, as CPU would.
+        assert torch.equal((ids.float() * 0.5).sum(-1).cpu(), (cpu_ids.float() * 0.5).sum(-1))
+        assert torch.equal(ids.flip(-1).cpu(), cpu_ids.flip(-1))
+
+
+@pytest.mark.parametrize(
+    "shape, dim",
+    [((2, 9), -1), ((9, 3), 0), ((1, 9, 2), 1), ((1, 2, 9), -1)],
+    ids=["rows", "leading", "middle", "heads"],
+)
+def test_cats_of_every_layout_match_cpu(shape: tuple[int, ...], dim: int) -> None:
+    # Some parts follow each other in memory (leading, middle), some do not (rows, heads).
+    cpu = torch.randn(shape)
+    tpu = cpu.to(DEVICE)
+    extra = list(shape)
+    extra[dim] = 1
+    for _ in range(12):
+        part = torch.randn(extra)
+        cpu = torch.cat([cpu, part, part * 2], dim)
+        tpu = torch.cat([tpu, part.to(DEVICE), part.to(DEVICE) * 2], dim)
+        assert torch.equal(tpu.cpu(), cpu)
+        view = tpu.narrow(dim, 1, 3)  # a view at an offset
+        assert torch.equal((view * 2).cpu(), cpu.narrow(dim, 1, 3) * 2)
+    # A first part that is itself a view, or of another dtype, takes the exact path.
+    assert torch.equal(
+        torch.cat([tpu.narrow(dim, 1, 3), tpu.narrow(dim, 0, 1)], dim).cpu(),
+        torch.cat([cpu.narrow(dim, 1, 3), cpu.narrow(dim, 0, 1)], dim),
+    )
+    assert torch.equal(
+        torch.cat([tpu.double(), tpu.narrow(dim, 0, 1)], dim).cpu(),
+        torch.cat([cpu.double(), cpu.narrow(dim, 0, 1)], dim),
+    )
