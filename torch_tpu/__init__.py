@@ -267,8 +267,12 @@ def __dir__() -> list[str]:
 
 def _running_doctor() -> bool:
     """Whether this process is ``python -m torch_tpu doctor``, which reports a failed start
-    (no plugin, a plugin that does not load) instead of dying of it."""
-    return sys.orig_argv[1:4] == ["-m", "torch_tpu", "doctor"]
+    (no plugin, a plugin that does not load) instead of dying of it, or ``python -m torch_tpu
+    docs``, which searches the documentation and needs no device."""
+    return sys.orig_argv[1:3] == ["-m", "torch_tpu"] and sys.orig_argv[3:4] in (
+        ["doctor"],
+        ["docs"],
+    )
 
 
 try:
