@@ -163,18 +163,59 @@ def sections(root: Path | None = None) -> tuple[Section, ...]:
     return tuple(found)
 
 
-def _passage(text: str, query: set[str], limit: int = 900) -> str:
-    """The paragraph of `text` (a code block counts as one) holding the most query terms, with
-    the one after it while there is room."""
+def _units(paragraph: str) -> list[tuple[str, str]]:
+    """A paragraph as (prefix, text) units to choose from: each row of a table, with the table's
+    header as its prefix; otherwise the whole paragraph."""
+    lines = paragraph.splitlines()
+    if len(lines) > 2 and all(line.lstrip().startswith("|") for line in lines):
+        header = "\n".join(lines[:2]) + "\n"
+        return [(header, row) for row in lines[2:]]
+    if lines[0].startswith(("- ", "* ", "1. ")):  # a list: each item, with its wrapped lines
+        items = re.split(r"\n(?=(?:- |\* |\d+\. ))", paragraph)
+        return [("", item) for item in items]
+    return [("", paragraph)]
+
+
+def _passage(text: str, weights: dict[str, float], limit: int = 900) -> str:
+    """What of `text` answers the query best: the table rows, list item or paragraph (a code
+    block counts as one) holding the weightiest query terms, after the section's short first
+    paragraph; a long paragraph is cut to the sentences around its best one, a short one is
+    followed by the next while there is room."""
+
+    def score(unit: str) -> float:
+        return sum(weights.get(term, 0.0) for term in set(terms(unit)))
+
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     if not paragraphs:
         return ""
-    hits = [len(query & set(terms(p))) for p in paragraphs]
-    best = max(range(len(paragraphs)), key=lambda i: (hits[i], -i))
-    chosen = paragraphs[best]
-    if best + 1 < len(paragraphs) and len(chosen) + len(paragraphs[best + 1]) < limit:
-        chosen += "\n\n" + paragraphs[best + 1]
-    return chosen if len(chosen) <= limit else chosen[: limit - 3].rstrip() + "..."
+    units = [(i, prefix, unit) for i, p in enumerate(paragraphs) for prefix, unit in _units(p)]
+    scores = [score(unit) for _, _, unit in units]
+    best = max(range(len(units)), key=lambda u: (scores[u], -u))
+    index, prefix, unit = units[best]
+    lead = paragraphs[0]
+    if index > 0 and len(lead) < 400 and not lead.startswith(("|", "```", "<")):
+        # A section's first paragraph usually says what the section is about.
+        return lead + "\n\n" + _passage(text[text.index(paragraphs[index]) :], weights, limit)
+    if prefix:  # table rows: the header and the rows that score as well as the best, up to 3
+        rows = [
+            u for u, s in zip(units, scores, strict=True) if u[0] == index and s >= scores[best]
+        ]
+        return prefix + "\n".join(row for _, _, row in rows[:3])
+    if len(unit) > limit:
+        sentences = re.split(r"(?<=\.)\s+(?=[A-Z`(*])", unit)
+        ranked = [score(s) for s in sentences]
+        first = max(range(len(sentences)), key=lambda s: (ranked[s], -s))
+        if first > 0 and len(sentences[first - 1]) + len(sentences[first]) < limit:
+            first -= 1  # the sentence before gives the best one its context
+        chosen, last = sentences[first], first + 1
+        while last < len(sentences) and len(chosen) + len(sentences[last]) < limit:
+            chosen += " " + sentences[last]
+            last += 1
+        ellipsis = "... " if first > 0 else ""
+        return ellipsis + chosen + (" ..." if last < len(sentences) else "")
+    if index + 1 < len(paragraphs) and len(unit) + len(paragraphs[index + 1]) < limit:
+        unit += "\n\n" + paragraphs[index + 1]
+    return unit
 
 
 def search(question: str, limit: int = 3, root: Path | None = None) -> list[Answer]:
@@ -185,6 +226,10 @@ def search(question: str, limit: int = 3, root: Path | None = None) -> list[Answ
         return []
     average = sum(sum(s.terms.values()) for s in corpus) / len(corpus)
     documents = Counter(t for s in corpus for t in s.terms)
+    weights = {
+        term: math.log(1 + (len(corpus) - documents[term] + 0.5) / (documents[term] + 0.5))
+        for term in set(query)
+    }
     scored: list[tuple[float, Section]] = []
     for section in corpus:
         length = sum(section.terms.values())
@@ -193,10 +238,13 @@ def search(question: str, limit: int = 3, root: Path | None = None) -> list[Answ
             frequency = section.terms.get(term, 0)
             if frequency == 0:
                 continue
-            idf = math.log(1 + (len(corpus) - documents[term] + 0.5) / (documents[term] + 0.5))
-            score += idf * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / average))
+            score += (
+                weights[term]
+                * frequency
+                * (K1 + 1)
+                / (frequency + K1 * (1 - B + B * length / average))
+            )
         if score > 0:
             scored.append((score, section))
     scored.sort(key=lambda item: -item[0])
-    wanted = set(query)
-    return [Answer(s, score, _passage(s.text, wanted)) for score, s in scored[:limit]]
+    return [Answer(s, score, _passage(s.text, weights)) for score, s in scored[:limit]]
