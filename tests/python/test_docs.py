@@ -194,16 +194,30 @@ def test_every_environment_variable_is_documented() -> None:
 
 # (question, the citation that must be among the first answers, how many answers to look at)
 KNOWN_ANSWERS = [
-    ("how do I keep shapes from recompiling", "guide/compile.md#keeping-shapes-from-recompiling", 1),
-    ("where is the persistent compile cache folder", "guide/compile.md#the-persistent-compile-cache", 2),
-    ("IndexError index out of range", "guide/errors.md#torch_tpu-aten-was-given-an-index-out-of-range", 2),
-    ("run a jax function as a torch op", "guide/kernels.md#custom-kernels-jax-and-pallas-functions-as-ops", 1),
+    (
+        "how do I keep shapes from recompiling",
+        "guide/compile.md#keeping-shapes-from-recompiling",
+        1,
+    ),
+    ("where is the compile cache folder", "guide/compile.md#the-persistent-compile-cache", 2),
+    (
+        "IndexError index out of range",
+        "guide/errors.md#torch_tpu-aten-was-given-an-index-out-of-range",
+        2,
+    ),
+    (
+        "run a jax function as a torch op",
+        "guide/kernels.md#custom-kernels-jax-and-pallas-functions-as-ops",
+        1,
+    ),
     ("which plugin is loaded", "guide/installing.md#choosing-a-plugin", 3),
     ("profile a training step and view it in tensorboard", "guide/profiling.md#profiling", 1),
 ]
 
 
-@pytest.mark.parametrize("question,citation,within", KNOWN_ANSWERS, ids=[q for q, *_ in KNOWN_ANSWERS])
+@pytest.mark.parametrize(
+    "question,citation,within", KNOWN_ANSWERS, ids=[q for q, *_ in KNOWN_ANSWERS]
+)
 def test_known_questions_cite_the_right_section(question: str, citation: str, within: int) -> None:
     answers = docs_search.search(question, limit=within)
     cited = [a.section.citation for a in answers]
