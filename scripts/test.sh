@@ -47,7 +47,8 @@ if [ "$FULL" = 1 ]; then
   bash scripts/test_serving.sh
 else
   echo "[test] Python suite (pytest), Strict mode"
-  # Compiles dominate this pass: small executables compile quickly (see README); the
+  # Compiles dominate this pass: small executables compile quickly (see
+  # TORCH_TPU_QUICK_COMPILE_ELEMENTS in docs/guide/environment.md); the
   # DeferAndFuse pass and --full keep the default, full optimization.
   TORCH_TPU_QUICK_COMPILE_ELEMENTS=4096 "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 \
     --bad-input-every 4 --complex-gate-every 8 "$@"

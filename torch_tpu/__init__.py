@@ -108,8 +108,8 @@ def _start_runtime(kind: str, path: str) -> None:
 
 def _torchrun_place() -> tuple[int, int]:
     """(LOCAL_RANK, LOCAL_WORLD_SIZE) where torchrun set both, else (-1, 0). A process that
-    drives one chip numbers it LOCAL_RANK and reports LOCAL_WORLD_SIZE devices (see README,
-    "Devices under torchrun")."""
+    drives one chip numbers it LOCAL_RANK and reports LOCAL_WORLD_SIZE devices (see
+    docs/guide/distributed.md, "Devices under torchrun")."""
     try:
         return int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     except (KeyError, ValueError):
@@ -235,7 +235,7 @@ def metrics() -> dict[str, int]:
     launches that first waited for the device because buffers the host had let go of, but
     executions in flight still read, passed TORCH_TPU_RETIRED_PERCENT of the live memory;
     size_bucket_ops, the ops run at a size bucket's length instead of their exact one (see
-    TORCH_TPU_SIZE_BUCKETS in the README)."""
+    docs/design/buckets.md)."""
     from . import _C
 
     return dict(_C._metrics())
