@@ -214,7 +214,7 @@ KNOWN_ANSWERS = [
         1,
     ),
     ("which plugin is loaded", "guide/installing.md#choosing-a-plugin", 3),
-    ("profile a training step and view it in tensorboard", "guide/profiling.md#profiling", 1),
+    ("profile a training step and open it in tensorboard", "guide/profiling.md#profiling", 1),
 ]
 
 
