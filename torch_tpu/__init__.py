@@ -250,7 +250,7 @@ def reset_metrics() -> None:
 # Submodules reachable as attributes without importing them first, as torch.cuda.memory is;
 # imported on first use so that `import torch` pays nothing for them (kernels loads jax only
 # when a kernel lowers). memory and profiler are imported at start-up already.
-_LAZY_SUBMODULES = ("debug", "diagnose", "kernels", "memory", "profiler")
+_LAZY_SUBMODULES = ("debug", "diagnose", "docs", "kernels", "memory", "profiler")
 
 
 def __getattr__(name: str) -> object:
