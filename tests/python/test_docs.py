@@ -297,3 +297,20 @@ def test_the_site_builds_strictly_and_citations_are_its_anchors(tmp_path: Path) 
     # The API pages hold the docstrings mkdocstrings found.
     api = (site / "api" / "torch_tpu_device" / "index.html").read_text(encoding="utf-8")
     assert "torch_tpu.device_module.synchronize" in api
+
+
+def test_optional_pages_join_the_nav_only_when_they_exist(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    (tmp_path / "guide").mkdir()
+    nav = [{"User guide": [{"Profiling": "guide/profiling.md"}, {"Errors": "guide/errors.md"}]}]
+    config = {"docs_dir": str(tmp_path), "nav": nav}
+    assert mkdocs_hooks.on_config(config)["nav"][0]["User guide"] == nav[0]["User guide"]
+    assert len(nav[0]["User guide"]) == 2  # no page, no entry
+    (tmp_path / "guide" / "flight_recorder.md").write_text("# Flight recorder\n")
+    entries = mkdocs_hooks.on_config(config)["nav"][0]["User guide"]
+    assert entries[1] == {"Flight recorder": "guide/flight_recorder.md"}  # after profiling
+    assert len(mkdocs_hooks.on_config(config)["nav"][0]["User guide"]) == 3  # added once
