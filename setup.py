@@ -15,6 +15,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 BASE_VERSION = "0.1.0"
@@ -64,12 +65,27 @@ class CMakeBuild(build_ext):
         staging.replace(target)
 
 
+class BuildPyWithDocs(build_py):
+    """Ships the documentation's pages (docs/**/*.md) inside the package, as
+    torch_tpu/docs/pages/, where `python -m torch_tpu docs` searches them; an editable install
+    reads the checkout's docs/ folder instead."""
+
+    def run(self) -> None:
+        super().run()
+        target = Path(self.build_lib) / "torch_tpu" / "docs" / "pages"
+        shutil.rmtree(target, ignore_errors=True)
+        for page in (ROOT / "docs").rglob("*.md"):
+            copy = target / page.relative_to(ROOT / "docs")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(page, copy)
+
+
 TORCH_RELEASE = torch_release()
 setup(
     version=f"{BASE_VERSION}+torch{TORCH_RELEASE}",
     install_requires=[f"torch=={TORCH_RELEASE}.*"],
     ext_modules=[Extension("torch_tpu._C", sources=[])],
-    cmdclass={"build_ext": CMakeBuild},
+    cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithDocs},
     # setuptools' staging and metadata stay in the build tree too: in the checkout's top folder
     # the metadata would be on sys.path of every process started there, naming whichever build
     # came last, and builds against two torches would share the staging.

@@ -4,7 +4,7 @@ optimizations off), side by side from one run; and what a quick-compiled executa
 every later run: a 4x4 add per call, and small ops at the size limit. The "warm cache" column
 is a warm process: the same shapes again with the persistent cache that a first process
 filled, so each executable is loaded instead of compiled. The last column is the default:
-eager size buckets on (README, "How an op runs"), where the new lengths fall in one bucket and
+eager size buckets on (docs/design/buckets.md), where the new lengths fall in one bucket and
 share its executables; the last row is one length of PyTorch's
 test_index_put_accumulate_duplicate_indices.
 

@@ -16,7 +16,8 @@
 #
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
 # wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
-# the recipe tests need.
+# the recipe tests need, and docs, with which tests/python/test_docs.py builds the documentation
+# site (mkdocs build --strict) and runs the Python blocks of the docs and README.
 #
 # Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
 # would turn another worker's or pass's compiles into disk hits under tests that count
@@ -28,7 +29,7 @@ if [ "${1:-}" = "--full" ]; then
   FULL=1
   shift
 fi
-bash scripts/setup.sh titan ray
+bash scripts/setup.sh titan ray docs
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
 PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4
@@ -46,7 +47,8 @@ if [ "$FULL" = 1 ]; then
   bash scripts/test_serving.sh
 else
   echo "[test] Python suite (pytest), Strict mode"
-  # Compiles dominate this pass: small executables compile quickly (see README); the
+  # Compiles dominate this pass: small executables compile quickly (see
+  # TORCH_TPU_QUICK_COMPILE_ELEMENTS in docs/guide/environment.md); the
   # DeferAndFuse pass and --full keep the default, full optimization.
   TORCH_TPU_QUICK_COMPILE_ELEMENTS=4096 "${PYTEST[@]}" -m "not full_suite" --op-gate-samples 2 \
     --bad-input-every 4 --complex-gate-every 8 "$@"

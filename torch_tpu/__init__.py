@@ -108,8 +108,8 @@ def _start_runtime(kind: str, path: str) -> None:
 
 def _torchrun_place() -> tuple[int, int]:
     """(LOCAL_RANK, LOCAL_WORLD_SIZE) where torchrun set both, else (-1, 0). A process that
-    drives one chip numbers it LOCAL_RANK and reports LOCAL_WORLD_SIZE devices (see README,
-    "Devices under torchrun")."""
+    drives one chip numbers it LOCAL_RANK and reports LOCAL_WORLD_SIZE devices (see
+    docs/guide/distributed.md, "Devices under torchrun")."""
     try:
         return int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     except (KeyError, ValueError):
@@ -235,7 +235,7 @@ def metrics() -> dict[str, int]:
     launches that first waited for the device because buffers the host had let go of, but
     executions in flight still read, passed TORCH_TPU_RETIRED_PERCENT of the live memory;
     size_bucket_ops, the ops run at a size bucket's length instead of their exact one (see
-    TORCH_TPU_SIZE_BUCKETS in the README)."""
+    docs/design/buckets.md)."""
     from . import _C
 
     return dict(_C._metrics())
@@ -250,7 +250,7 @@ def reset_metrics() -> None:
 # Submodules reachable as attributes without importing them first, as torch.cuda.memory is;
 # imported on first use so that `import torch` pays nothing for them (kernels loads jax only
 # when a kernel lowers). memory and profiler are imported at start-up already.
-_LAZY_SUBMODULES = ("debug", "diagnose", "kernels", "memory", "profiler")
+_LAZY_SUBMODULES = ("debug", "diagnose", "docs", "kernels", "memory", "profiler")
 
 
 def __getattr__(name: str) -> object:
@@ -267,8 +267,12 @@ def __dir__() -> list[str]:
 
 def _running_doctor() -> bool:
     """Whether this process is ``python -m torch_tpu doctor``, which reports a failed start
-    (no plugin, a plugin that does not load) instead of dying of it."""
-    return sys.orig_argv[1:4] == ["-m", "torch_tpu", "doctor"]
+    (no plugin, a plugin that does not load) instead of dying of it, or ``python -m torch_tpu
+    docs``, which searches the documentation and needs no device."""
+    return sys.orig_argv[1:3] == ["-m", "torch_tpu"] and sys.orig_argv[3:4] in (
+        ["doctor"],
+        ["docs"],
+    )
 
 
 try:

@@ -6,6 +6,9 @@ about ten seconds; exits 1 with a line saying how to fix each problem it finds.
 
 diagnose: ``python -m torch_tpu diagnose TRACE_DIR_OR_SCRIPT`` (see torch_tpu/diagnose).
 
+docs: ``python -m torch_tpu docs QUESTION [--json]``: the documentation's best passages for a
+question, with ``page#section`` citations, searched offline (see torch_tpu/docs).
+
 compare: runs ``script.py``, which defines ``model`` (on tpu) and ``inputs`` (a tuple) at module
 level, through ``torch_tpu.debug.compare_with_cpu`` and prints the report.
 """
@@ -136,8 +139,13 @@ def main(argv: list[str]) -> int:
         from torch_tpu.diagnose.cli import main as diagnose
 
         return diagnose(argv[1:])
+    if argv[:1] == ["docs"]:
+        from torch_tpu.docs.cli import main as docs
+
+        return docs(argv[1:])
     print(
-        "usage: python -m torch_tpu doctor | compare script.py | diagnose TRACE_DIR_OR_SCRIPT",
+        "usage: python -m torch_tpu doctor | compare script.py | diagnose TRACE_DIR_OR_SCRIPT"
+        " | docs QUESTION",
         file=sys.stderr,
     )
     return 2

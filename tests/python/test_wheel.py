@@ -82,6 +82,10 @@ def check_contents(wheel: Path, python: Path) -> None:
     for module in ("distributed/__init__.py", "kernels/__init__.py", "testing/tiny_gpt.py"):
         assert f"torch_tpu/{module}" in names
     assert not [n for n in names if n.endswith(".h")]  # the PJRT header is for building only
+    # The documentation's pages, for `python -m torch_tpu docs` (setup.py's build_py).
+    docs = wheel_tool.ROOT / "docs"
+    pages = {f"torch_tpu/docs/pages/{p.relative_to(docs).as_posix()}" for p in docs.rglob("*.md")}
+    assert "torch_tpu/docs/pages/index.md" in pages and pages <= names
     assert wheel_tool.build_tree_references(wheel, [wheel_tool.ROOT, Path(sys.prefix)]) == []
     assert wheel_tool.runpath(python).endswith("[$ORIGIN/../torch/lib]")
 
@@ -105,6 +109,19 @@ def check_without_a_plugin_extra(python: Path, cwd: Path) -> None:
     assert "pip install 'torch_tpu[cpu]'" in proc.stdout
     assert "'torch_tpu[tpu]'" in proc.stdout and "'torch_tpu[cuda]'" in proc.stdout
     assert proc.stderr == ""  # quiet: no warning at import
+    # The documentation answers without a device, from the pages installed with the package.
+    answers = subprocess.run(
+        [str(python), "-m", "torch_tpu", "docs", "--json", "keep shapes from recompiling"],
+        cwd=cwd,
+        env=wheel_tool.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert answers.returncode == 0, answers.stdout + answers.stderr
+    document = json.loads(answers.stdout)
+    assert document["docs"].startswith(str(python.parent.parent)), document["docs"]
+    assert document["answers"][0]["citation"] == "guide/compile.md#keeping-shapes-from-recompiling"
 
 
 def check_with_the_cpu_extra(python: Path, cwd: Path) -> None:
