@@ -27,6 +27,7 @@
 #include "csrc/profiler/device_trace.h"
 #include "csrc/profiler/xspace.h"
 #include "csrc/python/distributed.h"
+#include "csrc/python/flight_recorder.h"
 #include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
@@ -144,6 +145,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native runtime";
   bind_distributed(m);
+  bind_flight_recorder(m);
   bind_graph_replay(m);
   bind_kernels(m);
   bind_memory_history(m);
