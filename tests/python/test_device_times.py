@@ -123,7 +123,7 @@ def test_the_profilers_kernels_take_the_cuda_plugins_times(tmp_path: Path) -> No
         f"    open({str(tmp_path / 'trace.pb')!r}, 'wb').write(gpu_xspace(base, kernels, []))\n"
         f"prof.export_chrome_trace({str(tmp_path / 'trace.json')!r})\n"
     )
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
     env = {
         **base_env,
         "TORCH_TPU_PJRT_PLUGIN": str(SHIM),

@@ -54,7 +54,7 @@ print(json.dumps({
 
 
 def test_xprof_converts_the_xplane_that_tensorboard_trace_handler_writes(tmp_path: Path) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
     env = {
         **base,
         "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
