@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <utility>
 
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/env_setting.h"
@@ -216,6 +218,20 @@ void write_entry(Writer& out, const Entry& entry, int64_t now) {
   out << "\n";
 }
 
+// Keeps the newest `keep` dumps of the folder: a loop that catches its errors must not fill the
+// disk with records.
+void prune_dumps(const std::string& directory, size_t keep) {
+  std::error_code error;
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> dumps;
+  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+    if (item.path().filename().string().starts_with("flight-record-"))
+      dumps.emplace_back(item.last_write_time(error), item.path());
+  }
+  if (dumps.size() <= keep) return;
+  std::sort(dumps.begin(), dumps.end());
+  for (size_t i = 0; i + keep < dumps.size(); ++i) std::filesystem::remove(dumps[i].second, error);
+}
+
 }  // namespace
 
 void start() {
@@ -303,12 +319,16 @@ std::string dump(std::string_view reason) {
   const std::string directory = dump_directory();
   std::error_code error;
   std::filesystem::create_directories(directory, error);
-  const std::string path = directory + "/flight-record-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(++dumps) + ".txt";
+  // Numbered with leading zeros, so that dumps of one second sort in the order written.
+  char number[16];
+  std::snprintf(number, sizeof(number), "%06d", ++dumps);
+  const std::string path =
+      directory + "/flight-record-" + std::to_string(::getpid()) + "-" + number + ".txt";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "";
   write_record(fd, reason);
   ::close(fd);
+  prune_dumps(directory, 64);
   return path;
 }
 

@@ -76,8 +76,8 @@ void clear();
 uint64_t hash_key(std::string_view key);
 
 // Writes the record, headed by `reason`, to a new file under the cache folder's
-// flight_records/ (the temporary folder where the cache is off); returns its path, or "" when
-// the recorder is off or the file could not be written.
+// flight_records/ (the temporary folder where the cache is off), which keeps the newest 64;
+// returns its path, or "" when the recorder is off or the file could not be written.
 std::string dump(std::string_view reason);
 // For error messages: " (the last ops dispatched are in PATH)", or "" where nothing was written.
 std::string dump_note(std::string_view reason);

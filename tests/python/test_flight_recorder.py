@@ -123,6 +123,18 @@ def test_an_asynchronous_device_error_names_a_dump() -> None:
     assert "aten::sin(float32[8])" in dumped_lines(str(failure.value))[-1]
 
 
+def test_the_dump_folder_keeps_the_newest_64() -> None:
+    # A loop that catches its errors writes a dump for each: the folder does not grow past 64.
+    paths = [torch_tpu.debug.dump_flight_record(f"dump {i}") for i in range(70)]
+    assert all(paths)
+    folder = Path(paths[-1]).parent  # type: ignore[arg-type]
+    kept = sorted(folder.glob("flight-record-*"))
+    assert len(kept) == 64
+    assert all(Path(p).exists() for p in paths[-64:])  # type: ignore[arg-type]
+    assert not Path(paths[0]).exists()  # type: ignore[arg-type]
+    assert Path(paths[-1]).read_text().startswith("torch_tpu flight record: dump 69\n")  # type: ignore[arg-type]
+
+
 def run_script(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "script.py"
     script.write_text("import os, signal, torch, torch_tpu\n" + body)
