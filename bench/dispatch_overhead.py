@@ -367,6 +367,9 @@ def flight_recorder_table(repeats: int = 15) -> None:
         torch_tpu._C._set_flight_recorder_enabled(True)
         off, on = statistics.median(samples[False]), statistics.median(samples[True])
         print(f"{name:<34} {off:>8.2f} {on:>8.2f} {on / off:>7.3f}")
+    # The recording alone, with no op around it: what the ratios above should show.
+    record_ns = statistics.median(torch_tpu._C._bench_flight_record_ns(100_000) for _ in range(5))
+    print(f"{'recording one op alone (ns)':<34} {record_ns:>17.0f}")
 
 
 if __name__ == "__main__":

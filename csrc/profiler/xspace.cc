@@ -298,6 +298,13 @@ size_t use_device_times(std::vector<Span>& spans, std::string_view xspace) {
   }
   std::map<int, std::vector<const ProgramRun*>> traced;
   for (const ProgramRun& event : events) traced[event.device].push_back(&event);
+  // One chip per process (libtpu, the CUDA plugin with visible_devices): the plane may be named
+  // after the chip's place on the host ("/device:TPU:2") while the process calls it tpu:0.
+  if (traced.size() == 1 && launched.size() == 1 && !traced.contains(launched.begin()->first)) {
+    auto only = traced.extract(traced.begin());
+    only.key() = launched.begin()->first;
+    traced.insert(std::move(only));
+  }
   size_t timed = 0;
   for (auto& [device, device_spans] : launched) {
     std::stable_sort(device_spans.begin(), device_spans.end(), [](const Span* a, const Span* b) {

@@ -1,11 +1,13 @@
 #include "csrc/python/flight_recorder.h"
 
+#include <ATen/ops/ones.h>
 #include <Python.h>
 #include <frameobject.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -110,6 +112,18 @@ py::dict as_dict(const flight::Entry& entry) {
   return out;
 }
 
+// For bench/: ns per record_op of an op with two 4x4 tensors (what the recorder adds to an op).
+double bench_record_ns(int iterations) {
+  if (flight::capacity() == 0) return 0.0;
+  const std::vector<c10::IValue> args{at::ones({4, 4}), at::ones({4, 4}), c10::Scalar(1)};
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i)
+    flight::record_op("aten::add.Tensor", args, EagerMode::Strict, 0, 0x1234);
+  const auto took = std::chrono::steady_clock::now() - start;
+  flight::clear();
+  return std::chrono::duration<double, std::nano>(took).count() / iterations;
+}
+
 }  // namespace
 
 void bind_flight_recorder(py::module_& m) {
@@ -134,6 +148,7 @@ void bind_flight_recorder(py::module_& m) {
   m.def("_clear_flight_record", &flight::clear);
   m.def("_dump_flight_record", [](const std::string& reason) { return flight::dump(reason); });
   m.def("_flight_record_directory", &flight::dump_directory);
+  m.def("_bench_flight_record_ns", &bench_record_ns);
   m.def("_inject_compile_failure", &inject_compile_failure,
         "Test hook: the next compile fails as a refused module would.");
 }

@@ -66,6 +66,12 @@ def test_libtpu_module_events_are_one_per_run() -> None:
     assert match(runs, xspace) == [(10, 15, PLUGIN), (20, 21, PLUGIN), (30, 36, PLUGIN)]
 
 
+def test_one_chip_per_process_pairs_its_plane_whatever_its_number() -> None:
+    # The process's tpu:0 is the host's fourth chip: libtpu names its plane /device:TPU:3.
+    xspace = tpu_xspace(BASE, [("aten_mm.default", 10, 5)], device=3)
+    assert match([("aten::mm.default", 1, 90)], xspace) == [(10, 15, PLUGIN)]
+
+
 def test_events_naming_no_module_are_matched_by_launch_windows() -> None:
     kernels = [
         kernel("before_any_launch", 1, 2, None, 1),
