@@ -7,7 +7,8 @@ Then: the compiles and time of reading a view at 256 different offsets; and Stri
 run-ahead: how many of a training step's executions are still in flight on the device when the
 host has finished enqueueing the step, and the most in flight at once. Last, where the host's
 time goes, phase by phase (a second process with TORCH_TPU_HOST_TIMERS=1): an op in Strict, an
-op recorded in DeferAndFuse, and a compiled training step's graph replays.
+op recorded in DeferAndFuse, and a compiled training step's graph replays. And the flight
+recorder's cost per op, off and on (`--flight-recorder` prints only that table).
 """
 
 from __future__ import annotations
@@ -331,9 +332,52 @@ def host_phases_table(ops: int = 4000, steps: int = 200) -> None:
             print(f"  {phase:<38} {us:>9.2f} {calls:>7.2f}")
 
 
+def flight_recorder_table(repeats: int = 15) -> None:
+    """µs per op with the flight recorder off and on, toggled between interleaved samples so
+    that drift hits both alike (TORCH_TPU_FLIGHT_RECORDER_LINES is read at start-up: run with
+    it set to see the cost of recording Python lines)."""
+    if not torch_tpu._C._flight_recorder_capacity():
+        print("\nflight recorder: off (TORCH_TPU_FLIGHT_RECORDER=0)")
+        return
+    a, b = torch.randn(4, 4).to("tpu"), torch.randn(4, 4).to("tpu")
+    lines = os.environ.get("TORCH_TPU_FLIGHT_RECORDER_LINES") == "1"
+    print(
+        f"\n{'flight recorder' + (' (with Python lines)' if lines else ''):<34} "
+        f"{'off':>8} {'on':>8} {'on/off':>7}   (us per op, median of {repeats})"
+    )
+    cases = {
+        "add 4x4, Strict": ("strict", lambda: a + b),
+        "matmul 4x4, Strict": ("strict", lambda: a @ b),
+        "add 4x4, DeferAndFuse": ("defer_and_fuse", lambda: a + b),
+    }
+    for name, (mode, fn) in cases.items():
+        samples: dict[bool, list[float]] = {False: [], True: []}
+        with torch_tpu.eager_mode(mode):  # type: ignore[arg-type]
+            for _ in range(repeats):
+                for on in (False, True):
+                    torch_tpu._C._set_flight_recorder_enabled(on)
+                    for _ in range(50):
+                        fn()
+                    torch.tpu.synchronize()
+                    start = time.perf_counter()
+                    for _ in range(ITERATIONS):
+                        fn()
+                    torch.tpu.synchronize()
+                    samples[on].append((time.perf_counter() - start) / ITERATIONS * 1e6)
+        torch_tpu._C._set_flight_recorder_enabled(True)
+        off, on = statistics.median(samples[False]), statistics.median(samples[True])
+        print(f"{name:<34} {off:>8.2f} {on:>8.2f} {on / off:>7.3f}")
+    # The recording alone, with no op around it: what the ratios above should show.
+    record_ns = statistics.median(torch_tpu._C._bench_flight_record_ns(100_000) for _ in range(5))
+    print(f"{'recording one op alone (ns)':<34} {record_ns:>17.0f}")
+
+
 if __name__ == "__main__":
     if "--host-phases" in sys.argv:
         host_phases_table()
+        sys.exit(0)
+    if "--flight-recorder" in sys.argv:
+        flight_recorder_table()
         sys.exit(0)
     main()
     read_back_table()
@@ -341,6 +385,7 @@ if __name__ == "__main__":
     run_ahead_table()
     compiled_graph_table()
     tiny_step_table()
+    flight_recorder_table()
     # The timers are read once at start-up: a process of their own.
     subprocess.run(
         [sys.executable, __file__, "--host-phases"],

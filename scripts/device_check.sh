@@ -75,9 +75,10 @@ print("matmul/relu/sum match CPU; memory_allocated", torch.tpu.memory_allocated(
 EOF
 }
 
-# The plugin's own profiler (CUPTI on the CUDA plugin), without torch.profiler (torch 2.11 has
-# no PrivateUse1 profiler registry): its XSpace's planes and lines, the program runs read from
-# it, and whether they line up with torch_tpu's runs (then the device lane takes its times).
+# The plugin's own profiler (CUPTI on the CUDA plugin), without torch.profiler: its XSpace's
+# planes, lines and the stats its events carry, the program runs read from it, and whether every
+# run took the plugin's times; then bench/device_times.py checks the same through torch.profiler
+# and a 1024x1024 product's device time against torch CUDA's (within 2x). Fails unless both hold.
 xspace() {
   "$PY" - <<'EOF'
 import collections, torch, torch_tpu
@@ -109,13 +110,13 @@ for _ in range(3):
 y.sum().cpu()
 spans = _C._collected_device_spans()
 trace = torch_tpu.profiler.plugin_trace()
-print("our spans (name, device, us, on_device):")
-for name, device, start, end, on_device in spans:
-    print(f"  {name[:60]:60s} {device} {(end - start) / 1e3:9.1f} {on_device}")
+print("our spans (name, device, us, on_device, where the time came from):")
+for name, device, start, end, on_device, timing in spans:
+    print(f"  {name[:50]:50s} {device} {(end - start) / 1e3:9.1f} {on_device} {timing}")
 print("xspace bytes:", len(trace), "; plugin profiler:", _C._plugin_profiler_status())
 for number, plane in fields(trace):
     if number != 1: continue
-    name, lines = "", collections.Counter()
+    name, lines, stats = "", collections.Counter(), set()
     for field, value in fields(plane):
         if field == 2: name = value.decode(errors="replace")
         if field == 3:
@@ -124,14 +125,21 @@ for number, plane in fields(trace):
                 if f == 2: line_name = v.decode(errors="replace")
                 if f == 4: events += 1
             lines[line_name] += events
-    print(f"  plane {name!r}: lines {dict(lines)}")
+        if field == 5:  # stat metadata: the names of the stats its events carry
+            for f, v in fields(value):
+                if f == 2: stats.update(n.decode(errors="replace") for g, n in fields(v) if g == 2)
+    print(f"  plane {name!r}: lines {dict(lines)}; stats {sorted(stats)[:40]}")
 runs = _C._xspace_program_runs(trace)
-print("program runs (program, device, us):", [(p, d, round((e - s) / 1e3, 1)) for p, d, s, e in runs])
-device_spans = sorted((s for s in spans if s[4]), key=lambda s: s[2])
-lined_up = len(runs) == len(device_spans) and all(
-    s[2] == r[2] and s[3] == r[3] for s, r in zip(device_spans, runs))
-print("device spans took the plugin's times:", lined_up)
+print("program runs (program, device, us, events):",
+      [(p, d, round((e - s) / 1e3, 1), n) for p, d, s, e, n in runs])
+device_spans = [s for s in spans if s[4]]
+took = bool(device_spans) and all(s[5] == "plugin" for s in device_spans)
+print("device spans took the plugin's times:", took)
+raise SystemExit(0 if took else 1)
 EOF
+  local took=$?
+  # The same through torch.profiler, and the product's device time against torch CUDA's.
+  "$PY" bench/device_times.py --require && return $took
 }
 
 # Where a crash is: each step in a process of its own, and the first that fails once more under
@@ -185,8 +193,10 @@ run_stages() {
       dispatch) stage dispatch 120 "$PY" bench/dispatch_overhead.py ;;
       gpt2) stage gpt2 150 "$PY" bench/gpt2.py --size small --steps 10 --warmup 2 ;;
       memory) stage memory 90 "$PY" bench/memory.py ;;
-      profiler) stage profiler 100 "$PY" -m pytest -q -p no:cacheprovider \
-        tests/python/test_profiler.py tests/python/test_memory_history.py ;;
+      profiler) stage profiler 120 bash -c '"$PY" bench/device_times.py --require; a=$?; \
+        "$PY" -m pytest -q -p no:cacheprovider tests/python/test_profiler.py \
+        tests/python/test_memory_history.py; b=$?; \
+        exit $((a || b))' ;;
       profbench) stage profbench 60 "$PY" bench/profiler.py --steps 10 --repeats 3 ;;
       soak) stage soak 120 "$PY" tools/soak.py --steps "${SOAK_STEPS:-1000}" \
         --modes strict defer_and_fuse ;;

@@ -21,6 +21,17 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ._flight_recorder import FlightEntry, dump_flight_record, flight_record
+
+__all__ = [
+    "Divergence",
+    "FlightEntry",
+    "Report",
+    "compare_with_cpu",
+    "dump_flight_record",
+    "flight_record",
+]
+
 
 @dataclasses.dataclass
 class Divergence:

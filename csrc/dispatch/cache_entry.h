@@ -32,8 +32,9 @@ struct OutputPlan {
 };
 
 struct CacheEntry {
-  uint64_t id = 0;      // unique per entry; names it inside fused graphs
-  std::string op_name;  // "aten::add.Tensor", for messages
+  uint64_t id = 0;        // unique per entry; names it inside fused graphs
+  std::string op_name;    // "aten::add.Tensor", for messages
+  uint64_t key_hash = 0;  // its cache key, hashed, for the flight recorder
   // Compiled on first standalone use (see standalone_executable in dispatcher.cc).
   mutable std::once_flag compiled;
   mutable std::shared_ptr<pjrt::Executable> executable;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "csrc/dispatch/env_setting.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/pjrt/compile_options.h"
+#include "csrc/pjrt/error.h"
 
 namespace torch_tpu {
 namespace {
@@ -277,8 +279,16 @@ std::string cache_directory() {
   return "";
 }
 
+namespace {
+std::atomic<bool> fail_next_compile{false};
+}  // namespace
+
+void inject_compile_failure() { fail_next_compile = true; }
+
 std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist,
                                                      const std::string& label) {
+  if (fail_next_compile.exchange(false))
+    throw pjrt::Error("injected compile failure", PJRT_Error_Code_INVALID_ARGUMENT);
   const std::string directory = persist ? cache_directory() : "";
   if (directory.empty()) return compile(module, label);
   const std::string key = environment_key() + "\n" + module;

@@ -21,4 +21,8 @@ std::string cache_directory();
 std::unique_ptr<pjrt::Executable> compile_with_cache(const std::string& module, bool persist,
                                                      const std::string& label = "");
 
+// Test hook: the next compile_with_cache fails, as the plugin's compiler would on a module it
+// refuses (the flight recorder's tests).
+void inject_compile_failure();
+
 }  // namespace torch_tpu

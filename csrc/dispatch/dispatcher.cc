@@ -34,6 +34,7 @@
 #include "csrc/dispatch/complex_support.h"
 #include "csrc/dispatch/debug_checks.h"
 #include "csrc/dispatch/disk_cache.h"
+#include "csrc/dispatch/flight_recorder.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/meta_checks.h"
@@ -629,7 +630,9 @@ const pjrt::Executable& standalone_executable(const CacheEntry& entry, bool in_p
       profiler::HostSpan span("compile " + executable_name(entry.op_name));
       executable = compile_with_cache(module, persist);
     } catch (const pjrt::Error& error) {
-      TORCH_CHECK(false, "torch_tpu: compiling ", entry.op_name, " failed: ", error.what());
+      const std::string message =
+          "torch_tpu: compiling " + entry.op_name + " failed: " + error.what();
+      TORCH_CHECK(false, message, flight::dump_note(message));
     }
   });
   return *executable;
@@ -861,6 +864,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
         }
       }
       entry = build_entry(op_name, schema, lowering, args, layouts);
+      entry->key_hash = flight::hash_key(missed_key);
       std::shared_ptr<pjrt::Executable> evicted;
       {
         std::lock_guard<std::mutex> lock(cache_mutex);
@@ -882,6 +886,8 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
     }
     laps.lap(HostPhase::Lookup);
     EagerMode mode = eager_mode();
+    // Before it runs, so that a crash or a failed compile finds it last in the record.
+    if (flight::enabled()) flight::record_op(entry->op_name, args, mode, device, entry->key_hash);
     std::vector<c10::IValue> outputs =
         mode == EagerMode::DeferAndFuse || (mode == EagerMode::Strict && joins_pending(*entry))
             ? defer(entry, args, device)
@@ -976,7 +982,9 @@ void raise_async_error() {
     std::lock_guard<std::mutex> lock(async_error_mutex);
     error.swap(first_async_error);
   }
-  TORCH_CHECK(error.empty(), "torch_tpu: asynchronous device work failed in ", error);
+  if (error.empty()) return;
+  const std::string message = "torch_tpu: asynchronous device work failed in " + error;
+  TORCH_CHECK(false, message, flight::dump_note(message));
 }
 
 void inject_async_fault() { inject_fault = true; }

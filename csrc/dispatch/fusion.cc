@@ -17,6 +17,7 @@
 #include "csrc/device/types.h"
 #include "csrc/dispatch/disk_cache.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/flight_recorder.h"
 #include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
@@ -361,6 +362,10 @@ void run_graph_alone(Graph& g, const std::vector<std::shared_ptr<PendingSlot>>& 
   }
   const int device = g.device;
   reset(g);
+  if (flight::enabled()) {
+    flight::record(flight::Kind::Execution, entry.op_name, EagerMode::DeferAndFuse, device,
+                   entry.key_hash);
+  }
   metrics().cache_hits++;
   metrics().fused_ops += static_cast<int64_t>(entry.op_count) - 1;  // run_fused counts one
   const size_t result_count = entry.result_types.size() - (entry.graph_checks.empty() ? 0 : 1);
@@ -457,6 +462,10 @@ void flush_locked(Graph& g) {
   std::vector<CheckedOp> check_ops = std::move(g.check_ops);
   std::vector<ExternalSource> sources = std::move(g.sources);
   reset(g);  // whatever happens next, the graph is spent
+  if (flight::enabled()) {
+    flight::record(flight::Kind::Execution, graph_label(op_names), EagerMode::DeferAndFuse, device,
+                   flight::hash_key(key));
+  }
 
   if (executable) {
     metrics().cache_hits++;
@@ -470,8 +479,10 @@ void flush_locked(Graph& g) {
       profiler::HostSpan span("compile " + label);
       executable = std::shared_ptr<pjrt::Executable>(compile_with_cache(module, true, label));
     } catch (const pjrt::Error& error) {
-      TORCH_CHECK(false, "torch_tpu: compiling a fused graph of ", op_count, " ops (",
-                  op_names.front(), " ... ", op_names.back(), ") failed: ", error.what());
+      const std::string message = "torch_tpu: compiling a fused graph of " +
+                                  std::to_string(op_count) + " ops (" + op_names.front() + " ... " +
+                                  op_names.back() + ") failed: " + error.what();
+      TORCH_CHECK(false, message, flight::dump_note(message));
     }
     std::shared_ptr<pjrt::Executable> evicted;
     {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "csrc/dispatch/flight_recorder.h"
 #include "csrc/pjrt/error.h"
 
 namespace torch_tpu {
@@ -49,10 +50,12 @@ void remember_failed_results(const Watched& w, const CheckedOp& op) {
   any_failed_result = !failed_results.empty();
 }
 
-[[noreturn]] void raise_failure(const CheckedOp& op, const std::string& context) {
+// `dump`: write the flight record and name it (once per failure, at the sync point that finds it).
+[[noreturn]] void raise_failure(const CheckedOp& op, const std::string& context, bool dump) {
   std::string name = op.op_name;
   if (name.ends_with('.')) name.pop_back();  // "aten::gather." names the default overload
-  const std::string message = "torch_tpu: " + name + " was given " + op.failure + "; " + context;
+  std::string message = "torch_tpu: " + name + " was given " + op.failure + "; " + context;
+  if (dump) message += flight::dump_note(message);
   TORCH_CHECK_INDEX(!op.index_error, message);
   TORCH_CHECK(false, message);
 }
@@ -126,7 +129,8 @@ void raise_failed_runtime_checks() {
     anything_watched = false;
   }
   if (!op) return;
-  raise_failure(*op, "found on the device at this sync point, so that op's result is undefined");
+  raise_failure(*op, "found on the device at this sync point, so that op's result is undefined",
+                true);
 }
 
 void raise_if_result_of_failed_check(const pjrt::Buffer& buffer) {
@@ -140,7 +144,8 @@ void raise_if_result_of_failed_check(const pjrt::Buffer& buffer) {
   if (op) {
     raise_failure(*op,
                   "this tensor was computed with it (reported at an earlier sync point), so its "
-                  "values are undefined");
+                  "values are undefined",
+                  false);
   }
 }
 

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "csrc/dispatch/flight_recorder.h"
+
 namespace torch_tpu::distributed {
 namespace {
 
@@ -69,7 +71,10 @@ void Agreement::verify() {
   try {
     work->wait();
   } catch (const std::exception& error) {
-    TORCH_CHECK(false, "tpu_dist: ", collective_, " failed: ", error.what());
+    // The peer never came (a timeout) or is gone: what this rank ran up to it is in the record.
+    const std::string message =
+        std::string("tpu_dist: ") + collective_ + " failed: " + error.what();
+    TORCH_CHECK(false, message, flight::dump_note(message));
   }
   const int64_t* own = mine_[0].const_data_ptr<int64_t>();
   for (int r = 0; r < host_.getSize(); ++r) {

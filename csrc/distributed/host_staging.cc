@@ -11,8 +11,18 @@
 
 #include "csrc/aten/host_transfer.h"
 #include "csrc/device/pinned_memory.h"
+#include "csrc/device/runtime.h"
+#include "csrc/dispatch/flight_recorder.h"
+#include "csrc/dispatch/mode.h"
 
 namespace torch_tpu::distributed {
+
+HostStaging::HostStaging(std::string collective) : collective_(std::move(collective)) {
+  if (flight::enabled()) {
+    flight::record(flight::Kind::Collective, "tpu_dist " + collective_, eager_mode(),
+                   current_device(), 0);
+  }
+}
 
 c10d::ReduceOp HostStaging::reduce_op(const c10d::ReduceOp& op, int group_size,
                                       c10::ScalarType dtype) {
@@ -134,7 +144,9 @@ void HostStaging::wait_and_write_back(const c10::intrusive_ptr<c10d::Work>& host
   try {
     host_work->wait();
   } catch (const std::exception& error) {
-    TORCH_CHECK(false, "tpu_dist: ", collective_, " failed: ", error.what());
+    // A timeout, a peer gone: what this rank ran up to it is in the flight record.
+    const std::string message = "tpu_dist: " + collective_ + " failed: " + error.what();
+    TORCH_CHECK(false, message, flight::dump_note(message));
   }
   for (auto& [device, host] : write_backs_) {
     if (output_scale_ != 1.0) host.mul_(output_scale_);

@@ -16,7 +16,8 @@ namespace torch_tpu::distributed {
 // goes back. Tensors already on the CPU are used as they are.
 class HostStaging {
  public:
-  explicit HostStaging(std::string collective) : collective_(std::move(collective)) {}
+  // Records the collective in the flight recorder.
+  explicit HostStaging(std::string collective);
 
   // A host copy of `tensor`'s values, read by the collective and never written back.
   at::Tensor input(const at::Tensor& tensor);

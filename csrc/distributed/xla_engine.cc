@@ -13,6 +13,7 @@
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
 #include "csrc/dispatch/dispatcher.h"
+#include "csrc/dispatch/flight_recorder.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 
@@ -178,8 +179,10 @@ std::vector<std::vector<at::Tensor>> run_replicated(
   try {
     executable = compiled(module, device_ids);
   } catch (const pjrt::Error& error) {
-    TORCH_CHECK(false, "torch_tpu: compiling a module replicated over ", device_ids.size(),
-                " devices failed: ", error.what());
+    const std::string message = "torch_tpu: compiling a module replicated over " +
+                                std::to_string(device_ids.size()) +
+                                " devices failed: " + error.what();
+    TORCH_CHECK(false, message, flight::dump_note(message));
   }
   auto results = executable->execute_replicated(arguments);
   std::vector<std::vector<at::Tensor>> outputs;

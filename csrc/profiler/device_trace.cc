@@ -96,7 +96,7 @@ std::vector<Span> stop_collecting() {
   }
   // Every Kineto session (torch.profiler, and the autograd profiler with use_kineto=True) gets the
   // device's own timestamps where the plugin traced its runs.
-  use_device_times(collected, program_runs(plugin_trace()));
+  use_device_times(collected, plugin_trace());
   return collected;
 }
 
@@ -146,6 +146,20 @@ HostSpan::~HostSpan() {
   if (!span_) return;
   span_->end_ns = now_ns();
   record(std::move(*span_));
+}
+
+const char* timing_name(Span::Timing timing) {
+  switch (timing) {
+    case Span::Timing::HostEstimate:
+      return "host estimate (the plugin has no device trace)";
+    case Span::Timing::Plugin:
+      return "plugin";
+    case Span::Timing::PluginByWindow:
+      return "plugin (its events between launch and completion)";
+    case Span::Timing::Unmatched:
+      return "host estimate (not found in the plugin's device trace)";
+  }
+  return "?";
 }
 
 std::string plugin_profiler_status() {

@@ -23,7 +23,18 @@ struct Span {
   // A device run's launch on the host: from the call into the plugin to its return.
   int64_t launch_start_ns = 0, launch_end_ns = 0;
   int32_t host_thread = 0;  // the thread that launched it (or compiled)
+  // Where a device run's times come from (see xspace.h); the trace says so on each run.
+  enum class Timing : uint8_t {
+    HostEstimate,    // the plugin traced nothing: from launch and completion on the host
+    Plugin,          // the plugin's own events for this run, found by program
+    PluginByWindow,  // the plugin's events that fell between launch and completion
+    Unmatched,       // the plugin traced the device, but not this run recognisably
+  };
+  Timing timing = Timing::HostEstimate;
 };
+
+// "host estimate", "plugin", ...: how the trace names a run's Timing.
+const char* timing_name(Span::Timing timing);
 
 // Whether a profiler collects: one relaxed atomic load, so launches pay nearly nothing
 // otherwise.

@@ -72,7 +72,7 @@ class Session final : public libkineto::IActivityProfilerSession {
           std::max(span.launch_end_ns, span.launch_start_ns), correlation, process,
           span.host_thread, op, flow, true);
       add(logger, ActivityType::CONCURRENT_KERNEL, span.name, span.start_ns, span.end_ns,
-          correlation, span.device, 0, op, flow, false);
+          correlation, span.device, 0, op, flow, false, timing_name(span.timing));
     }
     status_ = libkineto::TraceStatus::READY;
   }
@@ -96,7 +96,8 @@ class Session final : public libkineto::IActivityProfilerSession {
  private:
   void add(libkineto::ActivityLogger& logger, ActivityType type, const std::string& name,
            int64_t start, int64_t end, int32_t correlation, int32_t device, int32_t resource,
-           const libkineto::ITraceActivity* op, uint32_t flow = 0, bool flow_start = false) {
+           const libkineto::ITraceActivity* op, uint32_t flow = 0, bool flow_start = false,
+           const char* device_time = nullptr) {
     buffer_->emplace_activity(buffer_->span, type, name);
     libkineto::GenericTraceActivity& activity = *buffer_->activities.back();
     activity.startTime = start;
@@ -110,6 +111,8 @@ class Session final : public libkineto::IActivityProfilerSession {
       activity.flow.type = libkineto::kLinkAsyncCpuGpu;
       activity.flow.start = flow_start;
     }
+    // Where a run's device time came from: the plugin's trace, or the host's estimate.
+    if (device_time != nullptr) activity.addMetadataQuoted("device time", device_time);
     logger.handleGenericActivity(activity);
   }
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <tuple>
 
 #include "csrc/device/allocator.h"
 #include "csrc/device/generator.h"
@@ -27,6 +28,7 @@
 #include "csrc/profiler/device_trace.h"
 #include "csrc/profiler/xspace.h"
 #include "csrc/python/distributed.h"
+#include "csrc/python/flight_recorder.h"
 #include "csrc/python/graph_replay.h"
 #include "csrc/python/kernels.h"
 #include "csrc/python/memory_history.h"
@@ -144,6 +146,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native runtime";
   bind_distributed(m);
+  bind_flight_recorder(m);
   bind_graph_replay(m);
   bind_kernels(m);
   bind_memory_history(m);
@@ -168,16 +171,36 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_acquire acquire;
     py::list out;
     for (const auto& span : spans)
-      out.append(
-          py::make_tuple(span.name, span.device, span.start_ns, span.end_ns, span.on_device));
+      out.append(py::make_tuple(span.name, span.device, span.start_ns, span.end_ns, span.on_device,
+                                profiler::timing_name(span.timing)));
     return out;
   });
   m.def("_xspace_program_runs", [](const py::bytes& xspace) {
     py::list out;
     for (const auto& run : profiler::program_runs(std::string_view(xspace)))
-      out.append(py::make_tuple(run.program, run.device, run.start_ns, run.end_ns));
+      out.append(py::make_tuple(run.program, run.device, run.start_ns, run.end_ns, run.events));
     return out;
   });
+  // The matching of runs to a plugin trace's device events on its own (tests, device_check):
+  // runs (name, device, launch_start_ns, end_ns) in, (start_ns, end_ns, timing) out.
+  m.def("_match_device_times",
+        [](const std::vector<std::tuple<std::string, int, int64_t, int64_t>>& runs,
+           const py::bytes& xspace) {
+          std::vector<profiler::Span> spans;
+          for (const auto& [name, device, launch_start, end] : runs)
+            spans.push_back({.name = name,
+                             .device = device,
+                             .start_ns = launch_start,
+                             .end_ns = end,
+                             .launch_start_ns = launch_start,
+                             .launch_end_ns = launch_start});
+          profiler::use_device_times(spans, std::string_view(xspace));
+          py::list out;
+          for (const auto& span : spans)
+            out.append(
+                py::make_tuple(span.start_ns, span.end_ns, profiler::timing_name(span.timing)));
+          return out;
+        });
   m.def("_built_against_torch", [] { return std::string(TORCH_TPU_BUILT_AGAINST_TORCH); });
   m.def("_pjrt_header_version",
         [] { return std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR); });

@@ -241,6 +241,7 @@ FUSION_FILES = (
     "test_device.py",
     "test_bucketing.py",
     "test_op_coverage.py",
+    "test_flight_recorder.py",
 )
 FUSION_NAME_PARTS = (
     "view",

@@ -349,10 +349,17 @@ def test_running_ahead_holds_back_once_let_go_buffers_pile_up(tpu: torch.device)
         peak, waits, y = run_ahead(default)
     finally:
         torch_tpu._C._set_retired_percent(default)
-    # Unbounded, the host enqueues up to 32 launches and their outputs (measured: 132 MiB);
-    # bounded, it waits whenever dead buffers pass 1 MiB.
-    assert unbounded_waits == 0 and unbounded_peak > 12 * (4 << 20)
-    assert waits >= 1 and peak <= 8 * (4 << 20)
+    # Unbounded, the host never waits, and enqueues as far ahead as the device lets it: on the
+    # CPU plugin, whose device takes ~0.3 ms an op against the host's ~10 µs, up to 32 launches
+    # and their outputs (measured: 132 MiB). A GPU runs each op in a few µs, so little piles up
+    # (measured on an H100: 36 MiB). Bounded, the host waits whenever dead buffers pass 1 MiB:
+    # the peak stays low on any plugin, and where work piled up unbounded, the bound held it.
+    piled_up = unbounded_peak > 12 * (4 << 20)
+    assert unbounded_waits == 0
+    assert peak <= 8 * (4 << 20)
+    assert waits >= 1 or not piled_up
+    if torch_tpu._state.get("kind") == "cpu":
+        assert piled_up
     expected = torch.ones(1 << 20)
     for _ in range(40):
         expected = expected * 1.0001 + 0.001

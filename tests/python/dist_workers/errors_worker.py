@@ -121,8 +121,11 @@ def main() -> None:
     def never_arrives() -> None:
         if rank == 0:
             start = time.monotonic()
+            # The error names the flight record's file: what this rank ran up to the timeout.
             expect_error(
-                lambda: dist.all_reduce(torch.ones(2, device=TPU), group=short), "all_reduce"
+                lambda: dist.all_reduce(torch.ones(2, device=TPU), group=short),
+                "all_reduce",
+                "the last ops dispatched are in",
             )
             took = time.monotonic() - start
             assert took < 30, f"took {took:.0f} s for a {SHORT.total_seconds()} s timeout"
