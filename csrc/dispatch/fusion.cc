@@ -135,7 +135,7 @@ int add_external(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const std::stri
   return index;
 }
 
-// What a parameter of `entry` reads, for replaying a recorded graph (csrc/python/graph_replay.cc).
+// What a parameter of `entry` reads, for replaying a recorded graph (csrc/dispatch/graph_replay.h).
 ExternalSource source_of(const ParamSource& param, const CacheEntry& entry,
                          const std::vector<c10::IValue>& args, int device) {
   ExternalSource source;

@@ -18,7 +18,7 @@
 namespace torch_tpu {
 
 // Where a fused graph's external input came from while a compiled graph was recorded: enough
-// to gather the same inputs again for a replay (see csrc/python/graph_replay.cc).
+// to gather the same inputs again for a replay (see csrc/dispatch/graph_replay.h).
 struct ExternalSource {
   ParamSource::Kind kind = ParamSource::Kind::Storage;
   hlo::ElementType type = hlo::ElementType::F32;

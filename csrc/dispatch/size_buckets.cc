@@ -323,7 +323,7 @@ BucketKind remembered_bucket_kind(const std::string& key_prefix) {
 }
 
 void read_views_from_buckets(const c10::FunctionSchema& schema, std::vector<c10::IValue>& args) {
-  // A recorded graph's sources are the storages it read (graph_replay.cc): not stand-ins.
+  // A recorded graph's sources are the storages it read (graph_replay.h): not stand-ins.
   if (bucketed_storage_count() == 0 || recording()) return;
   // The same view of the bucket's buffer, where `tensor` is a view of a storage that is the
   // start of a longer bucket; undefined where it is not.
