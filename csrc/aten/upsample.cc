@@ -15,6 +15,26 @@ namespace {
 
 enum class Interp { Nearest, NearestExact, Linear };
 
+// What interpolation computes in: float32 for integer images (CPU's uint8 kernels weigh in
+// float too) and reduced-precision floats, float64 for float64.
+ElementType interp_math(ElementType type) {
+  return hlo::is_float(type) ? opmath(type) : ElementType::F32;
+}
+
+// `x`, computed in interp_math, stored as `type`: an integer image's values rounded to the
+// nearest and held to the type's range, as CPU stores them (a plain conversion truncates, and
+// wraps what lies outside: bicubic overshoots).
+Value store_as(Builder& b, const Value& x, ElementType type) {
+  if (hlo::is_float(type)) return b.convert(x, type);
+  Value rounded = b.unary("round_nearest_even", x);
+  if (type == ElementType::U8 || type == ElementType::S8) {
+    const bool is_unsigned = type == ElementType::U8;
+    rounded = b.clamp(splat(b, is_unsigned ? 0 : -128, x.type, x.shape), rounded,
+                      splat(b, is_unsigned ? 255 : 127, x.type, x.shape));
+  }
+  return b.convert(rounded, type);
+}
+
 // ATen's area_pixel_compute_scale, in T: float, or double for float64 inputs (CPU's opmath).
 template <typename T = float>
 T compute_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
@@ -231,7 +251,7 @@ Values upsample(LoweringContext& ctx, int64_t dims, Interp mode) {
   }
   // All axes in float, rounded once at the end, as CPU's kernel interpolates every axis at once.
   const ElementType type = x.type;
-  x = b.convert(x, opmath(type));
+  x = b.convert(x, interp_math(type));
   for (int64_t i = 0; i < dims; ++i) {
     int64_t dim = 2 + i;
     AxisPlan plan = plan_axis(b, x.shape[dim], size[i], mode, align_corners,
@@ -239,7 +259,7 @@ Values upsample(LoweringContext& ctx, int64_t dims, Interp mode) {
                               type == ElementType::F64);
     x = resample_axis(b, x, dim, plan, mode);
   }
-  return {b.convert(x, type)};
+  return {store_as(b, x, type)};
 }
 
 // upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...).
@@ -290,8 +310,9 @@ Taps filter_taps(Filter filter, int64_t in, int64_t out, bool align_corners,
 }
 
 // The 2-D filters' (self, output_size, align_corners, scales_h, scales_w). Bicubic sums its 4x4
-// window in float and rounds once, as CPU's kernel; the antialiased ones resample width, then
-// height, skipping an axis whose size does not change, as CPU's separable passes do.
+// window in float and rounds once, as CPU's kernel; the antialiased ones (and uint8 bicubic)
+// resample width, then height, skipping an axis whose size does not change, as CPU's separable
+// passes do.
 Values upsample_filtered(LoweringContext& ctx, Filter filter) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
@@ -302,17 +323,19 @@ Values upsample_filtered(LoweringContext& ctx, Filter filter) {
   TORCH_CHECK(size[0] > 0 && size[1] > 0 && x.shape[2] > 0 && x.shape[3] > 0,
               "upsample: input and output sizes should be greater than 0");
   const ElementType type = x.type;
-  x = b.convert(x, opmath(type));
+  x = b.convert(x, interp_math(type));
+  // CPU runs uint8 bicubic as two separable passes too, rounding (and clamping) in between.
+  const bool separable = filter != Filter::Bicubic || !hlo::is_float(type);
   for (int64_t i = 1; i >= 0; --i) {
     const int64_t dim = 2 + i;
-    if (filter != Filter::Bicubic && x.shape[dim] == size[i]) continue;
+    if (separable && x.shape[dim] == size[i]) continue;
     Taps taps =
         filter_taps(filter, x.shape[dim], size[i], align_corners,
                     optional_double(ctx.arg(3 + static_cast<int>(i))), type == ElementType::F64);
     x = apply_taps(b, x, dim, taps);
-    if (filter != Filter::Bicubic) x = b.convert(b.convert(x, type), opmath(type));
+    if (separable) x = b.convert(store_as(b, x, type), interp_math(type));
   }
-  return {b.convert(x, type)};
+  return {store_as(b, x, type)};
 }
 
 // (grad_output, output_size, input_size, align_corners, scales_h, scales_w).

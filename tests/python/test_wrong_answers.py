@@ -164,6 +164,34 @@ def test_interpolate_precision(
         torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
 
 
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode_name", ["bilinear", "bicubic"])
+def test_uint8_images_interpolate(
+    mode: str, mode_name: str, align_corners: bool, antialias: bool
+) -> None:
+    # uint8 images were weighed in uint8 (values off by up to 242; antialiased: all zeros).
+    # CPU computes them in fixed point or float by channel count and ISA, so the oracle is
+    # PyTorch's own test's: the float result rounded and clipped, within 1 for bilinear, and
+    # bicubic's bounds; and CPU's uint8 result within 2.
+    low, high = (30, 220) if mode_name == "bicubic" else (0, 256)
+    generator = torch.Generator().manual_seed(2)
+    image = torch.randint(low, high, (2, 3, 40, 36), dtype=torch.uint8, generator=generator)
+    for size in ((25, 17), (64, 50)):
+        options = dict(size=size, mode=mode_name, align_corners=align_corners, antialias=antialias)
+        actual = F.interpolate(image.to(TPU), **options).cpu()
+        assert actual.dtype == torch.uint8
+        reference = F.interpolate(image.float(), **options).round().clip(0, 255)
+        diff = (actual.float() - reference).abs()
+        if mode_name == "bilinear":
+            assert diff.max() <= 1, size
+        else:
+            assert diff.max() < 15 and (diff > 2).float().mean() < 0.03, size
+            assert diff.mean() < 0.4, size
+        on_cpu = F.interpolate(image, **options)
+        assert (actual.int() - on_cpu.int()).abs().max() <= 2, size
+
+
 @pytest.mark.parametrize(
     ("x_dtype", "values_dtype"), [(torch.float32, torch.int64), (torch.int32, torch.float64)]
 )
