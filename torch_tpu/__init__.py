@@ -133,6 +133,9 @@ def _initialize() -> None:
         _state["unavailable"] = error
         kind, path = "none", None
     torch._register_device_module("tpu", device_module)
+    from . import _legacy_storages
+
+    _legacy_storages.install(device_module)  # torch.tpu.FloatStorage, ...
     from . import memory
 
     device_module.memory = memory  # type: ignore[attr-defined]

@@ -311,7 +311,7 @@ TORCH_TPU_FLOAT_UNARY(sigmoid, "logistic");
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
-        [](LoweringContext& ctx) { return float_unary(ctx, [](Builder& b, Value x) body); })
+        [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
 TORCH_TPU_FLOAT_UNARY_FN(log2, {
   return b.binary("divide", b.unary("log", x), splat(b, 0.69314718055994531, x.type, x.shape));
 });
@@ -505,13 +505,24 @@ LOWER({"leaky_relu", "leaky_relu_", "leaky_relu.out"}, [](LoweringContext& ctx) 
   return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), x,
                          b.binary("multiply", x, slope))};
 });
-LOWER({"leaky_relu_backward", "leaky_relu_backward.grad_input"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  Value slope = as(b, ctx.scalar(2, x.type), x.type, x.shape);
-  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad,
-                         b.binary("multiply", grad, slope))};
-});
+LOWER(
+    {"leaky_relu_backward", "leaky_relu_backward.grad_input"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value grad = ctx.tensor(0), x = ctx.tensor(1);
+      Value slope = as(b, ctx.scalar(2, x.type), x.type, x.shape);
+      return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad,
+                             b.binary("multiply", grad, slope))};
+    },
+    {},
+    // On every call (the slope is a runtime input): after an in-place forward, `self` is the
+    // result, whose sign tells the input's only for a slope of at least 0.
+    [](const std::vector<c10::IValue>& args) {
+      TORCH_CHECK(!args[3].toBool() || args[2].toScalar().toDouble() >= 0.0,
+                  "In-place leakyReLu backward calculation is triggered with a negative slope "
+                  "which is not supported. This is caused by calling in-place forward function "
+                  "with a negative slope, please call out-of-place version instead.");
+    });
 LOWER({"hardtanh", "hardtanh_", "hardtanh.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
@@ -745,10 +756,40 @@ FloatOperands float_operands(LoweringContext& ctx) {
   return {operand(ctx, 0, m, shape), operand(ctx, 1, m, shape), t};
 }
 
+// Complex log(exp(a) + exp(b)) as CPU computes it: high + log1p(exp(low - high)), `low` the
+// operand of the smaller real part (b on a tie); a NaN in either operand makes both parts NaN,
+// and equal infinite real parts give low for -inf and log(exp(a) + exp(b)) for +inf.
+Value complex_log_add_exp(Builder& b, const Value& x, const Value& y) {
+  Value x_lower = b.compare("LT", b.real(x), b.real(y));
+  Value low = b.select(x_lower, x, y), high = b.select(x_lower, y, x);
+  Value low_real = b.real(low), high_real = b.real(high);
+  const Shape& shape = low_real.shape;
+  Value result = b.binary(
+      "add", b.unary("log_plus_one", b.unary("exponential", b.binary("subtract", low, high))),
+      high);
+  Value infinite =
+      b.binary("and", b.compare("EQ", low_real, high_real),
+               b.compare("EQ", b.unary("abs", low_real), splat(b, INFINITY, low_real.type, shape)));
+  Value at_infinity = b.select(
+      b.compare("LT", low_real, splat(b, 0, low_real.type, shape)), low,
+      b.unary("log", b.binary("add", b.unary("exponential", low), b.unary("exponential", high))));
+  result = b.select(infinite, at_infinity, result);
+  auto has_nan = [&b](const Value& z) {
+    return b.binary("or", b.compare("NE", b.real(z), b.real(z)),
+                    b.compare("NE", b.imag(z), b.imag(z)));
+  };
+  Value nan = splat(b, NAN, low_real.type, shape);
+  return b.select(b.binary("or", has_nan(x), has_nan(y)), b.complex(nan, nan), result);
+}
+
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)). Equal infinities give
 // a NaN difference; they (and every equal pair) are a + log(2) exactly.
 Values log_add_exp(LoweringContext& ctx, bool base2) {
   auto [x, y, t] = float_operands(ctx);
+  if (hlo::is_complex(x.type)) {
+    TORCH_CHECK(!base2, "\"logaddexp2\" not implemented for complex tensors");
+    return {ctx.b.convert(complex_log_add_exp(ctx.b, x, y), t)};
+  }
   ElementType m = x.type;
   const Shape& shape = x.shape;
   Builder& b = ctx.b;

@@ -108,9 +108,16 @@ void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::Ele
 }
 
 DeviceStorage& device_storage(const c10::Storage& storage) {
-  void* context = storage.data_ptr().get_context();
+  const c10::DataPtr& data = storage.data_ptr();
+  void* context = data.get_context();
   TORCH_CHECK(context != nullptr && storage.device_type() == c10::DeviceType::PrivateUse1,
               "torch_tpu: expected a tpu storage");
+  // Ours point at their DeviceStorage and own it; a slice of one (untyped_storage()[a:b])
+  // points into it and is owned by the storage it was cut from.
+  TORCH_CHECK_NOT_IMPLEMENTED(data.get() == context,
+                              "torch_tpu: a slice of a tpu storage (untyped_storage()[a:b]) "
+                              "cannot be read or written; slice a tensor over it instead "
+                              "(tensor.view(torch.uint8)[a:b])");
   return *static_cast<DeviceStorage*>(context);
 }
 

@@ -78,7 +78,7 @@ const std::unordered_set<std::string_view>& complex_ops() {
       "triangular_solve",
       // fixed for complex operands after that sweep: conjugated derivatives, vdot's conjugate,
       // angle's real argument, trace's complex sum
-      "sigmoid_backward", "tanh_backward", "vdot", "angle", "trace",
+      "sigmoid_backward", "tanh_backward", "vdot", "angle", "trace", "logaddexp",
       // jax kernels: jax lowered them for their complex operands
       "torch_tpu::jax_call"};
   return ops;

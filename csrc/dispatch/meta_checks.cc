@@ -79,6 +79,13 @@ bool is_not_implemented(const python_error& error) {
   return is_python_error_of(error, PyExc_NotImplementedError);
 }
 
+// torch.use_deterministic_algorithms' alert from a Meta kernel: Meta kernels take a meta
+// tensor for a CUDA one, so the alert is about CUDA's kernel (histc's atomics, median's
+// indices), not about ours, whose programs give the same result on every run.
+bool is_determinism_alert(std::string_view message) {
+  return message.find("does not have a deterministic implementation") != std::string_view::npos;
+}
+
 // Ops whose CPU kernels write into overlapping (expanded) targets without complaint: fills,
 // masked and indexed writes (deprecated there, but allowed), and reductions' out=.
 bool may_write_overlapping(std::string_view name) {
@@ -116,9 +123,16 @@ void check_written_overlap(const c10::FunctionSchema& schema,
   }
 }
 
-// Ops whose Meta kernel copies one backend's limits rather than the op's: _grouped_mm's takes
-// only bfloat16 (CUDA's fast path), while CPU, CUDA's fallback and our lowering take any float.
-bool meta_is_narrower_than_op(std::string_view name) { return name == "aten::_grouped_mm"; }
+// Calls whose Meta kernel copies one backend's limits rather than the op's: _grouped_mm's
+// takes only bfloat16 (CUDA's fast path), while CPU, CUDA's fallback and our lowering take any
+// float; nll_loss's (a decomposition through gather) refuses the uint8 targets CPU takes.
+bool meta_is_narrower_than_op(std::string_view name, const std::vector<c10::IValue>& args) {
+  if (name == "aten::_grouped_mm") return true;
+  if (!name.starts_with("aten::nll_loss")) return false;
+  return std::any_of(args.begin(), args.end(), [](const c10::IValue& arg) {
+    return arg.isTensor() && arg.toTensor().defined() && arg.toTensor().scalar_type() == c10::kByte;
+  });
+}
 
 // The strides of each fresh return among `outputs` (the Meta kernel's results, one per schema
 // return) where they are dense but not contiguous; empty otherwise.
@@ -188,7 +202,7 @@ void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args) {
   check_written_overlap(schema, args);
-  if (meta_is_narrower_than_op(schema.name())) return {};
+  if (meta_is_narrower_than_op(schema.name(), args)) return {};
   auto op = c10::Dispatcher::singleton().findOp(schema.operator_name());
   if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) return {};
   std::optional<torch::jit::Stack> meta = stand_ins(args, c10::Device(c10::kMeta));
@@ -210,9 +224,13 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
     meta_broke = is_python_error_of(error, PyExc_TypeError) ||
                  is_python_error_of(error, PyExc_AttributeError);
   } catch (const pybind11::error_already_set& error) {
+    if (is_determinism_alert(error.what())) return {};
     meta_error = std::current_exception();
     pybind11::gil_scoped_acquire gil;
     meta_broke = error.matches(PyExc_TypeError) || error.matches(PyExc_AttributeError);
+  } catch (const std::exception& error) {
+    if (is_determinism_alert(error.what())) return {};
+    meta_error = std::current_exception();
   } catch (...) {
     meta_error = std::current_exception();
   }

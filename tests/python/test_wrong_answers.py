@@ -202,3 +202,96 @@ def test_heaviside_mixed_dtypes_message(
     values = torch.tensor([2, 2, 2]).to(values_dtype)
     assert_matches_cpu(lambda d: torch.heaviside(x.to(d), values.to(d)))
     assert_matches_cpu(lambda d: torch.heaviside(x.to(d), values.to(d).to(x_dtype)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("batched", [True, False])
+def test_nll_loss_uint8_target(mode: str, reduction: str, batched: bool) -> None:
+    # CPU takes a uint8 target; the Meta kernel (through gather) refused it.
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 4, generator=generator).log_softmax(-1)
+    target = torch.randint(0, 4, (6,), dtype=torch.uint8, generator=generator)
+    if not batched:
+        logits, target = logits[0], target[0]
+
+    def run(device: str) -> list[torch.Tensor]:
+        leaf = logits.to(device).requires_grad_()
+        loss = F.nll_loss(leaf, target.to(device), reduction=reduction, ignore_index=2)
+        loss.sum().backward()
+        assert leaf.grad is not None
+        return [loss.detach().cpu(), leaf.grad.cpu()]
+
+    for actual, expected in zip(run(TPU), run("cpu"), strict=True):
+        torch.testing.assert_close(actual, expected)
+
+
+def test_legacy_storage_types() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        for dtype, name in ((torch.float32, "FloatStorage"), (torch.int8, "CharStorage")):
+            tensor = torch.zeros(3, dtype=dtype, device=TPU)
+            assert tensor.storage_type() is getattr(torch.tpu, name)
+            assert isinstance(tensor.storage(), getattr(torch.tpu, name))
+            assert not isinstance(tensor.cpu().storage(), getattr(torch.tpu, name))
+        storage = torch.tpu.DoubleStorage(4)
+        assert (storage.device.type, storage.dtype, storage.size()) == ("tpu", torch.float64, 4)
+
+
+def test_untyped_storage_slice_refuses_with_its_way_out() -> None:
+    tensor = torch.arange(6.0, device=TPU)
+    assert tensor.untyped_storage()[4] == tensor.cpu().untyped_storage()[4]
+    piece = tensor.untyped_storage()[4:12]
+    with pytest.raises(NotImplementedError, match=r"tensor.view\(torch.uint8\)\[a:b\]"):
+        piece[0]
+    expected = tensor.cpu().untyped_storage()[4:12]
+    assert tensor.view(torch.uint8)[4:12].cpu().tolist() == list(expected)
+
+
+def test_in_place_leaky_relu_backward_with_negative_slope_raises(mode: str) -> None:
+    for device in ("cpu", TPU):
+        leaf = torch.randn(5, requires_grad=True)
+        result = F.leaky_relu_(leaf.to(device).clone(), -0.1)
+        with pytest.raises(RuntimeError, match="In-place leakyReLu backward"):
+            result.sum().backward()
+    leaf = torch.randn(5, requires_grad=True)
+    F.leaky_relu_(leaf.to(TPU).clone(), 0.1).sum().backward()  # a slope >= 0 is fine
+
+
+def test_deterministic_algorithms_allow_histc_and_median(mode: str) -> None:
+    # Their Meta kernels raise CUDA's alerts; our programs give the same result on every run.
+    values = torch.tensor([3.0, 1.0, 1.0, 2.0, 0.5])
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        counts = torch.histc(values.to(TPU), bins=4)
+        assert torch.equal(counts.cpu(), torch.histc(values, bins=4))
+        median = torch.median(values.to(TPU), 0)
+        expected = torch.median(values, 0)
+        assert median.values.item() == expected.values.item()
+        assert median.indices.item() == expected.indices.item()
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+def test_complex_logaddexp(mode: str) -> None:
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor(
+        [1 + 2j, -3 + 0.5j, complex(-inf, 1), complex(inf, 2), complex(nan, 0), 100 + 1j, 2 + 3j],
+        dtype=torch.complex64,
+    )
+    b = torch.tensor(
+        [0.5 - 1j, 2 + 2j, complex(-inf, 3), complex(inf, -1), 1 + 1j, 99 + 2j, 2 + 3j],
+        dtype=torch.complex64,
+    )
+    actual = torch.logaddexp(a.to(TPU), b.to(TPU)).cpu()
+    torch.testing.assert_close(actual, torch.logaddexp(a, b), equal_nan=True)
+    x = torch.randn(6, dtype=torch.complex64, generator=torch.Generator().manual_seed(4))
+    y = torch.randn(6, dtype=torch.complex64, generator=torch.Generator().manual_seed(5))
+
+    def gradient(device: str) -> torch.Tensor:
+        leaf = x.to(device).requires_grad_()
+        torch.logaddexp(leaf, y.to(device)).abs().sum().backward()
+        assert leaf.grad is not None
+        return leaf.grad.cpu()
+
+    torch.testing.assert_close(gradient(TPU), gradient("cpu"))
