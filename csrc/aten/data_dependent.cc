@@ -169,6 +169,7 @@ at::Tensor& masked_scatter_kernel(at::Tensor& self, const at::Tensor& mask,
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),
               "masked_scatter: expected self and source to have same dtypes but got ",
               self.scalar_type(), " and ", source.scalar_type());
+  at::assert_no_internal_overlap(self);  // an expanded self: CPU refuses it too
   at::Tensor expanded = mask.expand(self.sizes());
   at::Tensor coordinates = nonzero_kernel(expanded);
   int64_t count = coordinates.size(0);

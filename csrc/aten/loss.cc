@@ -171,6 +171,11 @@ LOWER({"binary_cross_entropy", "binary_cross_entropy.out"}, [](LoweringContext& 
   ElementType m = opmath(x0.type);
   Value x = b.convert(x0, m), t = as(b, ctx.tensor(1), m, x.shape);
   Value floor = splat(b, -100, m, x.shape), one = splat(b, 1, m, x.shape);
+  // CPU checks every input (NaN fails too); here the device does, raising at the next sync.
+  b.check_at_runtime(all_of(b, b.binary("and", b.compare("GE", x, splat(b, 0, m, x.shape)),
+                                        b.compare("LE", x, one))),
+                     Builder::CheckKind::RaisesRuntimeError,
+                     "an input outside [0, 1] (all elements of input should be between 0 and 1)");
   Value log_x = extremum(b, "maximum", b.unary("log", x), floor);
   Value log_1mx = extremum(b, "maximum", b.unary("log", b.binary("subtract", one, x)), floor);
   Value loss =

@@ -302,9 +302,19 @@ LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(system_rhs.shape[system_rhs.rank() - 2] == lu.shape.back(),
               "linalg.lu_solve: Incompatible shapes of A and B for the equation");
   Shape batch = broadcast_shapes(batch_of(lu), batch_of(system_rhs));
-  Lu f = broadcast_factors(
-      b, {wide(b, lu), permutation_of(b, ctx.tensor(1), lu.shape[lu.rank() - 2]), Value(), Value()},
-      batch);
+  Value pivots = ctx.tensor(1);
+  const int64_t rows = lu.shape[lu.rank() - 2];
+  // Pivots are 1-based rows; CPU checks them, here the device does (raising at the next sync).
+  b.check_at_runtime(
+      all_of(b,
+             b.binary("and", b.compare("GE", pivots, splat(b, 1, pivots.type, pivots.shape)),
+                      b.compare("LE", pivots,
+                                splat(b, static_cast<double>(rows), pivots.type, pivots.shape)))),
+      Builder::CheckKind::RaisesRuntimeError,
+      "pivots out of range (Pivots given to lu_solve must all be smaller or equal to LU.size(-2). "
+      "Did you properly pass the result of lu_factor?)");
+  Lu f =
+      broadcast_factors(b, {wide(b, lu), permutation_of(b, pivots, rows), Value(), Value()}, batch);
   Value x = with_batch(b, b.convert(system_rhs, f.lu.type), batch);
   bool transposed_system = adjoint != !left;
   x = transposed_system ? solve_adjoint_with(b, f, x) : solve_with(b, f, x);

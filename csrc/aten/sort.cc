@@ -40,8 +40,8 @@ Values sort_lowering(LoweringContext& ctx) {
   bool has_stable = !ctx.arg(1).isInt();
   int64_t dim_index = has_stable ? 2 : 1;
   int64_t rank = x.rank();
+  int64_t dim = wrap_dim(ctx.arg(dim_index).toInt(), rank);  // a 0-d tensor takes -1 and 0
   if (rank == 0) return {x, ctx.b.constant_int(0, ElementType::S64)};
-  int64_t dim = wrap_dim(ctx.arg(dim_index).toInt(), rank);
   bool descending = ctx.arg(dim_index + 1).toBool();
   auto [values, positions] = sort_along(ctx.b, x, dim, descending);
   return {values, positions};

@@ -170,6 +170,24 @@ bool unusual_dtypes(const std::vector<c10::IValue>& args) {
   return self && c10::isIntegralType(*self, /*includeBool=*/true);
 }
 
+// Products and cross products whose Meta kernels take operands of two dtypes (mv of float32 by
+// int64) where CPU refuses them: our lowerings would promote and answer.
+bool mixes_dtypes_cpu_refuses(std::string_view name, const std::vector<c10::IValue>& args) {
+  static const std::unordered_set<std::string_view> one_dtype = {
+      "aten::mv",    "aten::mm",     "aten::bmm",          "aten::addmv",
+      "aten::addmm", "aten::addbmm", "aten::baddbmm",      "aten::dot",
+      "aten::vdot",  "aten::addr",   "aten::linalg_cross", "aten::cross"};
+  if (!one_dtype.contains(name)) return false;
+  std::optional<c10::ScalarType> first;
+  for (const c10::IValue& arg : args) {
+    if (!arg.isTensor() || !arg.toTensor().defined() || arg.toTensor().dim() == 0) continue;
+    const c10::ScalarType type = arg.toTensor().scalar_type();
+    if (first && *first != type) return true;
+    first = type;
+  }
+  return false;
+}
+
 // Whether CPU's error is about dtypes (and so holds whatever the values): a dtype its kernel
 // does not dispatch on, or operands whose dtypes it will not mix. Other errors from zero-filled
 // stand-ins could be about the values.
@@ -235,7 +253,9 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
     meta_error = std::current_exception();
   }
   if (!meta_error) {
-    if (unusual_dtypes(args)) raise_cpu_dtype_error(schema, args);
+    if (unusual_dtypes(args) || mixes_dtypes_cpu_refuses(schema.name(), args)) {
+      raise_cpu_dtype_error(schema, args);
+    }
     return fresh_output_layouts(schema, *meta);
   }
   // The call is bad. Most Meta kernels are torch's Python references, whose messages (and now

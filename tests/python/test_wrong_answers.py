@@ -295,3 +295,63 @@ def test_complex_logaddexp(mode: str) -> None:
         return leaf.grad.cpu()
 
     torch.testing.assert_close(gradient(TPU), gradient("cpu"))
+
+
+def _lu_of_random() -> tuple[torch.Tensor, torch.Tensor]:
+    matrix = torch.randn(3, 3, generator=torch.Generator().manual_seed(6))
+    lu, pivots = torch.linalg.lu_factor(matrix)
+    return lu, pivots
+
+
+NAN_MATRIX = torch.full((3, 3), float("nan"))
+REFUSED_CALLS: dict[str, Callable[[str], object]] = {
+    # Operands of two dtypes that CPU's products will not mix.
+    "mv_float_by_long": lambda d: torch.mv(
+        torch.randn(3, 4, device=d), torch.ones(4, dtype=torch.long, device=d)
+    ),
+    "cross_float_by_long": lambda d: torch.linalg.cross(
+        torch.randn(3, device=d), torch.ones(3, dtype=torch.long, device=d)
+    ),
+    # Values CPU checks and the device now checks too (raised at the next sync).
+    "svd_of_nan": lambda d: torch.linalg.svd(NAN_MATRIX.to(d)).S,
+    "matrix_rank_of_nan": lambda d: torch.linalg.matrix_rank(NAN_MATRIX.to(d)),
+    "pinv_of_nan": lambda d: torch.linalg.pinv(NAN_MATRIX.to(d)),
+    "binary_cross_entropy_of_nan": lambda d: F.binary_cross_entropy(
+        torch.tensor([0.5, float("nan")], device=d), torch.ones(2, device=d)
+    ),
+    "binary_cross_entropy_above_one": lambda d: F.binary_cross_entropy(
+        torch.tensor([0.5, 1.5], device=d), torch.ones(2, device=d)
+    ),
+    "lu_solve_pivots_out_of_range": lambda d: torch.linalg.lu_solve(
+        _lu_of_random()[0].to(d),
+        torch.tensor([7, 9, 3], dtype=torch.int32, device=d),
+        torch.ones(3, 1, device=d),
+    ),
+    # Shapes and layouts.
+    "masked_scatter_into_expanded": lambda d: (
+        torch.zeros(1, device=d)
+        .expand(3)
+        .masked_scatter_(torch.tensor([True, False, True], device=d), torch.ones(3, device=d))
+    ),
+    "sort_0d_dim_minus_3": lambda d: torch.sort(torch.tensor(1.0, device=d), dim=-3).values,
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED_CALLS))
+def test_calls_cpu_refuses_raise(mode: str, name: str) -> None:
+    # Each answered a value on tpu while CPU raised (the bad-input fuzz's silent acceptances).
+    call = REFUSED_CALLS[name]
+    with pytest.raises(Exception) as on_cpu:
+        call("cpu")
+    expected = RuntimeError if isinstance(on_cpu.value, RuntimeError) else type(on_cpu.value)
+    with pytest.raises(expected):
+        result = call(TPU)
+        assert isinstance(result, torch.Tensor)
+        result.cpu()  # a value checked on the device raises here at the latest
+    torch.tpu.synchronize()  # the failure was raised once and is not raised again
+    lu, pivots = _lu_of_random()  # the same calls with good values still answer
+    b = torch.ones(3, 1)
+    torch.testing.assert_close(
+        torch.linalg.lu_solve(lu.to(TPU), pivots.to(TPU), b.to(TPU)).cpu(),
+        torch.linalg.lu_solve(lu, pivots, b),
+    )
