@@ -17,7 +17,9 @@
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
 # wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
 # the recipe tests need, and docs, with which tests/python/test_docs.py builds the documentation
-# site (mkdocs build --strict) and runs the Python blocks of the docs and README.
+# site (mkdocs build --strict) and runs the Python blocks of the docs and README; --full also
+# installs xprof (~100 MB), with which tests/python/test_xprof.py opens a trace in XProf (it is
+# skipped, saying so, without it).
 #
 # Each test process keeps its own fresh persistent compile cache (conftest.py): a shared one
 # would turn another worker's or pass's compiles into disk hits under tests that count
@@ -29,7 +31,11 @@ if [ "${1:-}" = "--full" ]; then
   FULL=1
   shift
 fi
-bash scripts/setup.sh titan ray docs
+if [ "$FULL" = 1 ]; then
+  bash scripts/setup.sh titan ray docs xprof  # XProf opens a trace in tests/python/test_xprof.py
+else
+  bash scripts/setup.sh titan ray docs
+fi
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}
 PYTEST=("$PY" -m pytest tests/python -q -p no:cacheprovider -n "$WORKERS" --maxprocesses 4
