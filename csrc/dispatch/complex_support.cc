@@ -80,7 +80,9 @@ const std::unordered_set<std::string_view>& complex_ops() {
       // angle's real argument, trace's complex sum
       "sigmoid_backward", "tanh_backward", "vdot", "angle", "trace", "logaddexp",
       // jax kernels: jax lowered them for their complex operands
-      "torch_tpu::jax_call"};
+      "torch_tpu::jax_call",
+      // size buckets' own data movement (dispatch/size_buckets.h)
+      "torch_tpu::bucket_cat"};
   return ops;
 }
 
