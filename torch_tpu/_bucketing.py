@@ -22,6 +22,7 @@ on the device in a small LRU; the executable never sees ``n`` as a constant.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import warnings
@@ -38,8 +39,6 @@ from . import _C
 aten = torch.ops.aten
 Mask = torch.Tensor | None
 
-# Smallest bucket: tiny sizes all share one executable.
-MIN_BUCKET = 1
 # Size combinations whose masks stay cached on the device.
 MASK_CACHE_SIZE = 16
 # Forward calls whose saved-tensor masks wait for their backward.
@@ -58,35 +57,34 @@ def _name(target: Any) -> str:
     return schema.name.removeprefix("aten::") if schema is not None else ""
 
 
-POINTWISE = {
-    "abs", "add", "addcdiv", "addcmul", "alias", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "clamp", "clamp_max", "clamp_min", "clone", "copy", "cos", "detach", "div",
-    "empty_like", "eq", "erf", "exp", "expm1", "fill", "full_like", "ge", "gelu",
-    "gelu_backward", "gt", "le", "lerp", "lift_fresh_copy", "log", "log1p", "logical_and",
-    "logical_not", "logical_or", "lt", "masked_fill", "maximum", "minimum", "mul", "native_dropout",
-    "native_dropout_backward", "ne", "neg", "ones_like", "pow", "rand_like", "randn_like",
-    "reciprocal", "relu", "rsqrt", "rsub", "sigmoid", "sigmoid_backward", "sign", "silu",
-    "silu_backward", "sin", "sqrt", "square", "sub", "tanh", "tanh_backward", "threshold_backward",
-    "_to_copy", "tril", "triu", "where", "zeros_like",
-}  # fmt: skip
-LAYOUT = {
-    "_unsafe_view", "cat", "expand", "permute", "reshape", "select", "slice", "split",
-    "split_with_sizes", "squeeze", "t", "transpose", "unbind", "unsqueeze", "view", "stack",
-}  # fmt: skip
-FACTORIES = {"arange", "empty", "full", "ones", "zeros", "rand", "randn", "scalar_tensor"}
-# Reductions: the fill that makes padded positions neutral.
-REDUCTIONS = {
-    "sum": 0.0, "mean": 0.0, "any": 0, "amax": -math.inf, "amin": math.inf,
-    "logsumexp": -math.inf, "argmax": -math.inf, "argmin": math.inf, "prod": 1.0,
-}  # fmt: skip
-MATMULS = {"mm", "bmm", "addmm", "baddbmm"}
+# How each op treats padding, in compiled graphs: the one table both bucketing paths read
+# (csrc/dispatch/op_padding.cc). {op: kind} for the ops with a rule here.
+OP_PADDING: dict[str, str] = {
+    op: compiled for op, (_eager, compiled) in _C._op_padding().items() if compiled != "none"
+}
+
+
+def _ops(*kinds: str) -> set[str]:
+    return {op for op, kind in OP_PADDING.items() if kind in kinds}
+
+
+POINTWISE = _ops("pointwise")
+LAYOUT = _ops("layout")
+FACTORIES = _ops("fill")
+# Reductions: padded positions read as the reduction's neutral element (_neutral).
+REDUCTIONS = _ops("reduce")
+MATMULS = _ops("contract")
 # Ops with a rule of their own in _Run.
-OTHER_RULES = {
-    "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
-    "embedding", "embedding_dense_backward", "nll_loss_forward", "nll_loss_backward",
-    "native_layer_norm", "native_layer_norm_backward", "cumsum", "sym_size", "sym_numel",
-    "select_backward", "slice_backward",
-}  # fmt: skip
+OTHER_RULES = _ops("own", "scan")
+
+
+@functools.cache
+def _neutral(op: str, dtype: torch.dtype) -> int | float | bool:
+    """What padding reads as for `op` (a reduction or scan) over `dtype` to ignore it."""
+    value = _C._padding_neutral(op, dtype)
+    if value is None:
+        raise Unsupported(f"{op} of {dtype} has no neutral element")
+    return value
 
 
 @dataclass(frozen=True)
@@ -142,8 +140,7 @@ def check_bucketable(gm: torch.fx.GraphModule) -> str | None:
             _free_symbols(n.meta.get("val")) for n in _node_inputs(node)
         )
         name = _name(node.target)
-        known = name in POINTWISE | LAYOUT | FACTORIES | set(REDUCTIONS) | MATMULS | OTHER_RULES
-        if touches and not known:
+        if touches and name not in OP_PADDING:
             return f"{node.target} has no padding rule"
     return None if symbolic else NO_SYMBOLS
 
@@ -156,10 +153,8 @@ def _finite_int(value: Any) -> int | None:
 
 
 def _bucket(actual: int, upper: int | None) -> int:
-    size = max(MIN_BUCKET, 1 << max(actual - 1, 0).bit_length())
-    if upper is not None:
-        size = min(size, upper)
-    return max(size, actual)
+    """The bucket of a symbolic size by the one rule both paths share (bucket_rule.h)."""
+    return _C._compiled_bucket_size(actual, upper)
 
 
 class _Run:
@@ -425,7 +420,7 @@ class _Run:
     ) -> tuple[Any, Any]:
         target = node.target
         if name in REDUCTIONS:
-            filled = [self.fill(node, 0, args[0], REDUCTIONS[name]), *args[1:]]
+            filled = [self.fill(node, 0, args[0], _neutral(name, args[0].dtype)), *args[1:]]
             counts = self.real_counts(node, in_masks[0], args, kwargs)
             if name == "mean":
                 # The sum over real positions divided by their number, not the padded one.
@@ -443,7 +438,7 @@ class _Run:
         if name in ("_softmax_backward_data", "_log_softmax_backward_data", "cumsum"):
             filled = [self.fill(node, i, a, 0.0) if i < 2 else a for i, a in enumerate(args)]
             if name == "cumsum":
-                filled = [self.fill(node, 0, args[0], 0.0)] + args[1:]
+                filled = [self.fill(node, 0, args[0], _neutral(name, args[0].dtype))] + args[1:]
             out = target(*filled, **kwargs)
             return out, self.pointwise_masks(node, out)
         if name in MATMULS:

@@ -6,13 +6,11 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
@@ -25,16 +23,7 @@
 
 namespace torch_tpu {
 
-int64_t bucket_length(int64_t length) {
-  int64_t bucket = 8;
-  while (bucket < length) bucket *= 2;
-  return bucket;
-}
-
 namespace {
-
-// Past this, padding to the bucket costs more memory than a compile is worth.
-constexpr int64_t kLargestBucket = int64_t{1} << 24;
 
 // TORCH_TPU_SIZE_BUCKETS=0 at start-up, or set_size_buckets(false), turns buckets off.
 std::atomic<int>& setting() {
@@ -177,7 +166,7 @@ std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name
     length += part.numel();
   }
   const int64_t bucket = bucket_length(length);
-  if (first.numel() == 0 || bucket > kLargestBucket) return std::nullopt;
+  if (first.numel() == 0 || bucket > kEagerLargestBucket) return std::nullopt;
   const hlo::ElementType type = to_element_type(first.scalar_type());
   std::shared_ptr<pjrt::Buffer> first_bucket =
       plain(first, first.numel()) ? any_bucket(device_storage(first), type) : nullptr;
@@ -194,38 +183,6 @@ std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name
   DeviceStorage::Contents contents = device_storage(flat).raw_contents();
   device_storage(result).assign_bucket(contents.buffer, contents.type);
   return std::vector<c10::IValue>{result};
-}
-
-// What lies past a length must read as, for a full reduction of `dtype` to ignore it (nullopt
-// for a dtype this does not know: the reduction then runs exact).
-std::optional<c10::Scalar> neutral(std::string_view reduction, c10::ScalarType dtype) {
-  if (reduction == "sum") return c10::isFloatingType(dtype) ? c10::Scalar(-0.0) : c10::Scalar(0);
-  if (reduction == "prod" || reduction == "all") return c10::Scalar(1);
-  if (reduction == "any") return c10::Scalar(0);
-  const bool lowest = reduction == "max";
-  if (dtype == c10::kBool) return c10::Scalar(!lowest);
-  if (c10::isFloatingType(dtype)) {
-    const double inf = std::numeric_limits<double>::infinity();
-    return c10::Scalar(lowest ? -inf : inf);
-  }
-  auto limit = [lowest]<typename T>(T) {
-    return c10::Scalar(static_cast<int64_t>(lowest ? std::numeric_limits<T>::lowest()
-                                                   : std::numeric_limits<T>::max()));
-  };
-  switch (dtype) {
-    case c10::kByte:
-      return limit(uint8_t{});
-    case c10::kChar:
-      return limit(int8_t{});
-    case c10::kShort:
-      return limit(int16_t{});
-    case c10::kInt:
-      return limit(int32_t{});
-    case c10::kLong:
-      return limit(int64_t{});
-    default:
-      return std::nullopt;
-  }
 }
 
 struct Parsed {
@@ -265,7 +222,7 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
   if (!enabled() || eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
   const int64_t length = dst.numel();
   const int64_t bucket = bucket_length(length);
-  if (length == 0 || bucket == length || bucket > kLargestBucket || !plain(dst, length) ||
+  if (length == 0 || bucket == length || bucket > kEagerLargestBucket || !plain(dst, length) ||
       !fill_uses_bucket("upload", dst.scalar_type(), bucket, dst.sizes(), length)) {
     return std::nullopt;
   }
@@ -274,45 +231,33 @@ std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
 }
 
 BucketKind bucket_kind(const std::string& op_name) {
-  static const std::unordered_set<std::string> pointwise = {
-      "abs",        "neg",         "exp",         "exp2",        "log",         "log2",
-      "log10",      "log1p",       "expm1",       "sqrt",        "rsqrt",       "sin",
-      "cos",        "tan",         "tanh",        "sigmoid",     "relu",        "floor",
-      "ceil",       "trunc",       "frac",        "sign",        "reciprocal",  "erf",
-      "add",        "sub",         "mul",         "div",         "pow",         "maximum",
-      "minimum",    "fmax",        "fmin",        "clamp",       "clamp_min",   "clamp_max",
-      "where",      "lt",          "le",          "gt",          "ge",          "eq",
-      "ne",         "logical_and", "logical_or",  "logical_xor", "logical_not", "bitwise_and",
-      "bitwise_or", "bitwise_xor", "bitwise_not", "remainder",   "fmod",        "atan2",
-      "hypot",      "nan_to_num",  "gelu",        "silu",        "leaky_relu",  "hardtanh"};
-  static const std::unordered_set<std::string> fills = {"uniform_",   "normal_",     "random_",
-                                                        "fill_",      "zero_",       "exponential_",
-                                                        "geometric_", "log_normal_", "cauchy_"};
   const Parsed parsed = parse(op_name);
-  if (parsed.base == "copy_" && parsed.overload.empty()) return BucketKind::Copy;
-  if (fills.contains(parsed.base) || (parsed.base == "bernoulli_" && parsed.overload == "float")) {
-    return BucketKind::Fill;
-  }
   const std::string base = without_trailing_underscore(parsed.base);
-  if (parsed.overload == "dimname" || parsed.overload == "dimname_out") return BucketKind::None;
-  if (pointwise.contains(base)) return BucketKind::Pointwise;
-  if ((base == "cumsum" || base == "cumprod") &&
-      (parsed.overload.empty() || parsed.overload == "out")) {
-    return BucketKind::Scan;
+  const bool in_place = base != parsed.base;
+  const OpPadding* row = find_op_padding(base);
+  const BucketKind kind = row != nullptr ? row->eager : BucketKind::None;
+  const std::string& overload = parsed.overload;
+  // Which forms of the op run at buckets: fills and copies overwrite self (in place), a
+  // reduction only over the whole tensor (its plain overload).
+  switch (kind) {
+    case BucketKind::Copy:
+      return in_place && overload.empty() ? kind : BucketKind::None;
+    case BucketKind::Fill:
+      return in_place && (base != "bernoulli" || overload == "float") ? kind : BucketKind::None;
+    default:
+      break;
   }
-  if ((base == "sum" || base == "max" || base == "min" || base == "prod" || base == "any" ||
-       base == "all") &&
-      parsed.overload.empty() && base == parsed.base) {
-    return BucketKind::Reduce;
+  if (overload == "dimname" || overload == "dimname_out") return BucketKind::None;
+  switch (kind) {
+    case BucketKind::Scan:
+      return overload.empty() || overload == "out" ? kind : BucketKind::None;
+    case BucketKind::Reduce:
+      return overload.empty() && !in_place ? kind : BucketKind::None;
+    case BucketKind::Cat:
+      return (overload.empty() || overload == "default") && !in_place ? kind : BucketKind::None;
+    default:
+      return kind;
   }
-  if (parsed.base == "cat" && (parsed.overload.empty() || parsed.overload == "default")) {
-    return BucketKind::Cat;
-  }
-  if (parsed.base == "_index_put_impl_" || parsed.base == "index_put_" ||
-      parsed.base == "index_put") {
-    return BucketKind::IndexPut;
-  }
-  return BucketKind::None;
 }
 
 BucketKind remembered_bucket_kind(const std::string& key_prefix) {
@@ -388,7 +333,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   const int64_t length = leader.numel();
   if (length == 0 || !plain(leader, length)) return std::nullopt;
   const int64_t bucket = bucket_length(length);
-  if (bucket > kLargestBucket || bucket == length) return std::nullopt;
+  if (bucket > kEagerLargestBucket || bucket == length) return std::nullopt;
   const std::vector<int64_t> sizes = leader.sizes().vec();
 
   std::vector<c10::IValue> inner = args;
@@ -445,7 +390,8 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
     case BucketKind::Reduce: {
       const c10::ScalarType dtype = leader.scalar_type();
       const std::optional<c10::Scalar> fill =
-          c10::isComplexType(dtype) ? std::nullopt : neutral(parse(op_name).base, dtype);
+          c10::isComplexType(dtype) ? std::nullopt
+                                    : neutral(find_op_padding(parse(op_name).base)->neutral, dtype);
       if (!fill || !stand_in_for(0, true)) return std::nullopt;
       inner[0] = masked(*stand_ins[0], length, *fill);
       break;
@@ -476,7 +422,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                               ? bucket_of(index, bucket)
                               : nullptr;
       if (!index_bucket || !stand_in_for(2, true)) return std::nullopt;
-      inner[2] = masked(*stand_ins[2], length, c10::Scalar(-0.0));
+      inner[2] = masked(*stand_ins[2], length, *neutral(Reduction::Sum, self.scalar_type()));
       at::Tensor masked_index =
           masked(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
       if (args[1].isTensorList()) {
@@ -488,8 +434,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       inner[1] = index_list;
       break;
     }
-    case BucketKind::None:
-    case BucketKind::Cat:
+    default:  // None, Cat (above) and the kinds of compiled graphs only
       return std::nullopt;
   }
 

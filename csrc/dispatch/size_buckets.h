@@ -1,7 +1,7 @@
 // Size buckets for eager ops. A script that meets many lengths (a sweep over sizes, inputs of
 // varying length) would compile one executable per op and length: 20-100 ms each on the CPU
 // plugin, far more on a TPU. Once fills (or uploads) of an op and dtype have met two lengths
-// within a bucket (the next power of two), each new shape runs at the bucket's length, and its
+// within a bucket (bucket_rule.h), each new shape runs at the bucket's length, and its
 // tensor is the first n elements of the bucket's buffer. Ops whose first n results do not depend
 // on what lies past n in their inputs (elementwise ops, copies, prefix scans) then run at the
 // bucket's length too, full reductions and accumulating scatters after what lies past n is
@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "csrc/dispatch/bucket_rule.h"
+#include "csrc/dispatch/op_padding.h"
+
 namespace torch_tpu {
 
 // Whether eager ops may run at size buckets (TORCH_TPU_SIZE_BUCKETS; on where the plugin makes
@@ -28,21 +31,8 @@ void set_size_buckets(bool on);
 // Forgets the lengths and shapes fills and uploads have met (tests start from none).
 void forget_met_shapes();
 
-// The bucket a length falls in: the next power of two, at least 8.
-int64_t bucket_length(int64_t length);
-
-// How an op can run at a bucket's length in place of its exact one.
-enum class BucketKind : uint8_t {
-  None,
-  Pointwise,  // elementwise over tensors of one size (and 0-d ones)
-  Fill,       // overwrites self whole (a constant, random numbers)
-  Copy,       // copy_ of a whole tensor into another of its size
-  Scan,       // cumsum/cumprod of a 1-d tensor
-  Reduce,     // a full reduction (sum, prod, max, min, any, all)
-  IndexPut,   // self[index] += values, one 1-d index
-  Cat,        // cat whose parts follow each other in memory (sizes before dim all 1)
-};
-// The kind of an op by its name ("aten::add_.Tensor"), worked out once per op.
+// How an op runs at eager buckets, by its name ("aten::add_.Tensor"): its row of the padding
+// table (op_padding.h) where this form of the op (in place, out=, overload) qualifies.
 BucketKind bucket_kind(const std::string& op_name);
 // The same for a kernel's run_lowering call, by its key prefix: remembered per thread, so a
 // call costs one lookup.

@@ -20,13 +20,13 @@
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/registration.h"
 #include "csrc/dispatch/run_ahead.h"
-#include "csrc/dispatch/size_buckets.h"
 #include "csrc/distributed/pjrt_key_value.h"
 #include "csrc/hlo/builder.h"
 #include "csrc/pjrt/compile_options.h"
 #include "csrc/pjrt/executable.h"
 #include "csrc/profiler/device_trace.h"
 #include "csrc/profiler/xspace.h"
+#include "csrc/python/buckets.h"
 #include "csrc/python/distributed.h"
 #include "csrc/python/flight_recorder.h"
 #include "csrc/python/graph_replay.h"
@@ -148,6 +148,7 @@ PYBIND11_MODULE(_C, m) {
   bind_distributed(m);
   bind_flight_recorder(m);
   bind_graph_replay(m);
+  bind_buckets(m);
   bind_kernels(m);
   bind_memory_history(m);
   m.def("_initialize", &initialize, py::arg("plugin_path"), py::arg("cpu_device_count") = 1,
@@ -252,9 +253,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metrics", [] { return metrics().snapshot(); });
   m.def("_retired_percent", &retired_percent);
   m.def("_set_retired_percent", &set_retired_percent);
-  m.def("_size_buckets", &size_buckets);
-  m.def("_set_size_buckets", &set_size_buckets);
-  m.def("_forget_size_bucket_shapes", &forget_met_shapes);
   m.def("_reset_metrics", [] { metrics().reset(); });
   m.def("_in_flight", &in_flight);
   m.def("_cache_size", &cache_size);

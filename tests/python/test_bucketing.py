@@ -135,6 +135,30 @@ def test_reductions_over_padded_dims_are_exact(buckets: bool) -> None:
             torch.testing.assert_close(g.cpu(), w, atol=1e-5, rtol=1e-5)
 
 
+def test_integer_and_bool_reductions_over_padded_dims_are_exact() -> None:
+    """Padding reads as the reduction's neutral element for its dtype (op_padding.cc): the
+    lowest int64 for a max, False for a bool max, not a float -inf that an int cannot hold."""
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.amax(1), x.amin(1), x.argmax(1), x.sum(1), (x > -30).amax(1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    for rows, cols in ((3, 5), (4, 7), (6, 13)):
+        x = torch.randint(-50, -10, (rows, cols))  # all negative: padding zeros would win a max
+        got = compiled(x.to(DEVICE))
+        for g, w in zip(got, f(x), strict=True):
+            torch.testing.assert_close(g.cpu(), w)
+
+
+def test_padding_table_rows_name_aten_ops() -> None:
+    """A misspelt row of the one padding table both paths read (csrc/dispatch/op_padding.cc)
+    would never match an op: every row names an aten op (or its in-place form)."""
+    table = torch_tpu._C._op_padding()
+    assert {"add", "sum", "cat"} <= set(table)
+    for op in table:
+        assert hasattr(torch.ops.aten, op) or hasattr(torch.ops.aten, op + "_"), op
+
+
 def test_graph_with_an_op_without_padding_rule_runs_exact() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return torch.flip(x, [1]) * 2  # flip moves padding to the front: no padding rule
