@@ -45,24 +45,24 @@ Value series(Builder& b, const Value& x) {
 
 // x > 0: e^{-zeta} / (2 sqrt(pi) x^{1/4}) sum (-1)^k u_k zeta^{-k}.
 Value decaying(Builder& b, const Value& x, const std::vector<double>& u) {
-  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, x, b.unary("sqrt", x)));
+  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, x, b.sqrt(x)));
   Value inverse = div(b, c(b, 1, x), zeta);
   Value sum = c(b, u.back(), x);
   for (int k = static_cast<int>(u.size()) - 2; k >= 0; --k) {
-    sum = add(b, c(b, u[k], x), mul(b, b.unary("negate", inverse), sum));
+    sum = add(b, c(b, u[k], x), mul(b, b.negate(inverse), sum));
   }
-  Value scale = div(b, b.unary("exponential", b.unary("negate", zeta)),
-                    mul(b, c(b, 2 * std::sqrt(kPi), x), b.unary("sqrt", b.unary("sqrt", x))));
+  Value scale =
+      div(b, b.exponential(b.negate(zeta)), mul(b, c(b, 2 * std::sqrt(kPi), x), b.sqrt(b.sqrt(x))));
   return mul(b, scale, sum);
 }
 
 // x = -z < 0: (cos(zeta - pi/4) P + sin(zeta - pi/4) Q) / (sqrt(pi) z^{1/4}), with
 // P = sum (-1)^k u_{2k} zeta^{-2k} and Q = sum (-1)^k u_{2k+1} zeta^{-2k-1}.
 Value oscillating(Builder& b, const Value& x, const std::vector<double>& u) {
-  Value z = b.unary("negate", x);
-  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, z, b.unary("sqrt", z)));
+  Value z = b.negate(x);
+  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, z, b.sqrt(z)));
   Value inverse = div(b, c(b, 1, x), zeta);
-  Value minus_inverse_squared = b.unary("negate", mul(b, inverse, inverse));
+  Value minus_inverse_squared = b.negate(mul(b, inverse, inverse));
   Value p = c(b, 0, x), q = c(b, 0, x);
   for (int k = (static_cast<int>(u.size()) - 1) / 2; k >= 0; --k) {
     p = add(b, c(b, u[2 * k], x), mul(b, minus_inverse_squared, p));
@@ -72,22 +72,21 @@ Value oscillating(Builder& b, const Value& x, const std::vector<double>& u) {
   }
   q = mul(b, q, inverse);
   Value phase = sub(b, zeta, c(b, kPi / 4, x));
-  Value wave = add(b, mul(b, b.unary("cosine", phase), p), mul(b, b.unary("sine", phase), q));
-  return div(b, wave, mul(b, c(b, std::sqrt(kPi), x), b.unary("sqrt", b.unary("sqrt", z))));
+  Value wave = add(b, mul(b, b.cosine(phase), p), mul(b, b.sine(phase), q));
+  return div(b, wave, mul(b, c(b, std::sqrt(kPi), x), b.sqrt(b.sqrt(z))));
 }
 
 Value airy_ai(Builder& b, const Value& x) {
   static const std::vector<double> u = asymptotic_coefficients();
   // Each branch sees a harmless argument where it is not chosen.
-  Value near = b.select(b.compare("LE", b.unary("abs", x), c(b, 6, x)), x, c(b, 0, x));
-  Value right = b.select(b.compare("GT", x, c(b, 5, x)), x, c(b, 6, x));
-  Value left = b.select(b.compare("LT", x, c(b, -6, x)), x, c(b, -7, x));
-  Value result =
-      b.select(b.compare("GT", x, c(b, 5, x)), decaying(b, right, u),
-               b.select(b.compare("LT", x, c(b, -6, x)), oscillating(b, left, u), series(b, near)));
-  result = b.select(b.compare("GT", x, c(b, 103.892, x)), c(b, 0, x), result);
-  Value infinite = b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x));
-  return b.select(b.binary("or", infinite, is_nan(b, x)), c(b, NAN, x), result);
+  Value near = b.select(b.le(b.abs(x), c(b, 6, x)), x, c(b, 0, x));
+  Value right = b.select(b.gt(x, c(b, 5, x)), x, c(b, 6, x));
+  Value left = b.select(b.lt(x, c(b, -6, x)), x, c(b, -7, x));
+  Value result = b.select(b.gt(x, c(b, 5, x)), decaying(b, right, u),
+                          b.select(b.lt(x, c(b, -6, x)), oscillating(b, left, u), series(b, near)));
+  result = b.select(b.gt(x, c(b, 103.892, x)), c(b, 0, x), result);
+  Value infinite = b.eq(b.abs(x), c(b, INFINITY, x));
+  return b.select(b.or_(infinite, is_nan(b, x)), c(b, NAN, x), result);
 }
 
 LOWER({"special_airy_ai", "special_airy_ai.out"},

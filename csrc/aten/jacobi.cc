@@ -21,20 +21,18 @@ std::vector<int64_t> next_round_order(int64_t h) {
 }  // namespace
 
 Value keep_going(Builder& b, const Value& round, const Value& quiet, int64_t rounds_per_sweep) {
-  Value more =
-      b.compare("LT", round, b.constant_int(kMaxSweeps * rounds_per_sweep, ElementType::S64));
-  Value unsettled = b.compare("LT", quiet, b.constant_int(rounds_per_sweep, ElementType::S64));
-  return b.binary("and", more, unsettled);
+  Value more = b.lt(round, b.constant_int(kMaxSweeps * rounds_per_sweep, ElementType::S64));
+  Value unsettled = b.lt(quiet, b.constant_int(rounds_per_sweep, ElementType::S64));
+  return b.and_(more, unsettled);
 }
 
 std::pair<Value, Value> next_counters(Builder& b, const Value& round, const Value& quiet,
                                       const Value& active) {
   std::vector<int64_t> all_dims;
   for (int64_t d = 0; d < active.rank(); ++d) all_dims.push_back(d);
-  Value any = b.reduce(active, b.constant(0, ElementType::Pred), all_dims, "or");
+  Value any = b.reduce(active, b.constant(0, ElementType::Pred), all_dims, BinaryOp::Or);
   Value one = b.constant_int(1, ElementType::S64);
-  return {b.binary("add", round, one),
-          b.select(any, b.constant_int(0, ElementType::S64), b.binary("add", quiet, one))};
+  return {b.add(round, one), b.select(any, b.constant_int(0, ElementType::S64), b.add(quiet, one))};
 }
 
 double epsilon(ElementType type) {
@@ -43,14 +41,12 @@ double epsilon(ElementType type) {
 
 Rotation jacobi_rotation(Builder& b, const Value& alpha, const Value& beta, const Value& gamma,
                          const Value& threshold) {
-  Value active = b.compare("GT", b.unary("abs", gamma), threshold);
+  Value active = b.gt(b.abs(gamma), threshold);
   // tan of the angle, the smaller root of t^2 + 2 zeta t - 1 = 0.
   Value zeta = div(b, sub(b, beta, alpha), mul(b, c(b, 2, gamma), gamma));
-  Value sign = b.select(b.compare("GE", zeta, c(b, 0, zeta)), c(b, 1, zeta), c(b, -1, zeta));
-  Value t =
-      div(b, sign,
-          add(b, b.unary("abs", zeta), b.unary("sqrt", add(b, c(b, 1, zeta), mul(b, zeta, zeta)))));
-  Value cosine = b.unary("rsqrt", add(b, c(b, 1, t), mul(b, t, t)));
+  Value sign = b.select(b.ge(zeta, c(b, 0, zeta)), c(b, 1, zeta), c(b, -1, zeta));
+  Value t = div(b, sign, add(b, b.abs(zeta), b.sqrt(add(b, c(b, 1, zeta), mul(b, zeta, zeta)))));
+  Value cosine = b.rsqrt(add(b, c(b, 1, t), mul(b, t, t)));
   Value sine = mul(b, cosine, t);
   return {b.select(active, cosine, c(b, 1, cosine)), b.select(active, sine, c(b, 0, sine)), active};
 }

@@ -25,8 +25,8 @@ Value chunk(Builder& b, const Value& x, int64_t i, int64_t count) {
   const int64_t width = x.shape[1] / count;
   return b.slice(x, {0, i * width}, {x.shape[0], (i + 1) * width}, {1, 1});
 }
-Value sigmoid(Builder& b, const Value& x) { return b.unary("logistic", x); }
-Value tanh(Builder& b, const Value& x) { return b.unary("tanh", x); }
+Value sigmoid(Builder& b, const Value& x) { return b.logistic(x); }
+Value tanh(Builder& b, const Value& x) { return b.tanh(x); }
 Value one_minus(Builder& b, const Value& x) { return sub(b, c(b, 1, x), x); }
 // d sigmoid / dx from its output y: y (1 - y); d tanh / dx: 1 - y^2.
 Value sigmoid_slope(Builder& b, const Value& y) { return mul(b, one_minus(b, y), y); }
