@@ -19,7 +19,7 @@ namespace {
 Value symmetric_from(Builder& b, const Value& a, bool lower) {
   Value triangle_part = triangle(b, a, /*upper=*/!lower);
   Value strict = triangle(b, a, /*upper=*/!lower, lower ? -1 : 1);
-  return add(b, triangle_part, matrix_transpose(b, strict));
+  return b.add(triangle_part, matrix_transpose(b, strict));
 }
 
 // The diagonal of `a` [..., n, n] as [..., 1, n].
@@ -53,11 +53,11 @@ Eigen diagonalize(Builder& b, const Value& a) {
         Value gamma = diagonal_row(q, block(q, m, 0, h, h, n2));
         // Off-diagonal entries below eps * sqrt(|a_pp a_qq|), or below eps times the matrix's
         // norm (which rotations keep), no longer move the eigenvalues.
-        Value frobenius = q.sqrt(sum(q, mul(q, m, m), {r - 2, r - 1}));
+        Value frobenius = q.sqrt(sum(q, q.multiply(m, m), {r - 2, r - 1}));
         Shape one = with_matrix(batch_of(m), 1, 1);
         Value floor = broadcast_to(q, q.reshape(frobenius, one), alpha.shape);
         Value threshold =
-            mul(q, c(q, eps, alpha), add(q, q.sqrt(q.abs(mul(q, alpha, beta))), floor));
+            q.multiply(c(q, eps, alpha), q.add(q.sqrt(q.abs(q.multiply(alpha, beta))), floor));
         Rotation rotation = jacobi_rotation(q, alpha, beta, gamma, threshold);
         Value turned = rotate_column_pairs(q, m, rotation);
         turned = matrix_transpose(q, rotate_column_pairs(q, matrix_transpose(q, turned), rotation));

@@ -122,13 +122,13 @@ Values embedding_bag(LoweringContext& ctx) {
       TORCH_CHECK(mode == kSum,
                   "embedding_bag: per_sample_weights was not None. "
                   "per_sample_weights is only supported for mode='sum'");
-      rows = mul(b, rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
+      rows = b.multiply(rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
     }
     output = b.dot_general(member, rows, {}, {}, {1}, {0}, t);  // [B, D]
     if (mode == kMean) {
       Value size = b.broadcast_in_dim(b.convert(bag_size, t), output.shape, {0});
       Value one = splat(b, 1, t, output.shape);
-      output = div(b, output, b.maximum(size, one));
+      output = b.divide(output, b.maximum(size, one));
     }
   }
   return Values{b.convert(output, weight.type), g.offset2bag, bag_size, max_indices};
@@ -177,16 +177,16 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
           Value scale = splat(b, 1, t, {length});
           if (mode == kMean) {
             Value sizes = take_slices(b, b.reshape(bag_size, {bags, 1}), 0, safe_bag);
-            scale = div(b, scale, b.maximum(b.reshape(sizes, {length}), scale));
+            scale = b.divide(scale, b.maximum(b.reshape(sizes, {length}), scale));
           }
-          if (auto psw = ctx.optional_tensor(8)) scale = mul(b, scale, b.convert(*psw, t));
-          per_index = mul(b, per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
+          if (auto psw = ctx.optional_tensor(8)) scale = b.multiply(scale, b.convert(*psw, t));
+          per_index = b.multiply(per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
           result = b.dot_general(reads_f, per_index, {}, {}, {1}, {0}, t);  // [W, D]
         }
         if (by_frequency) {
           Value f = b.broadcast_in_dim(b.maximum(frequency, splat(b, 1, t, {num_weights})),
                                        result.shape, {0});
-          result = div(b, result, f);
+          result = b.divide(result, f);
         }
         return Values{b.convert(result, grad.type)};
       });
@@ -212,7 +212,7 @@ LOWER({"_embedding_bag_per_sample_weights_backward",
                     splat(b, static_cast<double>(bags - 1), ElementType::S64, {length}));
         Value per_index = b.convert(take_slices(b, grad, 0, safe_bag), t);     // [L, D]
         Value rows = b.convert(take_slices(b, ctx.tensor(1), 0, indices), t);  // [L, D]
-        Value dots = sum(b, mul(b, per_index, rows), {1});
+        Value dots = sum(b, b.multiply(per_index, rows), {1});
         return Values{b.convert(b.select(counted, dots, splat(b, 0, t, {length})), grad.type)};
       });
 

@@ -43,11 +43,12 @@ Rotation jacobi_rotation(Builder& b, const Value& alpha, const Value& beta, cons
                          const Value& threshold) {
   Value active = b.gt(b.abs(gamma), threshold);
   // tan of the angle, the smaller root of t^2 + 2 zeta t - 1 = 0.
-  Value zeta = div(b, sub(b, beta, alpha), mul(b, c(b, 2, gamma), gamma));
+  Value zeta = b.divide(b.subtract(beta, alpha), b.multiply(c(b, 2, gamma), gamma));
   Value sign = b.select(b.ge(zeta, c(b, 0, zeta)), c(b, 1, zeta), c(b, -1, zeta));
-  Value t = div(b, sign, add(b, b.abs(zeta), b.sqrt(add(b, c(b, 1, zeta), mul(b, zeta, zeta)))));
-  Value cosine = b.rsqrt(add(b, c(b, 1, t), mul(b, t, t)));
-  Value sine = mul(b, cosine, t);
+  Value t =
+      b.divide(sign, b.add(b.abs(zeta), b.sqrt(b.add(c(b, 1, zeta), b.multiply(zeta, zeta)))));
+  Value cosine = b.rsqrt(b.add(c(b, 1, t), b.multiply(t, t)));
+  Value sine = b.multiply(cosine, t);
   return {b.select(active, cosine, c(b, 1, cosine)), b.select(active, sine, c(b, 0, sine)), active};
 }
 
@@ -56,9 +57,9 @@ Value rotate_column_pairs(Builder& b, const Value& m, const Rotation& rotation) 
   Value x = cols_of(b, m, 0, width / 2), y = cols_of(b, m, width / 2, width);
   Value cosine = broadcast_to(b, rotation.cosine, x.shape);
   Value sine = broadcast_to(b, rotation.sine, x.shape);
-  Value turned = b.concatenate(
-      {sub(b, mul(b, cosine, x), mul(b, sine, y)), add(b, mul(b, sine, x), mul(b, cosine, y))},
-      last);
+  Value turned = b.concatenate({b.subtract(b.multiply(cosine, x), b.multiply(sine, y)),
+                                b.add(b.multiply(sine, x), b.multiply(cosine, y))},
+                               last);
   if (width == 2) return turned;
   std::vector<Value> entries;
   for (int64_t source : next_round_order(width / 2)) {

@@ -23,13 +23,13 @@ Value first_degree(Builder& b, Family family, const Value& x) {
       return x;
     case Family::U:
     case Family::H:
-      return add(b, x, x);
+      return b.add(x, x);
     case Family::V:
-      return sub(b, add(b, x, x), c(b, 1, x));
+      return b.subtract(b.add(x, x), c(b, 1, x));
     case Family::W:
-      return add(b, add(b, x, x), c(b, 1, x));
+      return b.add(b.add(x, x), c(b, 1, x));
     case Family::L:
-      return sub(b, c(b, 1, x), x);
+      return b.subtract(c(b, 1, x), x);
   }
   return x;
 }
@@ -39,17 +39,19 @@ Value next_degree(Builder& b, Family family, const Value& x, const Value& k, con
                   const Value& q) {
   switch (family) {
     case Family::H:  // 2x q - 2k p
-      return sub(b, mul(b, add(b, x, x), q), mul(b, add(b, k, k), p));
+      return b.subtract(b.multiply(b.add(x, x), q), b.multiply(b.add(k, k), p));
     case Family::He:  // x q - k p
-      return sub(b, mul(b, x, q), mul(b, k, p));
+      return b.subtract(b.multiply(x, q), b.multiply(k, p));
     case Family::L:  // ((2k + (1 - x)) q - k p) / (k + 1)
-      return div(b, sub(b, mul(b, add(b, add(b, k, k), sub(b, c(b, 1, x), x)), q), mul(b, k, p)),
-                 add(b, k, c(b, 1, x)));
+      return b.divide(b.subtract(b.multiply(b.add(b.add(k, k), b.subtract(c(b, 1, x), x)), q),
+                                 b.multiply(k, p)),
+                      b.add(k, c(b, 1, x)));
     case Family::P:  // ((2k + 1) x q - k p) / (k + 1)
-      return div(b, sub(b, mul(b, mul(b, add(b, add(b, k, k), c(b, 1, x)), x), q), mul(b, k, p)),
-                 add(b, k, c(b, 1, x)));
+      return b.divide(b.subtract(b.multiply(b.multiply(b.add(b.add(k, k), c(b, 1, x)), x), q),
+                                 b.multiply(k, p)),
+                      b.add(k, c(b, 1, x)));
     default:  // Chebyshev: 2x q - p
-      return sub(b, mul(b, add(b, x, x), q), p);
+      return b.subtract(b.multiply(b.add(x, x), q), p);
   }
 }
 
@@ -90,26 +92,26 @@ Value recurrence(Builder& b, Family family, const Value& x, const Value& n, cons
 
 // CPU's shortcut for high degrees inside (-1, 1), where y = acos(x).
 Value closed_form(Builder& b, Family family, const Value& x, const Value& nf) {
-  Value theta = b.atan2(b.sqrt(sub(b, c(b, 1, x), mul(b, x, x))), x);
+  Value theta = b.atan2(b.sqrt(b.subtract(c(b, 1, x), b.multiply(x, x))), x);
   Value one = c(b, 1, x), half = c(b, 0.5, x);
   switch (family) {
     case Family::T:
-      return b.cosine(mul(b, nf, theta));
+      return b.cosine(b.multiply(nf, theta));
     case Family::U: {
-      Value n1 = add(b, nf, one);
+      Value n1 = b.add(nf, one);
       Value s = b.sine(theta);
-      Value regular = div(b, b.sine(mul(b, n1, theta)), s);
-      Value at_root = div(b, mul(b, n1, b.cosine(mul(b, n1, theta))), x);
+      Value regular = b.divide(b.sine(b.multiply(n1, theta)), s);
+      Value at_root = b.divide(b.multiply(n1, b.cosine(b.multiply(n1, theta))), x);
       return b.select(b.ne(s, c(b, 0, x)), regular, at_root);
     }
     case Family::V: {
-      Value half_theta = mul(b, theta, half);
-      Value regular = div(b, b.cosine(mul(b, add(b, nf, half), theta)), b.cosine(half_theta));
+      Value half_theta = b.multiply(theta, half);
+      Value regular = b.divide(b.cosine(b.multiply(b.add(nf, half), theta)), b.cosine(half_theta));
       return regular;
     }
     default: {  // W
-      Value half_theta = mul(b, theta, half);
-      return div(b, b.sine(mul(b, add(b, nf, half), theta)), b.sine(half_theta));
+      Value half_theta = b.multiply(theta, half);
+      return b.divide(b.sine(b.multiply(b.add(nf, half), theta)), b.sine(half_theta));
     }
   }
 }
@@ -125,13 +127,13 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
   Value n =
       b.select(finite, b.convert(nf_in, ElementType::S64), splat(b, -1, ElementType::S64, shape));
   Value nf = b.convert(n, t);
-  Value x = shifted ? sub(b, add(b, x_in, x_in), c(b, 1, x_in)) : x_in;
+  Value x = shifted ? b.subtract(b.add(x_in, x_in), c(b, 1, x_in)) : x_in;
   auto n_is = [&](Comparison direction, int64_t value) {
     return b.compare(direction, n, splat(b, static_cast<double>(value), ElementType::S64, shape));
   };
   Value even = b.eq(b.remainder(n, splat(b, 2, ElementType::S64, shape)),
                     splat(b, 0, ElementType::S64, shape));
-  Value one = c(b, 1, x), two_n_plus_one = add(b, add(b, nf, nf), one);
+  Value one = c(b, 1, x), two_n_plus_one = b.add(b.add(nf, nf), one);
   Value parity = b.select(even, one, c(b, -1, x));
   Value loop = n_is(Comparison::GE, 2);
   Value result = b.select(n_is(Comparison::EQ, 0), one, first_degree(b, family, x));
@@ -144,10 +146,10 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
       plus_value = one, minus_value = parity;
       break;
     case Family::U:
-      plus_value = add(b, nf, one), minus_value = mul(b, parity, add(b, nf, one));
+      plus_value = b.add(nf, one), minus_value = b.multiply(parity, b.add(nf, one));
       break;
     case Family::V:
-      plus_value = one, minus_value = mul(b, parity, two_n_plus_one);
+      plus_value = one, minus_value = b.multiply(parity, two_n_plus_one);
       break;
     case Family::W:
       plus_value = two_n_plus_one, minus_value = parity;

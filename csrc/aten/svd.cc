@@ -25,7 +25,7 @@ Value column_dots(Builder& b, const Value& x, const Value& y) {
   const int64_t r = x.rank();
   Shape shape = x.shape;
   shape[r - 2] = 1;
-  return b.reshape(sum(b, mul(b, x, y), {r - 2}), shape);
+  return b.reshape(sum(b, b.multiply(x, y), {r - 2}), shape);
 }
 
 struct Jacobi {
@@ -48,7 +48,7 @@ Jacobi orthogonalize_columns(Builder& b, const Value& a) {
         Value x = cols_of(q, s[0], 0, h), y = cols_of(q, s[0], h, n2);
         Value alpha = column_dots(q, x, x), beta = column_dots(q, y, y);
         Value gamma = column_dots(q, x, y);
-        Value threshold = mul(q, c(q, tolerance, alpha), q.sqrt(mul(q, alpha, beta)));
+        Value threshold = q.multiply(c(q, tolerance, alpha), q.sqrt(q.multiply(alpha, beta)));
         Rotation rotation = jacobi_rotation(q, alpha, beta, gamma, threshold);
         auto [round, quiet] = next_counters(q, s[2], s[3], rotation.active);
         return std::vector<Value>{rotate_column_pairs(q, s[0], rotation),
@@ -103,7 +103,7 @@ Svd tall_svd(Builder& b, const Value& a, bool full_matrices, bool compute_uv) {
   Value v = block(b, sort_columns(b, key, j.rotations), 0, n, 0, n);
   Value s_wide = broadcast_to(b, s, columns.shape);
   Value zero = c(b, 0, columns);
-  Value u = b.select(b.gt(s_wide, zero), div(b, columns, s_wide), zero);
+  Value u = b.select(b.gt(s_wide, zero), b.divide(columns, s_wide), zero);
   // Q of u's QR is u up to column signs where s > 0, and completes it everywhere else.
   Reflectors f = householder(b, u);
   Value basis = identity(b, batch_of(a), rows, full_matrices ? rows : n, a.type);
@@ -118,7 +118,7 @@ Svd tall_svd(Builder& b, const Value& a, bool full_matrices, bool compute_uv) {
       sign = b.concatenate(
           {sign, splat(b, 1, a.type, with_matrix(batch_of(a), 1, q.shape[r - 1] - n))}, r - 1);
     }
-    q = mul(b, q, broadcast_to(b, sign, q.shape));
+    q = b.multiply(q, broadcast_to(b, sign, q.shape));
   }
   out.u = q;
   out.vh = matrix_transpose(b, v);
