@@ -13,7 +13,7 @@ Value scalar_like(LoweringContext& ctx, int index, const Value& like) {
 }
 Value zeros_like(Builder& b, const Value& like) { return c(b, 0, like); }
 Value between(Builder& b, const Value& x, const Value& lo, const Value& hi) {
-  return b.binary("and", b.compare("GE", x, lo), b.compare("LE", x, hi));
+  return b.and_(b.ge(x, lo), b.le(x, hi));
 }
 
 // hardswish(x) = x * min(max(x + 3, 0), 6) / 6, in opmath.
@@ -21,8 +21,8 @@ LOWER({"hardswish", "hardswish_", "hardswish.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
   Value x = b.convert(x0, opmath(x0.type));
-  Value relu6 = b.clamp(c(b, 0, x), b.binary("add", x, c(b, 3, x)), c(b, 6, x));
-  return Values{b.convert(b.binary("divide", b.binary("multiply", x, relu6), c(b, 6, x)), x0.type)};
+  Value relu6 = b.clamp(c(b, 0, x), b.add(x, c(b, 3, x)), c(b, 6, x));
+  return Values{b.convert(b.divide(b.multiply(x, relu6), c(b, 6, x)), x0.type)};
 });
 // 0 up to -3, grad (x / 3 + 1/2) below 3, grad from 3 on (CPU's break points).
 LOWER({"hardswish_backward", "hardswish_backward.out"}, [](LoweringContext& ctx) {
@@ -30,10 +30,9 @@ LOWER({"hardswish_backward", "hardswish_backward.out"}, [](LoweringContext& ctx)
   Value g0 = ctx.tensor(0), x0 = ctx.tensor(1);
   ElementType m = opmath(x0.type);
   Value g = b.convert(g0, m), x = b.convert(x0, m);
-  Value middle =
-      b.binary("multiply", g, b.binary("add", b.binary("divide", x, c(b, 3, x)), c(b, 0.5, x)));
-  Value r = b.select(b.compare("LT", x, c(b, 3, x)), middle, g);
-  r = b.select(b.compare("LE", x, c(b, -3, x)), zeros_like(b, x), r);
+  Value middle = b.multiply(g, b.add(b.divide(x, c(b, 3, x)), c(b, 0.5, x)));
+  Value r = b.select(b.lt(x, c(b, 3, x)), middle, g);
+  r = b.select(b.le(x, c(b, -3, x)), zeros_like(b, x), r);
   return Values{b.convert(r, g0.type)};
 });
 
@@ -41,17 +40,16 @@ LOWER({"hardsigmoid", "hardsigmoid_", "hardsigmoid.out"}, [](LoweringContext& ct
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
   Value x = b.convert(x0, opmath(x0.type));
-  Value relu6 = b.clamp(c(b, 0, x), b.binary("add", x, c(b, 3, x)), c(b, 6, x));
-  return Values{b.convert(b.binary("divide", relu6, c(b, 6, x)), x0.type)};
+  Value relu6 = b.clamp(c(b, 0, x), b.add(x, c(b, 3, x)), c(b, 6, x));
+  return Values{b.convert(b.divide(relu6, c(b, 6, x)), x0.type)};
 });
 LOWER({"hardsigmoid_backward", "hardsigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value g0 = ctx.tensor(0), x0 = ctx.tensor(1);
   ElementType m = opmath(x0.type);
   Value g = b.convert(g0, m), x = b.convert(x0, m);
-  Value inside = b.binary("and", b.compare("GT", x, c(b, -3, x)), b.compare("LT", x, c(b, 3, x)));
-  return Values{
-      b.convert(b.select(inside, b.binary("divide", g, c(b, 6, x)), zeros_like(b, x)), g0.type)};
+  Value inside = b.and_(b.gt(x, c(b, -3, x)), b.lt(x, c(b, 3, x)));
+  return Values{b.convert(b.select(inside, b.divide(g, c(b, 6, x)), zeros_like(b, x)), g0.type)};
 });
 
 // hardshrink(x, lambda): 0 on [-lambda, lambda], x elsewhere.
@@ -59,13 +57,13 @@ LOWER({"hardshrink", "hardshrink.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value lambda = scalar_like(ctx, 1, x);
-  return Values{b.select(between(b, x, b.unary("negate", lambda), lambda), zeros_like(b, x), x)};
+  return Values{b.select(between(b, x, b.negate(lambda), lambda), zeros_like(b, x), x)};
 });
 LOWER({"hardshrink_backward", "hardshrink_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value g = ctx.tensor(0), x = ctx.tensor(1);
   Value lambda = scalar_like(ctx, 2, x);
-  return Values{b.select(between(b, x, b.unary("negate", lambda), lambda), zeros_like(b, g), g)};
+  return Values{b.select(between(b, x, b.negate(lambda), lambda), zeros_like(b, g), g)};
 });
 // softshrink(x, lambda): x - lambda above lambda, x + lambda below -lambda, else 0.
 LOWER({"softshrink", "softshrink.out"}, [](LoweringContext& ctx) {
@@ -74,9 +72,8 @@ LOWER({"softshrink", "softshrink.out"}, [](LoweringContext& ctx) {
   ElementType m = opmath(x0.type);
   Value x = b.convert(x0, m);
   Value lambda = as(b, ctx.scalar(1, m), m, x.shape);
-  Value r = b.select(b.compare("GT", x, lambda), b.binary("subtract", x, lambda),
-                     b.select(b.compare("LT", x, b.unary("negate", lambda)),
-                              b.binary("add", x, lambda), zeros_like(b, x)));
+  Value r = b.select(b.gt(x, lambda), b.subtract(x, lambda),
+                     b.select(b.lt(x, b.negate(lambda)), b.add(x, lambda), zeros_like(b, x)));
   // NaN stays NaN, as on CPU.
   return Values{b.convert(b.select(is_nan(b, x), x, r), x0.type)};
 });
@@ -84,7 +81,7 @@ LOWER({"softshrink_backward", "softshrink_backward.grad_input"}, [](LoweringCont
   Builder& b = ctx.b;
   Value g = ctx.tensor(0), x = ctx.tensor(1);
   Value lambda = scalar_like(ctx, 2, x);
-  return Values{b.select(between(b, x, b.unary("negate", lambda), lambda), zeros_like(b, g), g)};
+  return Values{b.select(between(b, x, b.negate(lambda), lambda), zeros_like(b, g), g)};
 });
 
 // glu(x, dim) = a * sigmoid(b) over the two halves of dim.
@@ -109,7 +106,7 @@ LOWER({"glu", "glu.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(x0.rank() > 0, "glu does not support scalars because halving size must be even");
   Value x = b.convert(x0, opmath(x0.type));
   Halves h = halves(ctx, x, 1);
-  return Values{b.convert(b.binary("multiply", h.first, b.unary("logistic", h.second)), x0.type)};
+  return Values{b.convert(b.multiply(h.first, b.logistic(h.second)), x0.type)};
 });
 // glu_backward(grad, self, dim) = concat(grad s, grad a s (1 - s)), s = sigmoid(second half).
 LOWER({"glu_backward", "glu_backward.grad_input"}, [](LoweringContext& ctx) {
@@ -118,10 +115,9 @@ LOWER({"glu_backward", "glu_backward.grad_input"}, [](LoweringContext& ctx) {
   ElementType m = opmath(x0.type);
   Value g = b.convert(g0, m), x = b.convert(x0, m);
   Halves h = halves(ctx, x, 2);
-  Value s = b.unary("logistic", h.second);
-  Value grad_first = b.binary("multiply", g, s);
-  Value grad_second = b.binary("multiply", b.binary("multiply", grad_first, h.first),
-                               b.binary("subtract", c(b, 1, s), s));
+  Value s = b.logistic(h.second);
+  Value grad_first = b.multiply(g, s);
+  Value grad_second = b.multiply(b.multiply(grad_first, h.first), b.subtract(c(b, 1, s), s));
   return Values{b.convert(b.concatenate({grad_first, grad_second}, h.dim), x0.type)};
 });
 
@@ -130,16 +126,16 @@ LOWER({"_prelu_kernel"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value w = broadcast_to(b, b.convert(ctx.tensor(1), x.type), x.shape);
-  return Values{b.select(b.compare("GT", x, zeros_like(b, x)), x, b.binary("multiply", w, x))};
+  return Values{b.select(b.gt(x, zeros_like(b, x)), x, b.multiply(w, x))};
 });
 // -> (grad_input, grad_weight), both shaped like self; autograd sums grad_weight to weight.
 LOWER({"_prelu_kernel_backward"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value g = ctx.tensor(0), x = ctx.tensor(1);
   Value w = broadcast_to(b, b.convert(ctx.tensor(2), x.type), x.shape);
-  Value positive = b.compare("GT", x, zeros_like(b, x));
-  return Values{b.select(positive, g, b.binary("multiply", w, g)),
-                b.select(positive, zeros_like(b, x), b.binary("multiply", x, g))};
+  Value positive = b.gt(x, zeros_like(b, x));
+  return Values{b.select(positive, g, b.multiply(w, g)),
+                b.select(positive, zeros_like(b, x), b.multiply(x, g))};
 });
 
 // logit(x, eps?) = log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given.
@@ -152,7 +148,7 @@ LOWER({"logit", "logit_", "logit.out"}, [](LoweringContext& ctx) {
     double eps = ctx.arg(1).toDouble();
     x = b.clamp(c(b, eps, x), x, c(b, 1 - eps, x));
   }
-  Value r = b.unary("log", b.binary("divide", x, b.binary("subtract", c(b, 1, x), x)));
+  Value r = b.log(b.divide(x, b.subtract(c(b, 1, x), x)));
   return Values{b.convert(r, t)};
 });
 // logit_backward(grad, self, eps?): grad / (x (1 - x)); 0 outside [eps, 1 - eps] with eps.
@@ -161,14 +157,13 @@ LOWER({"logit_backward", "logit_backward.grad_input"}, [](LoweringContext& ctx) 
   Value g0 = ctx.tensor(0), x0 = ctx.tensor(1);
   ElementType m = opmath(x0.type);
   Value g = b.convert(g0, m), x = b.convert(x0, m);
-  Value r = b.binary("divide", g, b.binary("multiply", x, b.binary("subtract", c(b, 1, x), x)));
+  Value r = b.divide(g, b.multiply(x, b.subtract(c(b, 1, x), x)));
   if (ctx.arg(2).isNone()) {
-    Value outside = b.binary("or", b.compare("LT", x, c(b, 0, x)), b.compare("GT", x, c(b, 1, x)));
+    Value outside = b.or_(b.lt(x, c(b, 0, x)), b.gt(x, c(b, 1, x)));
     r = b.select(outside, c(b, NAN, x), r);
   } else {
     double eps = ctx.arg(2).toDouble();
-    Value outside =
-        b.binary("or", b.compare("LT", x, c(b, eps, x)), b.compare("GT", x, c(b, 1 - eps, x)));
+    Value outside = b.or_(b.lt(x, c(b, eps, x)), b.gt(x, c(b, 1 - eps, x)));
     r = b.select(outside, zeros_like(b, x), r);
   }
   return Values{b.convert(r, g0.type)};

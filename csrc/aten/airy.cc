@@ -31,63 +31,62 @@ std::vector<double> asymptotic_coefficients() {
 // Ai(x) = Ai(0) f(x) + Ai'(0) g(x), f = sum x^{3k} 1·4·…(3k-2)/(3k)!,
 // g = sum x^{3k+1} 2·5·…(3k-1)/(3k+1)!.
 Value series(Builder& b, const Value& x) {
-  Value cube = mul(b, mul(b, x, x), x);
+  Value cube = b.multiply(b.multiply(x, x), x);
   Value f_term = c(b, 1, x), g_term = x;
   Value f = f_term, g = g_term;
   for (int k = 0; k < kSeriesTerms; ++k) {
-    f_term = mul(b, f_term, div(b, cube, c(b, (3.0 * k + 2) * (3.0 * k + 3), x)));
-    g_term = mul(b, g_term, div(b, cube, c(b, (3.0 * k + 3) * (3.0 * k + 4), x)));
-    f = add(b, f, f_term);
-    g = add(b, g, g_term);
+    f_term = b.multiply(f_term, b.divide(cube, c(b, (3.0 * k + 2) * (3.0 * k + 3), x)));
+    g_term = b.multiply(g_term, b.divide(cube, c(b, (3.0 * k + 3) * (3.0 * k + 4), x)));
+    f = b.add(f, f_term);
+    g = b.add(g, g_term);
   }
-  return sub(b, mul(b, c(b, kAiryAt0, x), f), mul(b, c(b, kAiryDerivativeAt0, x), g));
+  return b.subtract(b.multiply(c(b, kAiryAt0, x), f), b.multiply(c(b, kAiryDerivativeAt0, x), g));
 }
 
 // x > 0: e^{-zeta} / (2 sqrt(pi) x^{1/4}) sum (-1)^k u_k zeta^{-k}.
 Value decaying(Builder& b, const Value& x, const std::vector<double>& u) {
-  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, x, b.unary("sqrt", x)));
-  Value inverse = div(b, c(b, 1, x), zeta);
+  Value zeta = b.multiply(c(b, 2.0 / 3.0, x), b.multiply(x, b.sqrt(x)));
+  Value inverse = b.divide(c(b, 1, x), zeta);
   Value sum = c(b, u.back(), x);
   for (int k = static_cast<int>(u.size()) - 2; k >= 0; --k) {
-    sum = add(b, c(b, u[k], x), mul(b, b.unary("negate", inverse), sum));
+    sum = b.add(c(b, u[k], x), b.multiply(b.negate(inverse), sum));
   }
-  Value scale = div(b, b.unary("exponential", b.unary("negate", zeta)),
-                    mul(b, c(b, 2 * std::sqrt(kPi), x), b.unary("sqrt", b.unary("sqrt", x))));
-  return mul(b, scale, sum);
+  Value scale = b.divide(b.exponential(b.negate(zeta)),
+                         b.multiply(c(b, 2 * std::sqrt(kPi), x), b.sqrt(b.sqrt(x))));
+  return b.multiply(scale, sum);
 }
 
 // x = -z < 0: (cos(zeta - pi/4) P + sin(zeta - pi/4) Q) / (sqrt(pi) z^{1/4}), with
 // P = sum (-1)^k u_{2k} zeta^{-2k} and Q = sum (-1)^k u_{2k+1} zeta^{-2k-1}.
 Value oscillating(Builder& b, const Value& x, const std::vector<double>& u) {
-  Value z = b.unary("negate", x);
-  Value zeta = mul(b, c(b, 2.0 / 3.0, x), mul(b, z, b.unary("sqrt", z)));
-  Value inverse = div(b, c(b, 1, x), zeta);
-  Value minus_inverse_squared = b.unary("negate", mul(b, inverse, inverse));
+  Value z = b.negate(x);
+  Value zeta = b.multiply(c(b, 2.0 / 3.0, x), b.multiply(z, b.sqrt(z)));
+  Value inverse = b.divide(c(b, 1, x), zeta);
+  Value minus_inverse_squared = b.negate(b.multiply(inverse, inverse));
   Value p = c(b, 0, x), q = c(b, 0, x);
   for (int k = (static_cast<int>(u.size()) - 1) / 2; k >= 0; --k) {
-    p = add(b, c(b, u[2 * k], x), mul(b, minus_inverse_squared, p));
+    p = b.add(c(b, u[2 * k], x), b.multiply(minus_inverse_squared, p));
     if (2 * k + 1 < static_cast<int>(u.size())) {
-      q = add(b, c(b, u[2 * k + 1], x), mul(b, minus_inverse_squared, q));
+      q = b.add(c(b, u[2 * k + 1], x), b.multiply(minus_inverse_squared, q));
     }
   }
-  q = mul(b, q, inverse);
-  Value phase = sub(b, zeta, c(b, kPi / 4, x));
-  Value wave = add(b, mul(b, b.unary("cosine", phase), p), mul(b, b.unary("sine", phase), q));
-  return div(b, wave, mul(b, c(b, std::sqrt(kPi), x), b.unary("sqrt", b.unary("sqrt", z))));
+  q = b.multiply(q, inverse);
+  Value phase = b.subtract(zeta, c(b, kPi / 4, x));
+  Value wave = b.add(b.multiply(b.cosine(phase), p), b.multiply(b.sine(phase), q));
+  return b.divide(wave, b.multiply(c(b, std::sqrt(kPi), x), b.sqrt(b.sqrt(z))));
 }
 
 Value airy_ai(Builder& b, const Value& x) {
   static const std::vector<double> u = asymptotic_coefficients();
   // Each branch sees a harmless argument where it is not chosen.
-  Value near = b.select(b.compare("LE", b.unary("abs", x), c(b, 6, x)), x, c(b, 0, x));
-  Value right = b.select(b.compare("GT", x, c(b, 5, x)), x, c(b, 6, x));
-  Value left = b.select(b.compare("LT", x, c(b, -6, x)), x, c(b, -7, x));
-  Value result =
-      b.select(b.compare("GT", x, c(b, 5, x)), decaying(b, right, u),
-               b.select(b.compare("LT", x, c(b, -6, x)), oscillating(b, left, u), series(b, near)));
-  result = b.select(b.compare("GT", x, c(b, 103.892, x)), c(b, 0, x), result);
-  Value infinite = b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x));
-  return b.select(b.binary("or", infinite, is_nan(b, x)), c(b, NAN, x), result);
+  Value near = b.select(b.le(b.abs(x), c(b, 6, x)), x, c(b, 0, x));
+  Value right = b.select(b.gt(x, c(b, 5, x)), x, c(b, 6, x));
+  Value left = b.select(b.lt(x, c(b, -6, x)), x, c(b, -7, x));
+  Value result = b.select(b.gt(x, c(b, 5, x)), decaying(b, right, u),
+                          b.select(b.lt(x, c(b, -6, x)), oscillating(b, left, u), series(b, near)));
+  result = b.select(b.gt(x, c(b, 103.892, x)), c(b, 0, x), result);
+  Value infinite = b.eq(b.abs(x), c(b, INFINITY, x));
+  return b.select(b.or_(infinite, is_nan(b, x)), c(b, NAN, x), result);
 }
 
 LOWER({"special_airy_ai", "special_airy_ai.out"},

@@ -11,10 +11,6 @@ namespace torch_tpu::aten {
 inline Value c(Builder& b, double value, const Value& like) {
   return splat(b, value, like.type, like.shape);
 }
-inline Value add(Builder& b, const Value& x, const Value& y) { return b.binary("add", x, y); }
-inline Value sub(Builder& b, const Value& x, const Value& y) { return b.binary("subtract", x, y); }
-inline Value mul(Builder& b, const Value& x, const Value& y) { return b.binary("multiply", x, y); }
-inline Value div(Builder& b, const Value& x, const Value& y) { return b.binary("divide", x, y); }
 
 // A unary special function of tensor argument 0, evaluated in float64 (for its series and
 // asymptotic expansions) and rounded to the input's float type.

@@ -18,7 +18,7 @@ LOWER({"_assert_async", "_assert_async.msg"}, [](LoweringContext& ctx) {
   TORCH_CHECK(meta.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
   TORCH_CHECK(!meta.is_complex(), "_assert_async: complex tensors are not supported on tpu");
   Value value = b.reshape(ctx.tensor(0), {});
-  Value nonzero = b.compare("NE", value, splat(b, 0, value.type, {}));
+  Value nonzero = b.ne(value, splat(b, 0, value.type, {}));
   std::string failure =
       ctx.num_args() > 1 ? "a value that fails the assertion \"" + ctx.arg(1).toStringRef() + "\""
                          : "a zero where a single nonzero value was expected";

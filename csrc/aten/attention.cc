@@ -56,18 +56,18 @@ Value masked_scores(Builder& b, const AttentionShape& s, const Value& q, const V
                     const std::optional<Value>& mask, bool causal, double scale, ElementType acc) {
   Value grouped_q = b.reshape(b.convert(q, acc), s.grouped_query());
   Value scores = b.dot_general(grouped_q, b.convert(k, acc), {0, 1}, {0, 1}, {4}, {3}, acc);
-  scores = b.binary("multiply", scores, splat(b, scale, acc, s.scores()));
+  scores = b.multiply(scores, splat(b, scale, acc, s.scores()));
   Value minus_inf = splat(b, -INFINITY, acc, s.scores());
   if (mask) {
     Value heads_mask = b.reshape(
         broadcast_to(b, *mask, {s.batch, s.kv_heads * s.group, s.q_len, s.k_len}), s.scores());
     scores = mask->type == ElementType::Pred ? b.select(heads_mask, scores, minus_inf)
-                                             : b.binary("add", scores, b.convert(heads_mask, acc));
+                                             : b.add(scores, b.convert(heads_mask, acc));
   }
   if (causal) {  // query i sees keys 0..i (top-left aligned, as torch's is_causal)
     Value row = b.iota(s.scores(), ElementType::S64, 3);
     Value column = b.iota(s.scores(), ElementType::S64, 4);
-    scores = b.select(b.compare("GE", row, column), scores, minus_inf);
+    scores = b.select(b.ge(row, column), scores, minus_inf);
   }
   return scores;
 }
@@ -77,8 +77,8 @@ Value masked_scores(Builder& b, const AttentionShape& s, const Value& q, const V
 Value probabilities(Builder& b, const AttentionShape& s, const Value& scores,
                     const Value& logsumexp) {
   Value lse = b.broadcast_in_dim(logsumexp, s.scores(), {0, 1, 2, 3});
-  Value p = b.unary("exponential", b.binary("subtract", scores, lse));
-  Value seen = b.compare("GT", lse, splat(b, -INFINITY, scores.type, s.scores()));
+  Value p = b.exponential(b.subtract(scores, lse));
+  Value seen = b.gt(lse, splat(b, -INFINITY, scores.type, s.scores()));
   return b.select(seen, p, splat(b, 0, scores.type, s.scores()));
 }
 
@@ -89,7 +89,7 @@ Value dropout_scale(Builder& b, const AttentionShape& s, const Value& state, dou
   Value bits = b.rng_bit_generator(state, s.scores(), ElementType::U32).second;
   // Kept when the 32 random bits, read as a fraction of 2^32, are at least p.
   double threshold = std::min(std::floor(p * 4294967296.0), 4294967295.0);
-  Value keep = b.compare("GE", bits, b.constant(threshold, ElementType::U32, s.scores()));
+  Value keep = b.ge(bits, b.constant(threshold, ElementType::U32, s.scores()));
   return b.select(keep, splat(b, 1.0 / (1.0 - p), acc, s.scores()), splat(b, 0, acc, s.scores()));
 }
 
@@ -116,20 +116,19 @@ LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
   ElementType acc = accumulation_type(q.type);
   Value scores = masked_scores(b, s, q, k, ctx.optional_tensor(3), ctx.arg(4).toBool(),
                                ctx.arg(5).toDouble(), acc);
-  Value peak = b.reduce(scores, b.constant(-INFINITY, acc), {4}, "maximum");
-  Value finite_peak = b.select(b.compare("GT", peak, splat(b, -INFINITY, acc, s.grouped_rows())),
-                               peak, splat(b, 0, acc, s.grouped_rows()));
-  Value shifted =
-      b.binary("subtract", scores, b.broadcast_in_dim(finite_peak, s.scores(), {0, 1, 2, 3}));
-  Value total = b.reduce(b.unary("exponential", shifted), b.constant(0, acc), {4}, "add");
-  Value logsumexp = b.binary("add", b.unary("log", total), finite_peak);
+  Value peak = b.reduce(scores, b.constant(-INFINITY, acc), {4}, BinaryOp::Maximum);
+  Value finite_peak = b.select(b.gt(peak, splat(b, -INFINITY, acc, s.grouped_rows())), peak,
+                               splat(b, 0, acc, s.grouped_rows()));
+  Value shifted = b.subtract(scores, b.broadcast_in_dim(finite_peak, s.scores(), {0, 1, 2, 3}));
+  Value total = b.reduce(b.exponential(shifted), b.constant(0, acc), {4}, BinaryOp::Add);
+  Value logsumexp = b.add(b.log(total), finite_peak);
   Value p = probabilities(b, s, scores, logsumexp);
   double dropout = ctx.arg(6).toDouble();
   Value seed = b.constant_int(0, ElementType::S64), offset = seed;
   if (dropout > 0) {
     Value state = ctx.rng_state();
     std::tie(seed, offset) = state_as_seed_and_offset(b, state);
-    p = b.binary("multiply", p, dropout_scale(b, s, state, dropout, acc));
+    p = b.multiply(p, dropout_scale(b, s, state, dropout, acc));
     ctx.random_bits(s.scores(), ElementType::U32);  // advances the generator past these bits
   }
   Value out = b.dot_general(p, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {2}, acc);
@@ -175,17 +174,15 @@ LOWER({"torch_tpu::attention_backward"}, [](LoweringContext& ctx) {
   if (dropout > 0) {
     z = dropout_scale(b, s, state_of(b, ctx.tensor(11), ctx.tensor(12)), dropout, acc);
   }
-  Value kept = z ? b.binary("multiply", p, *z) : p;
+  Value kept = z ? b.multiply(p, *z) : p;
   Value grad_v = b.dot_general(kept, d_out, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);
   Value grad_p = b.dot_general(d_out, b.convert(v, acc), {0, 1}, {0, 1}, {4}, {3}, acc);
-  if (z) grad_p = b.binary("multiply", grad_p, *z);
+  if (z) grad_p = b.multiply(grad_p, *z);
   // dS = p * (dP - rowsum(dO * O)): the softmax's backward.
-  Value row_dot =
-      sum(b, b.binary("multiply", d_out, b.reshape(b.convert(out, acc), grouped_out)), {4});
+  Value row_dot = sum(b, b.multiply(d_out, b.reshape(b.convert(out, acc), grouped_out)), {4});
   Value grad_scores =
-      b.binary("multiply", p,
-               b.binary("subtract", grad_p, b.broadcast_in_dim(row_dot, s.scores(), {0, 1, 2, 3})));
-  Value grad_logits = b.binary("multiply", grad_scores, splat(b, scale, acc, s.scores()));
+      b.multiply(p, b.subtract(grad_p, b.broadcast_in_dim(row_dot, s.scores(), {0, 1, 2, 3})));
+  Value grad_logits = b.multiply(grad_scores, splat(b, scale, acc, s.scores()));
   Value grad_q = b.dot_general(grad_logits, b.convert(k, acc), {0, 1}, {0, 1}, {4}, {2}, acc);
   Value grouped_q = b.reshape(b.convert(q, acc), s.grouped_query());
   Value grad_k = b.dot_general(grad_logits, grouped_q, {0, 1}, {0, 1}, {2, 3}, {2, 3}, acc);

@@ -26,18 +26,18 @@ struct Series {
   Value plain, weighted;
 };
 Series power_series(Builder& b, const Value& x, int nu, bool alternating) {
-  Value q = mul(b, mul(b, x, x), c(b, alternating ? -0.25 : 0.25, x));
+  Value q = b.multiply(b.multiply(x, x), c(b, alternating ? -0.25 : 0.25, x));
   double psi_k = -kEulerGamma, psi_k_nu = nu == 0 ? -kEulerGamma : 1 - kEulerGamma;
   double factor = nu == 0 ? 1.0 : 1.0;  // 1 / (0! nu!)
   Value term = c(b, factor, x);
   Value plain = term;
-  Value weighted = mul(b, term, c(b, psi_k + psi_k_nu, x));
+  Value weighted = b.multiply(term, c(b, psi_k + psi_k_nu, x));
   for (int k = 1; k < kSeriesTerms; ++k) {
-    term = mul(b, term, div(b, q, c(b, static_cast<double>(k) * (k + nu), x)));
+    term = b.multiply(term, b.divide(q, c(b, static_cast<double>(k) * (k + nu), x)));
     psi_k += 1.0 / k;
     psi_k_nu += 1.0 / (k + nu);
-    plain = add(b, plain, term);
-    weighted = add(b, weighted, mul(b, term, c(b, psi_k + psi_k_nu, x)));
+    plain = b.add(plain, term);
+    weighted = b.add(weighted, b.multiply(term, c(b, psi_k + psi_k_nu, x)));
   }
   return {plain, weighted};
 }
@@ -47,7 +47,7 @@ std::vector<Value> hankel_terms(Builder& b, const Value& x, int nu, int count) {
   std::vector<Value> terms{c(b, 1, x)};
   for (int j = 1; j < count; ++j) {
     double numerator = 4.0 * nu * nu - (2.0 * j - 1) * (2.0 * j - 1);
-    terms.push_back(mul(b, terms.back(), div(b, c(b, numerator / (8.0 * j), x), x)));
+    terms.push_back(b.multiply(terms.back(), b.divide(c(b, numerator / (8.0 * j), x), x)));
   }
   return terms;
 }
@@ -56,87 +56,86 @@ std::vector<Value> hankel_terms(Builder& b, const Value& x, int nu, int count) {
 Value scaled_i_asymptotic(Builder& b, const Value& ax, int nu) {
   std::vector<Value> r = hankel_terms(b, ax, nu, 16);
   Value sum = c(b, 0, ax);
-  for (size_t k = 0; k < r.size(); ++k)
-    sum = k % 2 ? b.binary("subtract", sum, r[k]) : add(b, sum, r[k]);
-  return div(b, sum, b.unary("sqrt", mul(b, c(b, 2 * kPi, ax), ax)));
+  for (size_t k = 0; k < r.size(); ++k) sum = k % 2 ? b.subtract(sum, r[k]) : b.add(sum, r[k]);
+  return b.divide(sum, b.sqrt(b.multiply(c(b, 2 * kPi, ax), ax)));
 }
 // K_nu(x) e^{x} for large x: sqrt(pi / 2x) sum r_k.
 Value scaled_k_asymptotic(Builder& b, const Value& x, int nu) {
   std::vector<Value> r = hankel_terms(b, x, nu, 16);
   Value sum = c(b, 0, x);
-  for (const Value& term : r) sum = add(b, sum, term);
-  return mul(b, sum, b.unary("sqrt", div(b, c(b, kPi / 2, x), x)));
+  for (const Value& term : r) sum = b.add(sum, term);
+  return b.multiply(sum, b.sqrt(b.divide(c(b, kPi / 2, x), x)));
 }
 
 constexpr double kSwitchI = 15.0, kSwitchK = 8.0, kSwitchJ = 12.0;
 
 // e^{-|x|} I_nu(x) when `scaled`, else I_nu(x); I_1 is odd.
 Value bessel_i(Builder& b, const Value& x, int nu, bool scaled) {
-  Value ax = b.unary("abs", x);
-  Value small_x = b.select(b.compare("LE", ax, c(b, kSwitchI, x)), ax, c(b, 1, x));
+  Value ax = b.abs(x);
+  Value small_x = b.select(b.le(ax, c(b, kSwitchI, x)), ax, c(b, 1, x));
   Value series = power_series(b, small_x, nu, false).plain;
-  if (nu == 1) series = mul(b, series, mul(b, small_x, c(b, 0.5, x)));
-  if (scaled) series = mul(b, series, b.unary("exponential", b.unary("negate", small_x)));
-  Value large_x = b.select(b.compare("LE", ax, c(b, kSwitchI, x)), c(b, 2 * kSwitchI, x), ax);
+  if (nu == 1) series = b.multiply(series, b.multiply(small_x, c(b, 0.5, x)));
+  if (scaled) series = b.multiply(series, b.exponential(b.negate(small_x)));
+  Value large_x = b.select(b.le(ax, c(b, kSwitchI, x)), c(b, 2 * kSwitchI, x), ax);
   Value asymptotic = scaled_i_asymptotic(b, large_x, nu);
   if (!scaled) {
     // e^{x} in two halves: the product stays finite as long as the result does.
-    Value half = b.unary("exponential", mul(b, large_x, c(b, 0.5, x)));
-    asymptotic = mul(b, mul(b, asymptotic, half), half);
+    Value half = b.exponential(b.multiply(large_x, c(b, 0.5, x)));
+    asymptotic = b.multiply(b.multiply(asymptotic, half), half);
   }
-  Value r = b.select(b.compare("LE", ax, c(b, kSwitchI, x)), series, asymptotic);
+  Value r = b.select(b.le(ax, c(b, kSwitchI, x)), series, asymptotic);
   // At +-inf CPU gives 0 scaled and NaN unscaled.
-  r = b.select(b.compare("EQ", ax, c(b, INFINITY, x)), c(b, scaled ? 0 : NAN, x), r);
-  if (nu == 1) r = mul(b, r, b.unary("sign", x));
+  r = b.select(b.eq(ax, c(b, INFINITY, x)), c(b, scaled ? 0 : NAN, x), r);
+  if (nu == 1) r = b.multiply(r, b.sign(x));
   return b.select(is_nan(b, x), x, r);
 }
 
 // e^{x} K_nu(x) when `scaled`, else K_nu(x); x > 0 (K(0) = inf, negative x NaN).
 Value bessel_k(Builder& b, const Value& x, int nu, bool scaled) {
-  Value small = b.compare("LE", x, c(b, kSwitchK, x));
-  Value sx = b.select(b.binary("and", small, b.compare("GT", x, c(b, 0, x))), x, c(b, 1, x));
+  Value small = b.le(x, c(b, kSwitchK, x));
+  Value sx = b.select(b.and_(small, b.gt(x, c(b, 0, x))), x, c(b, 1, x));
   Series s = power_series(b, sx, nu, false);
-  Value log_half = b.unary("log", mul(b, sx, c(b, 0.5, x)));
+  Value log_half = b.log(b.multiply(sx, c(b, 0.5, x)));
   Value series;
   if (nu == 0) {
     // K0 = -ln(x/2) I0 + sum psi(k+1) t_k
-    series = add(b, b.unary("negate", mul(b, log_half, s.plain)), mul(b, s.weighted, c(b, 0.5, x)));
+    series = b.add(b.negate(b.multiply(log_half, s.plain)), b.multiply(s.weighted, c(b, 0.5, x)));
   } else {
     // K1 = 1/x + ln(x/2) I1 - (x/4) sum (psi(k+1) + psi(k+2)) t_k
-    Value i1 = mul(b, s.plain, mul(b, sx, c(b, 0.5, x)));
-    series = add(b, add(b, div(b, c(b, 1, x), sx), mul(b, log_half, i1)),
-                 b.unary("negate", mul(b, mul(b, sx, c(b, 0.25, x)), s.weighted)));
+    Value i1 = b.multiply(s.plain, b.multiply(sx, c(b, 0.5, x)));
+    series = b.add(b.add(b.divide(c(b, 1, x), sx), b.multiply(log_half, i1)),
+                   b.negate(b.multiply(b.multiply(sx, c(b, 0.25, x)), s.weighted)));
   }
-  if (scaled) series = mul(b, series, b.unary("exponential", sx));
+  if (scaled) series = b.multiply(series, b.exponential(sx));
   Value lx = b.select(small, c(b, 2 * kSwitchK, x), x);
   Value asymptotic = scaled_k_asymptotic(b, lx, nu);
-  if (!scaled) asymptotic = mul(b, asymptotic, b.unary("exponential", b.unary("negate", lx)));
+  if (!scaled) asymptotic = b.multiply(asymptotic, b.exponential(b.negate(lx)));
   Value r = b.select(small, series, asymptotic);
-  r = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, INFINITY, x), r);
-  r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, NAN, x), r);
-  return b.select(b.compare("EQ", x, c(b, INFINITY, x)), c(b, 0, x), r);
+  r = b.select(b.eq(x, c(b, 0, x)), c(b, INFINITY, x), r);
+  r = b.select(b.lt(x, c(b, 0, x)), c(b, NAN, x), r);
+  return b.select(b.eq(x, c(b, INFINITY, x)), c(b, 0, x), r);
 }
 
 // J_nu (want_y = false) or Y_nu (true) of x: the series up to 12, then Hankel's P and Q.
 Value bessel_jy(Builder& b, const Value& x, int nu, bool want_y) {
-  Value ax = b.unary("abs", x);
-  Value small = b.compare("LE", ax, c(b, kSwitchJ, x));
-  Value sx = b.select(b.binary("and", small, b.compare("GT", ax, c(b, 0, x))), ax, c(b, 1, x));
+  Value ax = b.abs(x);
+  Value small = b.le(ax, c(b, kSwitchJ, x));
+  Value sx = b.select(b.and_(small, b.gt(ax, c(b, 0, x))), ax, c(b, 1, x));
   Series s = power_series(b, sx, nu, true);
-  Value j_series = nu == 0 ? s.plain : mul(b, s.plain, mul(b, sx, c(b, 0.5, x)));
+  Value j_series = nu == 0 ? s.plain : b.multiply(s.plain, b.multiply(sx, c(b, 0.5, x)));
   Value series = j_series;
   if (want_y) {
-    Value log_half = b.unary("log", mul(b, sx, c(b, 0.5, x)));
+    Value log_half = b.log(b.multiply(sx, c(b, 0.5, x)));
     Value two_over_pi = c(b, 2 / kPi, x);
     if (nu == 0) {
       // Y0 = (2/pi) ln(x/2) J0 - (1/pi) sum 2 psi(k+1) (-x^2/4)^k / (k!)^2
-      series = b.binary("subtract", mul(b, two_over_pi, mul(b, log_half, j_series)),
-                        mul(b, c(b, 1 / kPi, x), s.weighted));
+      series = b.subtract(b.multiply(two_over_pi, b.multiply(log_half, j_series)),
+                          b.multiply(c(b, 1 / kPi, x), s.weighted));
     } else {
       // Y1 = -2/(pi x) + (2/pi) ln(x/2) J1 - (x / 2pi) sum (psi(k+1) + psi(k+2)) (-x^2/4)^k / ...
-      series = add(b, b.unary("negate", div(b, two_over_pi, sx)),
-                   b.binary("subtract", mul(b, two_over_pi, mul(b, log_half, j_series)),
-                            mul(b, mul(b, sx, c(b, 0.5 / kPi, x)), s.weighted)));
+      series = b.add(b.negate(b.divide(two_over_pi, sx)),
+                     b.subtract(b.multiply(two_over_pi, b.multiply(log_half, j_series)),
+                                b.multiply(b.multiply(sx, c(b, 0.5 / kPi, x)), s.weighted)));
     }
   }
   Value lx = b.select(small, c(b, 2 * kSwitchJ, x), ax);
@@ -145,37 +144,37 @@ Value bessel_jy(Builder& b, const Value& x, int nu, bool want_y) {
   for (size_t k = 0; k < r.size(); ++k) {
     bool negative = (k / 2) % 2 == 1;
     Value& target = k % 2 == 0 ? p : q;
-    target = negative ? b.binary("subtract", target, r[k]) : add(b, target, r[k]);
+    target = negative ? b.subtract(target, r[k]) : b.add(target, r[k]);
   }
-  Value chi = b.binary("subtract", lx, c(b, (nu / 2.0 + 0.25) * kPi, x));
-  Value cos_chi = b.unary("cosine", chi), sin_chi = b.unary("sine", chi);
-  Value amplitude = b.unary("sqrt", div(b, c(b, 2 / kPi, x), lx));
+  Value chi = b.subtract(lx, c(b, (nu / 2.0 + 0.25) * kPi, x));
+  Value cos_chi = b.cosine(chi), sin_chi = b.sine(chi);
+  Value amplitude = b.sqrt(b.divide(c(b, 2 / kPi, x), lx));
   Value asymptotic =
-      want_y ? mul(b, amplitude, add(b, mul(b, p, sin_chi), mul(b, q, cos_chi)))
-             : mul(b, amplitude, b.binary("subtract", mul(b, p, cos_chi), mul(b, q, sin_chi)));
+      want_y ? b.multiply(amplitude, b.add(b.multiply(p, sin_chi), b.multiply(q, cos_chi)))
+             : b.multiply(amplitude, b.subtract(b.multiply(p, cos_chi), b.multiply(q, sin_chi)));
   Value result = b.select(small, series, asymptotic);
   Value inf = c(b, INFINITY, x);
   // CPU gives NaN at +-inf for J and Y.
   if (want_y) {
-    result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, -INFINITY, x), result);
-    result = b.select(b.compare("LT", x, c(b, 0, x)), c(b, NAN, x), result);
-    return b.select(b.compare("EQ", x, inf), c(b, NAN, x), b.select(is_nan(b, x), x, result));
+    result = b.select(b.eq(x, c(b, 0, x)), c(b, -INFINITY, x), result);
+    result = b.select(b.lt(x, c(b, 0, x)), c(b, NAN, x), result);
+    return b.select(b.eq(x, inf), c(b, NAN, x), b.select(is_nan(b, x), x, result));
   }
-  if (nu == 0) result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), result);
+  if (nu == 0) result = b.select(b.eq(x, c(b, 0, x)), c(b, 1, x), result);
   if (nu == 1) {
-    result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 0, x), result);
-    result = mul(b, result, b.select(b.compare("LT", x, c(b, 0, x)), c(b, -1, x), c(b, 1, x)));
+    result = b.select(b.eq(x, c(b, 0, x)), c(b, 0, x), result);
+    result = b.multiply(result, b.select(b.lt(x, c(b, 0, x)), c(b, -1, x), c(b, 1, x)));
   }
-  result = b.select(b.compare("EQ", ax, inf), c(b, NAN, x), result);
+  result = b.select(b.eq(ax, inf), c(b, NAN, x), result);
   return b.select(is_nan(b, x), x, result);
 }
 
 // sin(x) / x, 1 at 0, 0 at +-inf.
 Value spherical_j0(Builder& b, const Value& x) {
-  Value safe = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), x);
-  Value r = div(b, b.unary("sine", safe), safe);
-  r = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), r);
-  return b.select(b.compare("EQ", b.unary("abs", x), c(b, INFINITY, x)), c(b, 0, x), r);
+  Value safe = b.select(b.eq(x, c(b, 0, x)), c(b, 1, x), x);
+  Value r = b.divide(b.sine(safe), safe);
+  r = b.select(b.eq(x, c(b, 0, x)), c(b, 1, x), r);
+  return b.select(b.eq(b.abs(x), c(b, INFINITY, x)), c(b, 0, x), r);
 }
 
 #define TORCH_TPU_BESSEL(name, expression)                                         \

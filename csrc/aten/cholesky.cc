@@ -45,22 +45,19 @@ LOWER({"linalg_cholesky_ex", "linalg_cholesky_ex.L"}, [](LoweringContext& ctx) {
     // c = A[:, j] - L[:, :j] L[j, :j]^T (L's columns >= j are still zero).
     Value lj = row(b, l, j);  // [..., 1, n]
     Value projected = b.dot_general(l, lj, batch_dims, batch_dims, {r - 1}, {r - 1}, a.type);
-    Value c = b.binary("subtract", column(b, a, j), projected);  // [..., n, 1]
-    Value pivot = row(b, c, j);                                  // [..., 1, 1]
-    Value bad =
-        b.reshape(b.unary("not", b.compare("GT", pivot, splat(b, 0, a.type, pivot.shape))), batch);
-    info =
-        b.select(b.binary("and", bad, b.compare("EQ", info, splat(b, 0, ElementType::S32, batch))),
-                 splat(b, static_cast<double>(j + 1), ElementType::S32, batch), info);
-    Value d = b.unary("sqrt", pivot);
+    Value c = b.subtract(column(b, a, j), projected);  // [..., n, 1]
+    Value pivot = row(b, c, j);                        // [..., 1, 1]
+    Value bad = b.reshape(b.not_(b.gt(pivot, splat(b, 0, a.type, pivot.shape))), batch);
+    info = b.select(b.and_(bad, b.eq(info, splat(b, 0, ElementType::S32, batch))),
+                    splat(b, static_cast<double>(j + 1), ElementType::S32, batch), info);
+    Value d = b.sqrt(pivot);
     Value d_col = broadcast_to(b, d, c.shape);
     Value j_col = splat(b, static_cast<double>(j), ElementType::S64, c.shape);
-    Value new_col = b.select(b.compare("EQ", rows, j_col), d_col,
-                             b.select(b.compare("GT", rows, j_col), b.binary("divide", c, d_col),
-                                      splat(b, 0, a.type, c.shape)));
-    l = b.select(
-        b.compare("EQ", col_iota, splat(b, static_cast<double>(j), ElementType::S64, a.shape)),
-        broadcast_to(b, new_col, a.shape), l);
+    Value new_col =
+        b.select(b.eq(rows, j_col), d_col,
+                 b.select(b.gt(rows, j_col), b.divide(c, d_col), splat(b, 0, a.type, c.shape)));
+    l = b.select(b.eq(col_iota, splat(b, static_cast<double>(j), ElementType::S64, a.shape)),
+                 broadcast_to(b, new_col, a.shape), l);
   }
   if (ctx.arg(1).toBool()) {
     std::vector<int64_t> order(r);

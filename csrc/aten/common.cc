@@ -144,7 +144,7 @@ Shape keepdim_shape(const Shape& shape, const std::vector<int64_t>& dims) {
 }
 
 Value sum(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
-  return b.reduce(x, b.constant(0.0, x.type), dims, "add");
+  return b.reduce(x, b.constant(0.0, x.type), dims, BinaryOp::Add);
 }
 
 double lowest(ElementType type) {
@@ -194,8 +194,9 @@ double highest(ElementType type) {
   }
 }
 
-Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y) {
-  if (x.type == ElementType::Pred) return b.binary(op == "maximum" ? "or" : "and", x, y);
+Value extremum(Builder& b, BinaryOp op, const Value& x, const Value& y) {
+  if (x.type == ElementType::Pred)
+    return b.binary(op == BinaryOp::Maximum ? BinaryOp::Or : BinaryOp::And, x, y);
   Value r = b.binary(op, x, y);
   if (!hlo::is_float(x.type)) return r;
   return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, r));
@@ -209,8 +210,8 @@ Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& di
   } else {
     init = b.constant(is_max ? lowest(x.type) : highest(x.type), x.type);
   }
-  const std::string op = is_max ? "maximum" : "minimum";
-  return b.reduce({x}, {init}, dims, [&op](Builder& r, const std::vector<Value>& args) {
+  const BinaryOp op = is_max ? BinaryOp::Maximum : BinaryOp::Minimum;
+  return b.reduce({x}, {init}, dims, [op](Builder& r, const std::vector<Value>& args) {
     return std::vector<Value>{extremum(r, op, args[0], args[1])};
   })[0];
 }
@@ -226,7 +227,7 @@ Value erf(Builder& b, const Value& x) {
   Value f = b.convert(x, ElementType::F32);
   Value clamped =
       b.clamp(splat(b, -4.0, ElementType::F32, {}), f, splat(b, 4.0, ElementType::F32, {}));
-  Value x2 = b.binary("multiply", clamped, clamped);
+  Value x2 = b.multiply(clamped, clamped);
   const double alpha[] = {-2.72614225801306e-10, 2.77068142495902e-08,  -2.10102402082508e-06,
                           -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
                           -1.60960333262415e-02};
@@ -234,22 +235,22 @@ Value erf(Builder& b, const Value& x) {
                          -7.37332916720468e-03, -1.42647390514189e-02};
   Value p = splat(b, alpha[0], ElementType::F32, x.shape);
   for (int i = 1; i < 7; ++i) {
-    p = b.binary("add", b.binary("multiply", p, x2), splat(b, alpha[i], ElementType::F32, x.shape));
+    p = b.add(b.multiply(p, x2), splat(b, alpha[i], ElementType::F32, x.shape));
   }
-  p = b.binary("multiply", p, clamped);
+  p = b.multiply(p, clamped);
   Value q = splat(b, beta[0], ElementType::F32, x.shape);
   for (int i = 1; i < 5; ++i) {
-    q = b.binary("add", b.binary("multiply", q, x2), splat(b, beta[i], ElementType::F32, x.shape));
+    q = b.add(b.multiply(q, x2), splat(b, beta[i], ElementType::F32, x.shape));
   }
-  return b.convert(b.binary("divide", p, q), t);
+  return b.convert(b.divide(p, q), t);
 }
 
-Value is_nan(Builder& b, const Value& x) { return b.compare("NE", x, x); }
+Value is_nan(Builder& b, const Value& x) { return b.ne(x, x); }
 
 Value all_of(Builder& b, const Value& pred) {
   std::vector<int64_t> dims(pred.shape.size());
   std::iota(dims.begin(), dims.end(), 0);
-  return b.reduce(pred, b.constant(1, ElementType::Pred), dims, "and");
+  return b.reduce(pred, b.constant(1, ElementType::Pred), dims, BinaryOp::And);
 }
 
 void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high,
@@ -258,8 +259,8 @@ void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high
   auto bound = [&](int64_t value) {
     return splat(b, static_cast<double>(value), ElementType::S64, i.shape);
   };
-  Value in_range = b.binary("and", b.compare("GE", i, bound(low)), b.compare("LT", i, bound(high)));
-  if (exempt) in_range = b.binary("or", in_range, b.compare("EQ", i, bound(*exempt)));
+  Value in_range = b.and_(b.ge(i, bound(low)), b.lt(i, bound(high)));
+  if (exempt) in_range = b.or_(in_range, b.eq(i, bound(*exempt)));
   b.check_at_runtime(all_of(b, in_range), kind,
                      "an index out of range (a value outside the dimension it indexes, or a "
                      "class target outside [0, classes))");
@@ -288,7 +289,7 @@ Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index) {
 }
 
 Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
-                     const Value& updates, const std::string& op) {
+                     const Value& updates, std::optional<BinaryOp> op) {
   std::vector<int64_t> to_front{dim};
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d != dim) to_front.push_back(d);
@@ -304,8 +305,8 @@ Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index
   dims.index_vector_dim = 1;
   Value combined = b.scatter(b.transpose(x, to_front), positions, b.transpose(updates, to_front),
                              dims, [op](Builder& r, const std::vector<Value>& a) {
-                               if (op.empty()) return std::vector<Value>{a[1]};
-                               return std::vector<Value>{r.binary(op, a[0], a[1])};
+                               if (!op) return std::vector<Value>{a[1]};
+                               return std::vector<Value>{r.binary(*op, a[0], a[1])};
                              });
   return b.transpose(combined, back);
 }
@@ -328,17 +329,17 @@ Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool u
     hi[r - 2] = i + 1;
     Value row = b.slice(t, lo, hi, unit_step);  // [..., 1, n]
     Value i_row = splat(b, static_cast<double>(i), ElementType::S64, row_shape);
-    Value off = b.select(b.compare(upper ? "GT" : "LT", cols, i_row), row, zero_row);
+    Value off =
+        b.select(b.compare(upper ? Comparison::GT : Comparison::LT, cols, i_row), row, zero_row);
     Value done = b.dot_general(off, x, batch, batch, {r - 1}, {r - 2}, t.type);  // [..., 1, m]
-    Value value = b.binary("subtract", x, broadcast_to(b, done, x.shape));
+    Value value = b.subtract(x, broadcast_to(b, done, x.shape));
     if (!unit) {
       std::vector<int64_t> dlo = lo, dhi = hi;
       dlo[r - 1] = i;
       dhi[r - 1] = i + 1;
-      value = b.binary("divide", value, broadcast_to(b, b.slice(t, dlo, dhi, unit_step), x.shape));
+      value = b.divide(value, broadcast_to(b, b.slice(t, dlo, dhi, unit_step), x.shape));
     }
-    x = b.select(b.compare("EQ", rows, splat(b, static_cast<double>(i), ElementType::S64, x.shape)),
-                 value, x);
+    x = b.select(b.eq(rows, splat(b, static_cast<double>(i), ElementType::S64, x.shape)), value, x);
   }
   return x;
 }

@@ -12,9 +12,13 @@
 
 namespace torch_tpu::aten {
 
+using hlo::BinaryOp;
 using hlo::Builder;
+using hlo::Comparison;
 using hlo::ElementType;
+using hlo::FftType;
 using hlo::Shape;
+using hlo::UnaryOp;
 using hlo::Value;
 using Values = std::vector<Value>;
 
@@ -65,15 +69,15 @@ void check_index_range(Builder& b, const Value& index, int64_t low, int64_t high
 
 Value take_slices(Builder& b, const Value& x, int64_t dim, const Value& index);
 // `x` with `updates` (shaped like x but index.numel() long along dim) combined by `op` into
-// the slices at `index` (valid positions); "" replaces.
+// the slices at `index` (valid positions); no op replaces.
 Value combine_slices(Builder& b, const Value& x, int64_t dim, const Value& index,
-                     const Value& updates, const std::string& op);
+                     const Value& updates, std::optional<BinaryOp> op);
 // Solves T X = B by substitution for triangular T [..., n, n] (only the triangle `upper` names
 // is read; `unit` takes its diagonal as ones) and B [..., n, m] with T's batch shape.
 Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool upper, bool unit);
-// stablehlo maximum/minimum ("maximum" or "minimum") that propagate NaN from either operand,
-// as torch does (XLA's CPU lowering keeps the second operand's number).
-Value extremum(Builder& b, const std::string& op, const Value& x, const Value& y);
+// stablehlo maximum/minimum (BinaryOp::Maximum or Minimum) that propagate NaN from either
+// operand, as torch does (XLA's CPU lowering keeps the second operand's number).
+Value extremum(Builder& b, BinaryOp op, const Value& x, const Value& y);
 // max (is_max) or min over `dims`, NaN-propagating for floats.
 Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max);
 Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims);

@@ -42,8 +42,7 @@ LOWER({"polar", "polar.out"}, [](LoweringContext& ctx) {
   ElementType t = et(magnitude.scalar_type());
   Builder& b = ctx.b;
   Value r = operand(ctx, 0, t, shape), angle = operand(ctx, 1, t, shape);
-  return Values{b.complex(b.binary("multiply", r, b.unary("cosine", angle)),
-                          b.binary("multiply", r, b.unary("sine", angle)))};
+  return Values{b.complex(b.multiply(r, b.cosine(angle)), b.multiply(r, b.sine(angle)))};
 });
 
 }  // namespace

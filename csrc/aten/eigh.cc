@@ -19,14 +19,14 @@ namespace {
 Value symmetric_from(Builder& b, const Value& a, bool lower) {
   Value triangle_part = triangle(b, a, /*upper=*/!lower);
   Value strict = triangle(b, a, /*upper=*/!lower, lower ? -1 : 1);
-  return add(b, triangle_part, matrix_transpose(b, strict));
+  return b.add(triangle_part, matrix_transpose(b, strict));
 }
 
 // The diagonal of `a` [..., n, n] as [..., 1, n].
 Value diagonal_row(Builder& b, const Value& a) {
   const int64_t r = a.rank(), n = a.shape[r - 1];
-  Value on_diagonal = b.compare("EQ", b.iota(a.shape, ElementType::S64, r - 2),
-                                b.iota(a.shape, ElementType::S64, r - 1));
+  Value on_diagonal =
+      b.eq(b.iota(a.shape, ElementType::S64, r - 2), b.iota(a.shape, ElementType::S64, r - 1));
   Value d = sum(b, b.select(on_diagonal, a, c(b, 0, a)), {r - 2});
   return b.reshape(d, with_matrix(batch_of(a), 1, n));
 }
@@ -53,11 +53,11 @@ Eigen diagonalize(Builder& b, const Value& a) {
         Value gamma = diagonal_row(q, block(q, m, 0, h, h, n2));
         // Off-diagonal entries below eps * sqrt(|a_pp a_qq|), or below eps times the matrix's
         // norm (which rotations keep), no longer move the eigenvalues.
-        Value frobenius = q.unary("sqrt", sum(q, mul(q, m, m), {r - 2, r - 1}));
+        Value frobenius = q.sqrt(sum(q, q.multiply(m, m), {r - 2, r - 1}));
         Shape one = with_matrix(batch_of(m), 1, 1);
         Value floor = broadcast_to(q, q.reshape(frobenius, one), alpha.shape);
-        Value threshold = mul(q, c(q, eps, alpha),
-                              add(q, q.unary("sqrt", q.unary("abs", mul(q, alpha, beta))), floor));
+        Value threshold =
+            q.multiply(c(q, eps, alpha), q.add(q.sqrt(q.abs(q.multiply(alpha, beta))), floor));
         Rotation rotation = jacobi_rotation(q, alpha, beta, gamma, threshold);
         Value turned = rotate_column_pairs(q, m, rotation);
         turned = matrix_transpose(q, rotate_column_pairs(q, matrix_transpose(q, turned), rotation));
@@ -99,12 +99,12 @@ LOWER({"_linalg_eigh", "_linalg_eigh.eigenvalues"}, [](LoweringContext& ctx) {
   if (n2 != n) {
     // The padding row and column stay apart (never rotated): V's last row marks them.
     Value marker = rows_of(b, e.vectors, n2 - 1, n2);
-    key = b.select(b.compare("EQ", marker, c(b, 1, marker)), c(b, INFINITY, key), key);
+    key = b.select(b.eq(marker, c(b, 1, marker)), c(b, INFINITY, key), key);
   }
   auto ascending = [&](const Value& m) {
     auto sorted = b.sort({broadcast_to(b, key, m.shape), m}, r - 1, /*stable=*/true,
                          [](Builder& q, const std::vector<Value>& p) {
-                           return std::vector<Value>{q.compare("LT", p[0], p[1])};
+                           return std::vector<Value>{q.lt(p[0], p[1])};
                          });
     return sorted[1];
   };

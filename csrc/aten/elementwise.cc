@@ -12,7 +12,7 @@ namespace torch_tpu::aten {
 namespace {
 
 // self (op) other * alpha, with torch's type promotion.
-Values add_like(LoweringContext& ctx, const char* op) {
+Values add_like(LoweringContext& ctx, BinaryOp op) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
     c10::Scalar alpha = ctx.arg(2).toScalar();
@@ -24,29 +24,28 @@ Values add_like(LoweringContext& ctx, const char* op) {
   Value a = operand(ctx, 0, m, shape);
   Value other = operand(ctx, 1, m, shape);
   if (type == c10::ScalarType::Bool)
-    return {ctx.b.binary(std::string(op) == "add" ? "or" : "xor", a, other)};
+    return {ctx.b.binary(op == BinaryOp::Add ? BinaryOp::Or : BinaryOp::Xor, a, other)};
   if (ctx.num_args() > 2 && ctx.arg(2).isScalar()) {
     // alpha is a runtime input: its value never selects the computation.
-    other = ctx.b.binary("multiply", other, as(ctx.b, ctx.scalar(2, m), m, shape));
+    other = ctx.b.multiply(other, as(ctx.b, ctx.scalar(2, m), m, shape));
   }
   return {ctx.b.convert(ctx.b.binary(op, a, other), t)};
 }
 
 LOWER({"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar", "add.Scalar_out"},
-      [](LoweringContext& ctx) { return add_like(ctx, "add"); });
+      [](LoweringContext& ctx) { return add_like(ctx, BinaryOp::Add); });
 LOWER({"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar", "sub.Scalar_out"},
-      [](LoweringContext& ctx) { return add_like(ctx, "subtract"); });
+      [](LoweringContext& ctx) { return add_like(ctx, BinaryOp::Subtract); });
 LOWER({"rsub.Tensor", "rsub.Scalar"}, [](LoweringContext& ctx) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   Value other = operand(ctx, 1, t, shape);
-  Value self =
-      ctx.b.binary("multiply", operand(ctx, 0, t, shape), as(ctx.b, ctx.scalar(2, t), t, shape));
-  return Values{ctx.b.binary("subtract", other, self)};
+  Value self = ctx.b.multiply(operand(ctx, 0, t, shape), as(ctx.b, ctx.scalar(2, t), t, shape));
+  return Values{ctx.b.subtract(other, self)};
 });
 
-Values binary_promoted(LoweringContext& ctx, const char* op, bool to_float = false) {
+Values binary_promoted(LoweringContext& ctx, BinaryOp op, bool to_float = false) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   if (to_float) type = float_type(type);
   Shape shape = operand_shape(ctx, {0, 1});
@@ -56,38 +55,36 @@ Values binary_promoted(LoweringContext& ctx, const char* op, bool to_float = fal
 
 LOWER({"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar", "mul.Scalar_out"},
       [](LoweringContext& ctx) {
-        if (promoted_type(ctx, {0, 1}) == c10::ScalarType::Bool) return binary_promoted(ctx, "and");
-        return binary_promoted(ctx, "multiply");
+        if (promoted_type(ctx, {0, 1}) == c10::ScalarType::Bool)
+          return binary_promoted(ctx, BinaryOp::And);
+        return binary_promoted(ctx, BinaryOp::Multiply);
       });
 LOWER({"div.Tensor", "div_.Tensor", "div.out", "div.Scalar", "div_.Scalar", "div.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "divide", true); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Divide, true); });
 // Floor division as CPU computes it for floats: from fmod, so that the quotient is exact where
 // x / y rounds across an integer; division by zero gives x / y.
 Value float_floor_divide(Builder& b, const Value& x, const Value& y) {
   Value zero = splat(b, 0, x.type, x.shape), one = splat(b, 1, x.type, x.shape);
-  Value mod = b.binary("remainder", x, y);
-  Value div = b.binary("divide", b.binary("subtract", x, mod), y);
-  Value adjust = b.binary("and", b.compare("NE", mod, zero),
-                          b.compare("NE", b.compare("LT", y, zero), b.compare("LT", mod, zero)));
-  div = b.select(adjust, b.binary("subtract", div, one), div);
-  Value floored = b.unary("floor", div);
-  floored =
-      b.select(b.compare("GT", b.binary("subtract", div, floored), splat(b, 0.5, x.type, x.shape)),
-               b.binary("add", floored, one), floored);
+  Value mod = b.remainder(x, y);
+  Value div = b.divide(b.subtract(x, mod), y);
+  Value adjust = b.and_(b.ne(mod, zero), b.ne(b.lt(y, zero), b.lt(mod, zero)));
+  div = b.select(adjust, b.subtract(div, one), div);
+  Value floored = b.floor(div);
+  floored = b.select(b.gt(b.subtract(div, floored), splat(b, 0.5, x.type, x.shape)),
+                     b.add(floored, one), floored);
   // A zero quotient takes the sign of x / y.
-  Value quotient = b.binary("divide", x, y);
-  Value signed_zero = b.select(b.compare("LT", quotient, zero), b.unary("negate", zero), zero);
-  floored = b.select(b.compare("EQ", div, zero), signed_zero, floored);
-  return b.select(b.compare("EQ", y, zero), quotient, floored);
+  Value quotient = b.divide(x, y);
+  Value signed_zero = b.select(b.lt(quotient, zero), b.negate(zero), zero);
+  floored = b.select(b.eq(div, zero), signed_zero, floored);
+  return b.select(b.eq(y, zero), quotient, floored);
 }
 // Integer floor division: truncating division corrected where the signs differ.
 Value integer_floor_divide(Builder& b, const Value& x, const Value& y) {
-  Value q = b.binary("divide", x, y);
-  Value r = b.binary("remainder", x, y);
+  Value q = b.divide(x, y);
+  Value r = b.remainder(x, y);
   Value zero = splat(b, 0, x.type, x.shape);
-  Value adjust = b.binary("and", b.compare("NE", r, zero),
-                          b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
-  return b.select(adjust, b.binary("subtract", q, splat(b, 1, x.type, x.shape)), q);
+  Value adjust = b.and_(b.ne(r, zero), b.ne(b.lt(r, zero), b.lt(y, zero)));
+  return b.select(adjust, b.subtract(q, splat(b, 1, x.type, x.shape)), q);
 }
 Values floor_divide(LoweringContext& ctx) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
@@ -116,35 +113,34 @@ LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
         if (mode.isNone()) type = float_type(type);
         ElementType t = et(type);
         Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
-        Value q = b.binary("divide", x, y);  // integers truncate toward zero
+        Value q = b.divide(x, y);  // integers truncate toward zero
         if (mode.isNone() || !hlo::is_float(t)) return Values{q};
-        return Values{
-            b.binary("multiply", b.unary("sign", q), b.unary("floor", b.unary("abs", q)))};
+        return Values{b.multiply(b.sign(q), b.floor(b.abs(q)))};
       });
 LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Tensor_Scalar",
        "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Scalar", "pow.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "power"); });
-Values extremum_promoted(LoweringContext& ctx, const char* op) {
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Power); });
+Values extremum_promoted(LoweringContext& ctx, BinaryOp op) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   return {extremum(ctx.b, op, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
 }
 LOWER({"maximum", "maximum.out"},
-      [](LoweringContext& ctx) { return extremum_promoted(ctx, "maximum"); });
+      [](LoweringContext& ctx) { return extremum_promoted(ctx, BinaryOp::Maximum); });
 LOWER({"minimum", "minimum.out"},
-      [](LoweringContext& ctx) { return extremum_promoted(ctx, "minimum"); });
+      [](LoweringContext& ctx) { return extremum_promoted(ctx, BinaryOp::Minimum); });
 LOWER({"atan2", "atan2_", "atan2.out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "atan2", true); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Atan2, true); });
 LOWER({"bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", "bitwise_and.Scalar",
        "bitwise_and_.Scalar", "bitwise_and.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "and"); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::And); });
 LOWER({"bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", "bitwise_or.Scalar",
        "bitwise_or_.Scalar", "bitwise_or.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "or"); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Or); });
 LOWER({"bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor.Scalar",
        "bitwise_xor_.Scalar", "bitwise_xor.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "xor"); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Xor); });
 
 // Python-style remainder: the sign follows the divisor.
 LOWER({"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", "remainder.Scalar",
@@ -156,17 +152,16 @@ LOWER({"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", "remaind
         ElementType t = et(type);
         Builder& b = ctx.b;
         Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
-        Value r = b.binary("remainder", x, y);
+        Value r = b.remainder(x, y);
         Value zero = splat(b, 0, t, shape);
-        Value fix = b.binary("and", b.compare("NE", r, zero),
-                             b.compare("NE", b.compare("LT", r, zero), b.compare("LT", y, zero)));
-        return Values{b.select(fix, b.binary("add", r, y), r)};
+        Value fix = b.and_(b.ne(r, zero), b.ne(b.lt(r, zero), b.lt(y, zero)));
+        return Values{b.select(fix, b.add(r, y), r)};
       });
 LOWER({"fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", "fmod.Scalar", "fmod_.Scalar",
        "fmod.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, "remainder"); });
+      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Remainder); });
 
-Values compare(LoweringContext& ctx, const char* direction) {
+Values compare(LoweringContext& ctx, Comparison direction) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
@@ -175,12 +170,12 @@ Values compare(LoweringContext& ctx, const char* direction) {
   if (hlo::is_complex(t)) {
     // Complex numbers are equal when both parts are (so NaN in either part is unequal);
     // CPU orders them no other way.
-    const std::string_view dir = direction;
-    TORCH_CHECK_NOT_IMPLEMENTED(dir == "EQ" || dir == "NE", "comparison ", dir,
+    TORCH_CHECK_NOT_IMPLEMENTED(direction == Comparison::EQ || direction == Comparison::NE,
+                                "comparison ", hlo::stablehlo_name(direction),
                                 " is not defined for complex tensors");
     Value re = b.compare(direction, b.real(x), b.real(y));
     Value im = b.compare(direction, b.imag(x), b.imag(y));
-    return {b.binary(dir == "EQ" ? "and" : "or", re, im)};
+    return {b.binary(direction == Comparison::EQ ? BinaryOp::And : BinaryOp::Or, re, im)};
   }
   return {b.compare(direction, x, y)};
 }
@@ -189,34 +184,33 @@ Values compare(LoweringContext& ctx, const char* direction) {
   LOWER({#name ".Tensor", #name "_.Tensor", #name ".Tensor_out", #name ".Scalar", \
          #name "_.Scalar", #name ".Scalar_out"},                                  \
         [](LoweringContext& ctx) { return compare(ctx, direction); })
-TORCH_TPU_COMPARE(eq, "EQ");
-TORCH_TPU_COMPARE(ne, "NE");
-TORCH_TPU_COMPARE(lt, "LT");
-TORCH_TPU_COMPARE(le, "LE");
-TORCH_TPU_COMPARE(gt, "GT");
-TORCH_TPU_COMPARE(ge, "GE");
+TORCH_TPU_COMPARE(eq, Comparison::EQ);
+TORCH_TPU_COMPARE(ne, Comparison::NE);
+TORCH_TPU_COMPARE(lt, Comparison::LT);
+TORCH_TPU_COMPARE(le, Comparison::LE);
+TORCH_TPU_COMPARE(gt, Comparison::GT);
+TORCH_TPU_COMPARE(ge, Comparison::GE);
 
-Values logical(LoweringContext& ctx, const char* op) {
+Values logical(LoweringContext& ctx, BinaryOp op) {
   Shape shape = operand_shape(ctx, {0, 1});
   Builder& b = ctx.b;
   auto truth = [&](int index) {
     Value x = ctx.tensor(index);
-    Value t = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+    Value t = x.type == ElementType::Pred ? x : b.ne(x, splat(b, 0, x.type, x.shape));
     return broadcast_to(b, t, shape);
   };
   return {b.binary(op, truth(0), truth(1))};
 }
 LOWER({"logical_and", "logical_and_", "logical_and.out"},
-      [](LoweringContext& ctx) { return logical(ctx, "and"); });
+      [](LoweringContext& ctx) { return logical(ctx, BinaryOp::And); });
 LOWER({"logical_or", "logical_or_", "logical_or.out"},
-      [](LoweringContext& ctx) { return logical(ctx, "or"); });
+      [](LoweringContext& ctx) { return logical(ctx, BinaryOp::Or); });
 LOWER({"logical_xor", "logical_xor_", "logical_xor.out"},
-      [](LoweringContext& ctx) { return logical(ctx, "xor"); });
+      [](LoweringContext& ctx) { return logical(ctx, BinaryOp::Xor); });
 LOWER({"logical_not", "logical_not_", "logical_not.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   Builder& b = ctx.b;
-  return Values{x.type == ElementType::Pred ? b.unary("not", x)
-                                            : b.compare("EQ", x, splat(b, 0, x.type, x.shape))};
+  return Values{x.type == ElementType::Pred ? b.not_(x) : b.eq(x, splat(b, 0, x.type, x.shape))};
 });
 
 // where's Scalar overloads stay composite (they decompose to where.self), so autograd keeps
@@ -270,10 +264,10 @@ Values clamp_impl(LoweringContext& ctx, int min_index, int max_index) {
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape);
   if (min_index >= 0 && !ctx.arg(min_index).isNone()) {
-    x = extremum(ctx.b, "maximum", x, operand(ctx, min_index, t, shape));
+    x = extremum(ctx.b, BinaryOp::Maximum, x, operand(ctx, min_index, t, shape));
   }
   if (max_index >= 0 && !ctx.arg(max_index).isNone()) {
-    x = extremum(ctx.b, "minimum", x, operand(ctx, max_index, t, shape));
+    x = extremum(ctx.b, BinaryOp::Minimum, x, operand(ctx, max_index, t, shape));
   }
   return {x};
 }
@@ -297,60 +291,58 @@ Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Val
   LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {             \
     return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); }); \
   })
-TORCH_TPU_FLOAT_UNARY(exp, "exponential");
-TORCH_TPU_FLOAT_UNARY(expm1, "exponential_minus_one");
-TORCH_TPU_FLOAT_UNARY(log, "log");
-TORCH_TPU_FLOAT_UNARY(log1p, "log_plus_one");
-TORCH_TPU_FLOAT_UNARY(sqrt, "sqrt");
-TORCH_TPU_FLOAT_UNARY(rsqrt, "rsqrt");
-TORCH_TPU_FLOAT_UNARY(sin, "sine");
-TORCH_TPU_FLOAT_UNARY(cos, "cosine");
-TORCH_TPU_FLOAT_UNARY(tan, "tan");
-TORCH_TPU_FLOAT_UNARY(tanh, "tanh");
-TORCH_TPU_FLOAT_UNARY(sigmoid, "logistic");
+TORCH_TPU_FLOAT_UNARY(exp, UnaryOp::Exponential);
+TORCH_TPU_FLOAT_UNARY(expm1, UnaryOp::ExponentialMinusOne);
+TORCH_TPU_FLOAT_UNARY(log, UnaryOp::Log);
+TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
+TORCH_TPU_FLOAT_UNARY(sqrt, UnaryOp::Sqrt);
+TORCH_TPU_FLOAT_UNARY(rsqrt, UnaryOp::Rsqrt);
+TORCH_TPU_FLOAT_UNARY(sin, UnaryOp::Sine);
+TORCH_TPU_FLOAT_UNARY(cos, UnaryOp::Cosine);
+TORCH_TPU_FLOAT_UNARY(tan, UnaryOp::Tan);
+TORCH_TPU_FLOAT_UNARY(tanh, UnaryOp::Tanh);
+TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
         [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
 TORCH_TPU_FLOAT_UNARY_FN(log2, {
-  return b.binary("divide", b.unary("log", x), splat(b, 0.69314718055994531, x.type, x.shape));
+  return b.divide(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
 });
 TORCH_TPU_FLOAT_UNARY_FN(log10, {
-  return b.binary("divide", b.unary("log", x), splat(b, 2.302585092994046, x.type, x.shape));
+  return b.divide(b.log(x), splat(b, 2.302585092994046, x.type, x.shape));
 });
-TORCH_TPU_FLOAT_UNARY_FN(exp2, { return b.binary("power", splat(b, 2.0, x.type, x.shape), x); });
-TORCH_TPU_FLOAT_UNARY_FN(reciprocal,
-                         { return b.binary("divide", splat(b, 1.0, x.type, x.shape), x); });
+TORCH_TPU_FLOAT_UNARY_FN(exp2, { return b.power(splat(b, 2.0, x.type, x.shape), x); });
+TORCH_TPU_FLOAT_UNARY_FN(reciprocal, { return b.divide(splat(b, 1.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
 
 // Unary ops that keep their input type.
 #define TORCH_TPU_SAME_UNARY(name, op)    \
   LOWER({#name, #name "_", #name ".out"}, \
         [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
-TORCH_TPU_SAME_UNARY(abs, "abs");
+TORCH_TPU_SAME_UNARY(abs, UnaryOp::Abs);
 // sign: 0 for NaN and the identity on bool, as CPU computes it.
 LOWER({"sign", "sign_", "sign.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   if (x.type == hlo::ElementType::Pred) return Values{x};
-  Value sign = b.unary("sign", x);
+  Value sign = b.sign(x);
   if (!hlo::is_float(x.type)) return Values{sign};
-  return Values{b.select(b.compare("NE", x, x), splat(b, 0, x.type, x.shape), sign)};
+  return Values{b.select(b.ne(x, x), splat(b, 0, x.type, x.shape), sign)};
 });
 // sgn: sign for reals; z / |z| for complex numbers (0 at 0).
 LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   if (x.type == hlo::ElementType::Pred) return Values{x};  // as sign: the identity
-  if (!hlo::is_complex(x.type)) return Values{b.unary("sign", x)};
-  Value magnitude = b.unary("abs", x);
+  if (!hlo::is_complex(x.type)) return Values{b.sign(x)};
+  Value magnitude = b.abs(x);
   Value zero = splat(b, 0, magnitude.type, x.shape);
-  Value safe =
-      b.select(b.compare("EQ", magnitude, zero), splat(b, 1, magnitude.type, x.shape), magnitude);
-  Value unit = b.binary("divide", x, b.complex(safe, zero));
-  return Values{b.select(b.compare("EQ", magnitude, zero), splat(b, 0, x.type, x.shape), unit)};
+  Value safe = b.select(b.eq(magnitude, zero), splat(b, 1, magnitude.type, x.shape), magnitude);
+  Value unit = b.divide(x, b.complex(safe, zero));
+  return Values{b.select(b.eq(magnitude, zero), splat(b, 0, x.type, x.shape), unit)};
 });
-TORCH_TPU_SAME_UNARY(bitwise_not, "not");
+TORCH_TPU_SAME_UNARY(bitwise_not, UnaryOp::Not);
 
 LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
@@ -358,31 +350,32 @@ LOWER({"neg", "neg_", "neg.out"}, [](LoweringContext& ctx) {
               "Negation, the `-` operator, on a bool tensor is not "
               "supported. If you are trying to invert a mask, use the `~` or `logical_not()` "
               "operator instead.");
-  return Values{ctx.b.unary("negate", x)};
+  return Values{ctx.b.negate(x)};
 });
 
-Values rounding(LoweringContext& ctx, const char* op) {
+Values rounding(LoweringContext& ctx, UnaryOp op) {
   Value x = ctx.tensor(0);
   if (!hlo::is_float(x.type)) return {x};
   return {ctx.b.unary(op, x)};
 }
 LOWER({"floor", "floor_", "floor.out"},
-      [](LoweringContext& ctx) { return rounding(ctx, "floor"); });
-LOWER({"ceil", "ceil_", "ceil.out"}, [](LoweringContext& ctx) { return rounding(ctx, "ceil"); });
+      [](LoweringContext& ctx) { return rounding(ctx, UnaryOp::Floor); });
+LOWER({"ceil", "ceil_", "ceil.out"},
+      [](LoweringContext& ctx) { return rounding(ctx, UnaryOp::Ceil); });
 LOWER({"round", "round_", "round.out"},
-      [](LoweringContext& ctx) { return rounding(ctx, "round_nearest_even"); });
+      [](LoweringContext& ctx) { return rounding(ctx, UnaryOp::RoundNearestEven); });
 // round(x, decimals): as CPU, nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) * 10^-d.
 LOWER({"round.decimals", "round_.decimals", "round.decimals_out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   int64_t decimals = ctx.arg(1).toInt();
   Builder& b = ctx.b;
-  if (!hlo::is_float(x.type) || decimals == 0) return rounding(ctx, "round_nearest_even");
+  if (!hlo::is_float(x.type) || decimals == 0) return rounding(ctx, UnaryOp::RoundNearestEven);
   ElementType m = opmath(x.type);
   Value v = b.convert(x, m);
   Value scale = splat(b, std::pow(10.0, static_cast<double>(std::abs(decimals))), m, v.shape);
-  const char* in = decimals > 0 ? "multiply" : "divide";
-  const char* out = decimals > 0 ? "divide" : "multiply";
-  Value rounded = b.unary("round_nearest_even", b.binary(in, v, scale));
+  const BinaryOp in = decimals > 0 ? BinaryOp::Multiply : BinaryOp::Divide;
+  const BinaryOp out = decimals > 0 ? BinaryOp::Divide : BinaryOp::Multiply;
+  Value rounded = b.round_nearest_even(b.binary(in, v, scale));
   // The last step in float64, correctly rounded back: the plugin's float32 division by a
   // constant is off by an ulp from CPU's.
   Value wide_scale =
@@ -394,13 +387,13 @@ LOWER({"trunc", "trunc_", "trunc.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   if (!hlo::is_float(x.type)) return Values{x};
   Builder& b = ctx.b;
-  return Values{b.binary("multiply", b.unary("sign", x), b.unary("floor", b.unary("abs", x)))};
+  return Values{b.multiply(b.sign(x), b.floor(b.abs(x)))};
 });
 
 LOWER({"isnan"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   if (hlo::is_complex(x.type)) {
-    return Values{ctx.b.binary("or", is_nan(ctx.b, ctx.b.real(x)), is_nan(ctx.b, ctx.b.imag(x)))};
+    return Values{ctx.b.or_(is_nan(ctx.b, ctx.b.real(x)), is_nan(ctx.b, ctx.b.imag(x)))};
   }
   if (!hlo::is_float(x.type)) return Values{splat(ctx.b, 0, ElementType::Pred, x.shape)};
   return Values{is_nan(ctx.b, x)};
@@ -409,14 +402,14 @@ LOWER({"isnan"}, [](LoweringContext& ctx) {
 // Activations and their gradients.
 LOWER({"relu", "relu_"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  return Values{extremum(ctx.b, "maximum", x, splat(ctx.b, 0, x.type, x.shape))};
+  return Values{extremum(ctx.b, BinaryOp::Maximum, x, splat(ctx.b, 0, x.type, x.shape))};
 });
 LOWER({"threshold_backward", "threshold_backward.grad_input"}, [](LoweringContext& ctx) {
   Value grad = ctx.tensor(0);
   Value self = ctx.tensor(1);
   Shape shape = broadcast_shapes(grad.shape, self.shape);
   Value threshold = as(ctx.b, ctx.scalar(2, self.type), self.type, shape);
-  Value keep = ctx.b.compare("GT", broadcast_to(ctx.b, self, shape), threshold);
+  Value keep = ctx.b.gt(broadcast_to(ctx.b, self, shape), threshold);
   return Values{
       ctx.b.select(keep, broadcast_to(ctx.b, grad, shape), splat(ctx.b, 0, grad.type, shape))};
 });
@@ -425,37 +418,32 @@ LOWER({"threshold", "threshold_", "threshold.out"}, [](LoweringContext& ctx) {
   Value threshold = as(ctx.b, ctx.scalar(1, x.type), x.type, x.shape);
   Value value = as(ctx.b, ctx.scalar(2, x.type), x.type, x.shape);
   // CPU's form: x <= threshold ? value : x, which keeps NaN.
-  return Values{ctx.b.select(ctx.b.compare("LE", x, threshold), value, x)};
+  return Values{ctx.b.select(ctx.b.le(x, threshold), value, x)};
 });
 
 // gelu(x) = x * cdf(x); cdf is 0.5 (1 + erf(x / sqrt 2)), or its tanh approximation.
 Value gelu_cdf(Builder& b, const Value& x, bool tanh_approx, Value* derivative) {
   auto c = [&](double v) { return splat(b, v, x.type, x.shape); };
   if (tanh_approx) {
-    Value x2 = b.binary("multiply", x, x);
-    Value inner = b.binary(
-        "multiply", c(0.7978845608028654),
-        b.binary("add", x, b.binary("multiply", c(0.044715), b.binary("multiply", x2, x))));
-    Value t = b.unary("tanh", inner);
-    Value cdf = b.binary("multiply", c(0.5), b.binary("add", c(1), t));
+    Value x2 = b.multiply(x, x);
+    Value inner =
+        b.multiply(c(0.7978845608028654), b.add(x, b.multiply(c(0.044715), b.multiply(x2, x))));
+    Value t = b.tanh(inner);
+    Value cdf = b.multiply(c(0.5), b.add(c(1), t));
     if (derivative) {
       // d/dx [x cdf] = cdf + x * 0.5 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-      Value dinner = b.binary("multiply", c(0.7978845608028654),
-                              b.binary("add", c(1), b.binary("multiply", c(3 * 0.044715), x2)));
-      Value dt =
-          b.binary("multiply", b.binary("subtract", c(1), b.binary("multiply", t, t)), dinner);
-      *derivative = b.binary("add", cdf, b.binary("multiply", b.binary("multiply", x, c(0.5)), dt));
+      Value dinner =
+          b.multiply(c(0.7978845608028654), b.add(c(1), b.multiply(c(3 * 0.044715), x2)));
+      Value dt = b.multiply(b.subtract(c(1), b.multiply(t, t)), dinner);
+      *derivative = b.add(cdf, b.multiply(b.multiply(x, c(0.5)), dt));
     }
     return cdf;
   }
-  Value cdf =
-      b.binary("multiply", c(0.5),
-               b.binary("add", c(1), erf(b, b.binary("multiply", x, c(0.7071067811865476)))));
+  Value cdf = b.multiply(c(0.5), b.add(c(1), erf(b, b.multiply(x, c(0.7071067811865476)))));
   if (derivative) {
     Value pdf =
-        b.binary("multiply", c(0.3989422804014327),
-                 b.unary("exponential", b.binary("multiply", c(-0.5), b.binary("multiply", x, x))));
-    *derivative = b.binary("add", cdf, b.binary("multiply", x, pdf));
+        b.multiply(c(0.3989422804014327), b.exponential(b.multiply(c(-0.5), b.multiply(x, x))));
+    *derivative = b.add(cdf, b.multiply(x, pdf));
   }
   return cdf;
 }
@@ -463,47 +451,45 @@ Value gelu_cdf(Builder& b, const Value& x, bool tanh_approx, Value* derivative) 
 LOWER({"gelu", "gelu_", "gelu.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   bool tanh_approx = ctx.arg(1).toStringRef() == "tanh";
-  return Values{ctx.b.binary("multiply", x, gelu_cdf(ctx.b, x, tanh_approx, nullptr))};
+  return Values{ctx.b.multiply(x, gelu_cdf(ctx.b, x, tanh_approx, nullptr))};
 });
 LOWER({"gelu_backward", "gelu_backward.grad_input"}, [](LoweringContext& ctx) {
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
   Value derivative;
   gelu_cdf(ctx.b, x, ctx.arg(2).toStringRef() == "tanh", &derivative);
-  return Values{ctx.b.binary("multiply", grad, derivative)};
+  return Values{ctx.b.multiply(grad, derivative)};
 });
 
 LOWER({"silu", "silu_", "silu.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
-  return Values{ctx.b.binary("multiply", x, ctx.b.unary("logistic", x))};
+  return Values{ctx.b.multiply(x, ctx.b.logistic(x))};
 });
 LOWER({"silu_backward", "silu_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  Value s = b.unary("logistic", x);
+  Value s = b.logistic(x);
   Value one = splat(b, 1, x.type, x.shape);
-  Value d = b.binary("multiply", s,
-                     b.binary("add", one, b.binary("multiply", x, b.binary("subtract", one, s))));
-  return Values{b.binary("multiply", grad, d)};
+  Value d = b.multiply(s, b.add(one, b.multiply(x, b.subtract(one, s))));
+  return Values{b.multiply(grad, d)};
 });
 // For complex numbers autograd wants grad * conj(derivative); conj is the identity on reals.
 LOWER({"sigmoid_backward", "sigmoid_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), y = ctx.tensor(1);
-  Value d = b.binary("multiply", y, b.binary("subtract", splat(b, 1, y.type, y.shape), y));
-  return Values{b.binary("multiply", grad, b.conj(d))};
+  Value d = b.multiply(y, b.subtract(splat(b, 1, y.type, y.shape), y));
+  return Values{b.multiply(grad, b.conj(d))};
 });
 LOWER({"tanh_backward", "tanh_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), y = ctx.tensor(1);
-  Value d = b.binary("subtract", splat(b, 1, y.type, y.shape), b.binary("multiply", y, y));
-  return Values{b.binary("multiply", grad, b.conj(d))};
+  Value d = b.subtract(splat(b, 1, y.type, y.shape), b.multiply(y, y));
+  return Values{b.multiply(grad, b.conj(d))};
 });
 LOWER({"leaky_relu", "leaky_relu_", "leaky_relu.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value slope = as(b, ctx.scalar(1, x.type), x.type, x.shape);
-  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), x,
-                         b.binary("multiply", x, slope))};
+  return Values{b.select(b.gt(x, splat(b, 0, x.type, x.shape)), x, b.multiply(x, slope))};
 });
 LOWER(
     {"leaky_relu_backward", "leaky_relu_backward.grad_input"},
@@ -511,8 +497,7 @@ LOWER(
       Builder& b = ctx.b;
       Value grad = ctx.tensor(0), x = ctx.tensor(1);
       Value slope = as(b, ctx.scalar(2, x.type), x.type, x.shape);
-      return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), grad,
-                             b.binary("multiply", grad, slope))};
+      return Values{b.select(b.gt(x, splat(b, 0, x.type, x.shape)), grad, b.multiply(grad, slope))};
     },
     {},
     // On every call (the slope is a runtime input): after an in-place forward, `self` is the
@@ -526,16 +511,15 @@ LOWER(
 LOWER({"hardtanh", "hardtanh_", "hardtanh.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  return Values{b.binary("minimum",
-                         b.binary("maximum", x, as(b, ctx.scalar(1, x.type), x.type, x.shape)),
-                         as(b, ctx.scalar(2, x.type), x.type, x.shape))};
+  return Values{b.minimum(b.maximum(x, as(b, ctx.scalar(1, x.type), x.type, x.shape)),
+                          as(b, ctx.scalar(2, x.type), x.type, x.shape))};
 });
 LOWER({"hardtanh_backward", "hardtanh_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
   Value lo = as(b, ctx.scalar(2, x.type), x.type, x.shape),
         hi = as(b, ctx.scalar(3, x.type), x.type, x.shape);
-  Value inside = b.binary("and", b.compare("GT", x, lo), b.compare("LT", x, hi));
+  Value inside = b.and_(b.gt(x, lo), b.lt(x, hi));
   return Values{b.select(inside, grad, splat(b, 0, grad.type, grad.shape))};
 });
 
@@ -555,25 +539,22 @@ LOWER({"lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out", "lerp.Tensor", "lerp_.T
         ElementType t = et(type), m = opmath(t);
         Value self = operand(ctx, 0, m, shape), end = operand(ctx, 1, m, shape);
         Value weight = operand(ctx, 2, m, shape);
-        return Values{b.convert(
-            b.binary("add", self, b.binary("multiply", weight, b.binary("subtract", end, self))),
-            t)};
+        return Values{b.convert(b.add(self, b.multiply(weight, b.subtract(end, self))), t)};
       });
 
-Values addc(LoweringContext& ctx, const char* op) {
+Values addc(LoweringContext& ctx, BinaryOp op) {
   Builder& b = ctx.b;
   c10::ScalarType type = promoted_type(ctx, {0, 1, 2});
   Shape shape = operand_shape(ctx, {0, 1, 2});
   ElementType t = et(type), m = opmath(t);
   Value term = b.binary(op, operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
   Value value = as(b, ctx.scalar(3, m), m, shape);
-  return {
-      b.convert(b.binary("add", operand(ctx, 0, m, shape), b.binary("multiply", value, term)), t)};
+  return {b.convert(b.add(operand(ctx, 0, m, shape), b.multiply(value, term)), t)};
 }
 LOWER({"addcmul", "addcmul_", "addcmul.out"},
-      [](LoweringContext& ctx) { return addc(ctx, "multiply"); });
+      [](LoweringContext& ctx) { return addc(ctx, BinaryOp::Multiply); });
 LOWER({"addcdiv", "addcdiv_", "addcdiv.out"},
-      [](LoweringContext& ctx) { return addc(ctx, "divide"); });
+      [](LoweringContext& ctx) { return addc(ctx, BinaryOp::Divide); });
 
 }  // namespace
 }  // namespace torch_tpu::aten
@@ -587,10 +568,10 @@ LOWER({"elu", "elu_", "elu.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
   Value alpha = s(1), scale = s(2), input_scale = s(3);
-  Value negative = b.binary("multiply", b.binary("multiply", scale, alpha),
-                            b.unary("exponential_minus_one", b.binary("multiply", x, input_scale)));
-  Value positive = b.binary("multiply", scale, x);
-  return Values{b.select(b.compare("GT", x, splat(b, 0, x.type, x.shape)), positive, negative)};
+  Value negative =
+      b.multiply(b.multiply(scale, alpha), b.exponential_minus_one(b.multiply(x, input_scale)));
+  Value positive = b.multiply(scale, x);
+  return Values{b.select(b.gt(x, splat(b, 0, x.type, x.shape)), positive, negative)};
 });
 // elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
 LOWER({"elu_backward", "elu_backward.grad_input"}, [](LoweringContext& ctx) {
@@ -598,21 +579,19 @@ LOWER({"elu_backward", "elu_backward.grad_input"}, [](LoweringContext& ctx) {
   Value grad = ctx.tensor(0), x = ctx.tensor(5);
   auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
   Value alpha = s(1), scale = s(2), input_scale = s(3);
-  Value negative_coefficient = b.binary("multiply", alpha, scale);
-  Value negative =
-      ctx.arg(4).toBool()
-          ? b.binary("multiply", input_scale, b.binary("add", x, negative_coefficient))
-          : b.binary("multiply", b.binary("multiply", input_scale, negative_coefficient),
-                     b.unary("exponential", b.binary("multiply", x, input_scale)));
-  Value slope = b.select(b.compare("LE", x, splat(b, 0, x.type, x.shape)), negative, scale);
-  return Values{b.binary("multiply", grad, slope)};
+  Value negative_coefficient = b.multiply(alpha, scale);
+  Value negative = ctx.arg(4).toBool() ? b.multiply(input_scale, b.add(x, negative_coefficient))
+                                       : b.multiply(b.multiply(input_scale, negative_coefficient),
+                                                    b.exponential(b.multiply(x, input_scale)));
+  Value slope = b.select(b.le(x, splat(b, 0, x.type, x.shape)), negative, scale);
+  return Values{b.multiply(grad, slope)};
 });
 
 // softplus(x) = log1p(exp(beta x)) / beta, or x where beta x > threshold.
 Value softplus(Builder& b, const Value& x, const Value& beta, const Value& threshold) {
-  Value scaled = b.binary("multiply", x, beta);
-  Value soft = b.binary("divide", b.unary("log_plus_one", b.unary("exponential", scaled)), beta);
-  return b.select(b.compare("GT", scaled, threshold), x, soft);
+  Value scaled = b.multiply(x, beta);
+  Value soft = b.divide(b.log_plus_one(b.exponential(scaled)), beta);
+  return b.select(b.gt(scaled, threshold), x, soft);
 }
 LOWER({"softplus", "softplus.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -625,9 +604,9 @@ LOWER({"softplus_backward", "softplus_backward.grad_input"}, [](LoweringContext&
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
   Value beta = as(b, ctx.scalar(2, x.type), x.type, x.shape);
   Value threshold = as(b, ctx.scalar(3, x.type), x.type, x.shape);
-  Value scaled = b.binary("multiply", x, beta);
-  Value d = b.unary("logistic", scaled);
-  return Values{b.select(b.compare("GT", scaled, threshold), grad, b.binary("multiply", grad, d))};
+  Value scaled = b.multiply(x, beta);
+  Value d = b.logistic(scaled);
+  return Values{b.select(b.gt(scaled, threshold), grad, b.multiply(grad, d))};
 });
 
 // mish(x) = x tanh(softplus(x)), softplus with beta 1, threshold 20 as torch's kernel.
@@ -635,18 +614,15 @@ LOWER({"mish", "mish_", "mish.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   Value sp = softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape));
-  return Values{b.binary("multiply", x, b.unary("tanh", sp))};
+  return Values{b.multiply(x, b.tanh(sp))};
 });
 LOWER({"mish_backward"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  Value t =
-      b.unary("tanh", softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape)));
+  Value t = b.tanh(softplus(b, x, splat(b, 1, x.type, x.shape), splat(b, 20, x.type, x.shape)));
   Value one = splat(b, 1, x.type, x.shape);
-  Value d = b.binary("add", t,
-                     b.binary("multiply", b.binary("multiply", x, b.unary("logistic", x)),
-                              b.binary("subtract", one, b.binary("multiply", t, t))));
-  return Values{b.binary("multiply", grad, d)};
+  Value d = b.add(t, b.multiply(b.multiply(x, b.logistic(x)), b.subtract(one, b.multiply(t, t))));
+  return Values{b.multiply(grad, d)};
 });
 
 }  // namespace
@@ -681,8 +657,8 @@ LOWER({"nan_to_num", "nan_to_num_", "nan_to_num.out"}, [](LoweringContext& ctx) 
   Value posinf = splat(b, value_or(2, big), x.type, x.shape);
   Value neginf = splat(b, value_or(3, -big), x.type, x.shape);
   Value out = b.select(is_nan(b, x), nan, x);
-  out = b.select(b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape)), posinf, out);
-  return Values{b.select(b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape)), neginf, out)};
+  out = b.select(b.eq(x, splat(b, INFINITY, x.type, x.shape)), posinf, out);
+  return Values{b.select(b.eq(x, splat(b, -INFINITY, x.type, x.shape)), neginf, out)};
 });
 
 }  // namespace
@@ -696,52 +672,44 @@ namespace {
 Value one_like(Builder& b, const Value& x) { return splat(b, 1.0, x.type, x.shape); }
 
 Value sqrt_one_minus_square(Builder& b, const Value& x) {
-  return b.unary("sqrt", b.binary("subtract", one_like(b, x), b.binary("multiply", x, x)));
+  return b.sqrt(b.subtract(one_like(b, x), b.multiply(x, x)));
 }
 
 // atan(x) = atan2(x / m, 1 / m), m = max(|x|, 1): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
 // Both arguments stay finite for any finite x; x = +-inf goes in as atan2(+-1, 0) = +-pi/2.
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
-  Value magnitude = b.unary("abs", x);
-  Value inverse =
-      b.binary("divide", one_like(b, x), b.binary("maximum", magnitude, one_like(b, x)));
-  Value infinite = b.compare("EQ", magnitude, splat(b, INFINITY, x.type, x.shape));
-  Value numerator = b.select(infinite, b.unary("sign", x), b.binary("multiply", x, inverse));
-  return b.binary("atan2", numerator, inverse);
+  Value magnitude = b.abs(x);
+  Value inverse = b.divide(one_like(b, x), b.maximum(magnitude, one_like(b, x)));
+  Value infinite = b.eq(magnitude, splat(b, INFINITY, x.type, x.shape));
+  Value numerator = b.select(infinite, b.sign(x), b.multiply(x, inverse));
+  return b.atan2(numerator, inverse);
 });
-TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.binary("atan2", x, sqrt_one_minus_square(b, x)); });
-TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.binary("atan2", sqrt_one_minus_square(b, x), x); });
+TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.atan2(x, sqrt_one_minus_square(b, x)); });
+TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.atan2(sqrt_one_minus_square(b, x), x); });
 TORCH_TPU_FLOAT_UNARY_FN(sinh, {
   Value half = splat(b, 0.5, x.type, x.shape);
-  return b.binary("multiply", half,
-                  b.binary("subtract", b.unary("exponential_minus_one", x),
-                           b.unary("exponential_minus_one", b.unary("negate", x))));
+  return b.multiply(half,
+                    b.subtract(b.exponential_minus_one(x), b.exponential_minus_one(b.negate(x))));
 });
 TORCH_TPU_FLOAT_UNARY_FN(cosh, {
   Value half = splat(b, 0.5, x.type, x.shape);
-  return b.binary(
-      "multiply", half,
-      b.binary("add", b.unary("exponential", x), b.unary("exponential", b.unary("negate", x))));
+  return b.multiply(half, b.add(b.exponential(x), b.exponential(b.negate(x))));
 });
 TORCH_TPU_FLOAT_UNARY_FN(asinh, {
-  Value a = b.unary("abs", x);
-  Value magnitude = b.unary(
-      "log",
-      b.binary("add", a,
-               b.unary("sqrt", b.binary("add", b.binary("multiply", x, x), one_like(b, x)))));
-  return b.binary("multiply", b.unary("sign", x), magnitude);
+  Value a = b.abs(x);
+  Value magnitude = b.log(b.add(a, b.sqrt(b.add(b.multiply(x, x), one_like(b, x)))));
+  return b.multiply(b.sign(x), magnitude);
 });
 TORCH_TPU_FLOAT_UNARY_FN(acosh, {
-  Value root = b.unary("sqrt", b.binary("subtract", b.binary("multiply", x, x), one_like(b, x)));
-  return b.unary("log", b.binary("add", x, root));
+  Value root = b.sqrt(b.subtract(b.multiply(x, x), one_like(b, x)));
+  return b.log(b.add(x, root));
 });
 TORCH_TPU_FLOAT_UNARY_FN(atanh, {
-  Value ratio = b.binary("divide", b.binary("add", one_like(b, x), x),
-                         b.binary("subtract", one_like(b, x), x));
-  return b.binary("multiply", splat(b, 0.5, x.type, x.shape), b.unary("log", ratio));
+  Value ratio = b.divide(b.add(one_like(b, x), x), b.subtract(one_like(b, x), x));
+  return b.multiply(splat(b, 0.5, x.type, x.shape), b.log(ratio));
 });
-TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.binary("subtract", one_like(b, x), erf(b, x)); });
+TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.subtract(one_like(b, x), erf(b, x)); });
 
 // Both operands of a binary op computed in floating point: broadcast, in the float type the
 // inputs promote to (f16/bf16 computed in f32), and that result type.
@@ -760,26 +728,21 @@ FloatOperands float_operands(LoweringContext& ctx) {
 // operand of the smaller real part (b on a tie); a NaN in either operand makes both parts NaN,
 // and equal infinite real parts give low for -inf and log(exp(a) + exp(b)) for +inf.
 Value complex_log_add_exp(Builder& b, const Value& x, const Value& y) {
-  Value x_lower = b.compare("LT", b.real(x), b.real(y));
+  Value x_lower = b.lt(b.real(x), b.real(y));
   Value low = b.select(x_lower, x, y), high = b.select(x_lower, y, x);
   Value low_real = b.real(low), high_real = b.real(high);
   const Shape& shape = low_real.shape;
-  Value result = b.binary(
-      "add", b.unary("log_plus_one", b.unary("exponential", b.binary("subtract", low, high))),
-      high);
-  Value infinite =
-      b.binary("and", b.compare("EQ", low_real, high_real),
-               b.compare("EQ", b.unary("abs", low_real), splat(b, INFINITY, low_real.type, shape)));
-  Value at_infinity = b.select(
-      b.compare("LT", low_real, splat(b, 0, low_real.type, shape)), low,
-      b.unary("log", b.binary("add", b.unary("exponential", low), b.unary("exponential", high))));
+  Value result = b.add(b.log_plus_one(b.exponential(b.subtract(low, high))), high);
+  Value infinite = b.and_(b.eq(low_real, high_real),
+                          b.eq(b.abs(low_real), splat(b, INFINITY, low_real.type, shape)));
+  Value at_infinity = b.select(b.lt(low_real, splat(b, 0, low_real.type, shape)), low,
+                               b.log(b.add(b.exponential(low), b.exponential(high))));
   result = b.select(infinite, at_infinity, result);
   auto has_nan = [&b](const Value& z) {
-    return b.binary("or", b.compare("NE", b.real(z), b.real(z)),
-                    b.compare("NE", b.imag(z), b.imag(z)));
+    return b.or_(b.ne(b.real(z), b.real(z)), b.ne(b.imag(z), b.imag(z)));
   };
   Value nan = splat(b, NAN, low_real.type, shape);
-  return b.select(b.binary("or", has_nan(x), has_nan(y)), b.complex(nan, nan), result);
+  return b.select(b.or_(has_nan(x), has_nan(y)), b.complex(nan, nan), result);
 }
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)). Equal infinities give
@@ -793,16 +756,13 @@ Values log_add_exp(LoweringContext& ctx, bool base2) {
   ElementType m = x.type;
   const Shape& shape = x.shape;
   Builder& b = ctx.b;
-  Value distance = b.unary("negate", b.unary("abs", b.binary("subtract", x, y)));
-  Value tail =
-      base2
-          ? b.binary("divide",
-                     b.unary("log_plus_one", b.binary("power", splat(b, 2.0, m, shape), distance)),
-                     splat(b, 0.69314718055994531, m, shape))
-          : b.unary("log_plus_one", b.unary("exponential", distance));
-  Value result = b.binary("add", extremum(b, "maximum", x, y), tail);
-  Value equal = b.binary("add", x, splat(b, base2 ? 1.0 : 0.69314718055994531, m, shape));
-  return {b.convert(b.select(b.compare("EQ", x, y), equal, result), t)};
+  Value distance = b.negate(b.abs(b.subtract(x, y)));
+  Value tail = base2 ? b.divide(b.log_plus_one(b.power(splat(b, 2.0, m, shape), distance)),
+                                splat(b, 0.69314718055994531, m, shape))
+                     : b.log_plus_one(b.exponential(distance));
+  Value result = b.add(extremum(b, BinaryOp::Maximum, x, y), tail);
+  Value equal = b.add(x, splat(b, base2 ? 1.0 : 0.69314718055994531, m, shape));
+  return {b.convert(b.select(b.eq(x, y), equal, result), t)};
 }
 LOWER({"logaddexp", "logaddexp.out"}, [](LoweringContext& ctx) { return log_add_exp(ctx, false); });
 LOWER({"logaddexp2", "logaddexp2.out"},
@@ -817,9 +777,9 @@ LOWER({"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar",
         const Shape& shape = x.shape;
         Builder& b = ctx.b;
         ElementType bits = m == ElementType::F64 ? ElementType::S64 : ElementType::S32;
-        Value sign_bit = b.compare("LT", b.bitcast_convert(y, bits), splat(b, 0, bits, shape));
-        Value magnitude = b.unary("abs", x);
-        return Values{b.convert(b.select(sign_bit, b.unary("negate", magnitude), magnitude), t)};
+        Value sign_bit = b.lt(b.bitcast_convert(y, bits), splat(b, 0, bits, shape));
+        Value magnitude = b.abs(x);
+        return Values{b.convert(b.select(sign_bit, b.negate(magnitude), magnitude), t)};
       });
 
 // fmax/fmin: like maximum/minimum, but a NaN loses to a number.
@@ -829,18 +789,18 @@ Values nan_ignoring_extremum(LoweringContext& ctx, bool is_max) {
   ElementType t = et(type);
   Builder& b = ctx.b;
   Value x = operand(ctx, 0, t, shape), y = operand(ctx, 1, t, shape);
-  Value r = b.binary(is_max ? "maximum" : "minimum", x, y);
+  Value r = b.binary(is_max ? BinaryOp::Maximum : BinaryOp::Minimum, x, y);
   if (!hlo::is_float(t)) return {r};
-  r = b.select(b.compare("NE", x, x), y, r);
-  return {b.select(b.compare("NE", y, y), x, r)};
+  r = b.select(b.ne(x, x), y, r);
+  return {b.select(b.ne(y, y), x, r)};
 }
 LOWER({"fmax", "fmax.out"}, [](LoweringContext& ctx) { return nan_ignoring_extremum(ctx, true); });
 LOWER({"fmin", "fmin.out"}, [](LoweringContext& ctx) { return nan_ignoring_extremum(ctx, false); });
 
 // frac(x) = x - trunc(x).
 TORCH_TPU_FLOAT_UNARY_FN(frac, {
-  Value truncated = b.binary("multiply", b.unary("sign", x), b.unary("floor", b.unary("abs", x)));
-  return b.binary("subtract", x, truncated);
+  Value truncated = b.multiply(b.sign(x), b.floor(b.abs(x)));
+  return b.subtract(x, truncated);
 });
 
 // log_sigmoid_forward(x) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the buffer (which
@@ -851,9 +811,8 @@ LOWER({"log_sigmoid_forward", "log_sigmoid_forward.output"}, [](LoweringContext&
   ElementType m = opmath(x.type);
   Value v = b.convert(x, m);
   Value zero = splat(b, 0, m, v.shape);
-  Value tail =
-      b.unary("log_plus_one", b.unary("exponential", b.unary("negate", b.unary("abs", v))));
-  Value out = b.binary("subtract", extremum(b, "minimum", v, zero), tail);
+  Value tail = b.log_plus_one(b.exponential(b.negate(b.abs(v))));
+  Value out = b.subtract(extremum(b, BinaryOp::Minimum, v, zero), tail);
   return Values{b.convert(out, x.type), splat(b, 0, x.type, x.shape)};
 });
 // log_sigmoid_backward(grad, x, buffer) = grad * sigmoid(-x).
@@ -863,8 +822,8 @@ LOWER({"log_sigmoid_backward", "log_sigmoid_backward.grad_input"}, [](LoweringCo
   ElementType m = opmath(x.type);
   Value v = b.convert(x, m);
   Value one = splat(b, 1, m, v.shape);
-  Value sigmoid_neg = b.binary("divide", one, b.binary("add", one, b.unary("exponential", v)));
-  return Values{b.convert(b.binary("multiply", b.convert(grad, m), sigmoid_neg), x.type)};
+  Value sigmoid_neg = b.divide(one, b.add(one, b.exponential(v)));
+  return Values{b.convert(b.multiply(b.convert(grad, m), sigmoid_neg), x.type)};
 });
 // x * log(y), 0 where x is 0 unless y is NaN.
 LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
@@ -875,9 +834,9 @@ LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
         ElementType m = x.type;
         const Shape& shape = x.shape;
         Builder& b = ctx.b;
-        Value product = b.binary("multiply", x, b.unary("log", y));
+        Value product = b.multiply(x, b.log(y));
         Value zero = splat(b, 0.0, m, shape);
-        Value take_zero = b.binary("and", b.compare("EQ", x, zero), b.compare("EQ", y, y));
+        Value take_zero = b.and_(b.eq(x, zero), b.eq(y, y));
         return Values{b.convert(b.select(take_zero, zero, product), t)};
       });
 

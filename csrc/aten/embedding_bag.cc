@@ -28,10 +28,10 @@ struct Bags {
 Value counted_in_a_bag(Builder& b, const Value& offset2bag, const Value& indices,
                        int64_t padding_idx) {
   const int64_t length = indices.shape[0];
-  Value counted = b.compare("GE", offset2bag, splat(b, 0, ElementType::S64, {length}));
+  Value counted = b.ge(offset2bag, splat(b, 0, ElementType::S64, {length}));
   if (padding_idx < 0) return counted;
   Value padding = splat(b, static_cast<double>(padding_idx), ElementType::S64, {length});
-  return b.binary("and", counted, b.compare("NE", indices, padding));
+  return b.and_(counted, b.ne(indices, padding));
 }
 
 // offsets [B] (or [B + 1] with include_last_offset, whose last entry ends the last bag).
@@ -46,18 +46,17 @@ Bags bags_of(Builder& b, const Value& indices_in, const Value& offsets_in, bool 
   Value end = include_last ? b.slice(offsets, {bags}, {bags + 1}, {1})
                            : splat(b, static_cast<double>(length), ElementType::S64, {1});
   Value position = b.iota({length}, ElementType::S64, 0);
-  Value started = b.compare("LE", b.broadcast_in_dim(starts, {length, bags}, {1}),
-                            b.broadcast_in_dim(position, {length, bags}, {0}));
-  Value bag = b.binary("subtract", sum(b, b.convert(started, ElementType::S64), {1}),
-                       splat(b, 1, ElementType::S64, {length}));
-  Value inside = b.compare("LT", position, broadcast_to(b, end, {length}));
+  Value started = b.le(b.broadcast_in_dim(starts, {length, bags}, {1}),
+                       b.broadcast_in_dim(position, {length, bags}, {0}));
+  Value bag = b.subtract(sum(b, b.convert(started, ElementType::S64), {1}),
+                         splat(b, 1, ElementType::S64, {length}));
+  Value inside = b.lt(position, broadcast_to(b, end, {length}));
   Value none = splat(b, -1, ElementType::S64, {length});
   Value offset2bag = b.select(inside, bag, none);
   Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
-  Value member = b.binary("and",
-                          b.compare("EQ", b.broadcast_in_dim(offset2bag, {bags, length}, {1}),
-                                    b.iota({bags, length}, ElementType::S64, 0)),
-                          b.broadcast_in_dim(counted, {bags, length}, {1}));
+  Value member = b.and_(b.eq(b.broadcast_in_dim(offset2bag, {bags, length}, {1}),
+                             b.iota({bags, length}, ElementType::S64, 0)),
+                        b.broadcast_in_dim(counted, {bags, length}, {1}));
   return {indices, offset2bag, member, bags, length};
 }
 
@@ -100,18 +99,17 @@ Values embedding_bag(LoweringContext& ctx) {
     Value in_bag = b.broadcast_in_dim(g.member, cube, {0, 1});
     Value candidates =
         b.select(in_bag, b.broadcast_in_dim(rows, cube, {1, 2}), splat(b, -INFINITY, t, cube));
-    Value best = b.reduce(candidates, b.constant(-INFINITY, t), {1}, "maximum");  // [B, D]
-    Value empty = b.compare("EQ", b.broadcast_in_dim(bag_size, {g.bags, dim}, {0}),
-                            splat(b, 0, ElementType::S64, {g.bags, dim}));
+    Value best = b.reduce(candidates, b.constant(-INFINITY, t), {1}, BinaryOp::Maximum);  // [B, D]
+    Value empty = b.eq(b.broadcast_in_dim(bag_size, {g.bags, dim}, {0}),
+                       splat(b, 0, ElementType::S64, {g.bags, dim}));
     output = b.select(empty, splat(b, 0, t, best.shape), best);
     // The first index holding the maximum (CPU replaces only on a strictly larger value).
-    Value is_best = b.binary("and", in_bag,
-                             b.compare("EQ", candidates, b.broadcast_in_dim(best, cube, {0, 2})));
+    Value is_best = b.and_(in_bag, b.eq(candidates, b.broadcast_in_dim(best, cube, {0, 2})));
     Value position = b.iota(cube, ElementType::S64, 1);
     Value first =
         b.reduce(b.select(is_best, position,
                           splat(b, static_cast<double>(g.length), ElementType::S64, cube)),
-                 b.constant_int(g.length, ElementType::S64), {1}, "minimum");  // [B, D]
+                 b.constant_int(g.length, ElementType::S64), {1}, BinaryOp::Minimum);  // [B, D]
     Value found = take_slices(b, b.reshape(g.indices, {g.length, 1}), 0,
                               b.reshape(b.clamp(splat(b, 0, ElementType::S64, first.shape), first,
                                                 splat(b, static_cast<double>(g.length - 1),
@@ -124,13 +122,13 @@ Values embedding_bag(LoweringContext& ctx) {
       TORCH_CHECK(mode == kSum,
                   "embedding_bag: per_sample_weights was not None. "
                   "per_sample_weights is only supported for mode='sum'");
-      rows = mul(b, rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
+      rows = b.multiply(rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
     }
     output = b.dot_general(member, rows, {}, {}, {1}, {0}, t);  // [B, D]
     if (mode == kMean) {
       Value size = b.broadcast_in_dim(b.convert(bag_size, t), output.shape, {0});
       Value one = splat(b, 1, t, output.shape);
-      output = div(b, output, b.binary("maximum", size, one));
+      output = b.divide(output, b.maximum(size, one));
     }
   }
   return Values{b.convert(output, weight.type), g.offset2bag, bag_size, max_indices};
@@ -158,18 +156,16 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
         Value weight_rows = b.iota({num_weights, length}, ElementType::S64, 0);
         Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
         // [W, L]: index l reads weight row w.
-        Value reads = b.binary(
-            "and",
-            b.compare("EQ", weight_rows, b.broadcast_in_dim(indices, weight_rows.shape, {1})),
-            b.broadcast_in_dim(counted, weight_rows.shape, {1}));
+        Value reads = b.and_(b.eq(weight_rows, b.broadcast_in_dim(indices, weight_rows.shape, {1})),
+                             b.broadcast_in_dim(counted, weight_rows.shape, {1}));
         Value reads_f = as_float(b, reads, t);
         Value frequency = sum(b, reads_f, {1});  // [W]
         Value result;
         if (mode == kMax) {
           Value max_indices = b.convert(ctx.tensor(4), ElementType::S64);  // [B, D]
           Shape cube{num_weights, bags, dim};
-          Value picks = b.compare("EQ", b.broadcast_in_dim(max_indices, cube, {1, 2}),
-                                  b.iota(cube, ElementType::S64, 0));
+          Value picks = b.eq(b.broadcast_in_dim(max_indices, cube, {1, 2}),
+                             b.iota(cube, ElementType::S64, 0));
           result = sum(
               b, b.select(picks, b.broadcast_in_dim(g, cube, {1, 2}), splat(b, 0, t, cube)), {1});
         } else {
@@ -181,16 +177,16 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
           Value scale = splat(b, 1, t, {length});
           if (mode == kMean) {
             Value sizes = take_slices(b, b.reshape(bag_size, {bags, 1}), 0, safe_bag);
-            scale = div(b, scale, b.binary("maximum", b.reshape(sizes, {length}), scale));
+            scale = b.divide(scale, b.maximum(b.reshape(sizes, {length}), scale));
           }
-          if (auto psw = ctx.optional_tensor(8)) scale = mul(b, scale, b.convert(*psw, t));
-          per_index = mul(b, per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
+          if (auto psw = ctx.optional_tensor(8)) scale = b.multiply(scale, b.convert(*psw, t));
+          per_index = b.multiply(per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
           result = b.dot_general(reads_f, per_index, {}, {}, {1}, {0}, t);  // [W, D]
         }
         if (by_frequency) {
-          Value f = b.broadcast_in_dim(
-              b.binary("maximum", frequency, splat(b, 1, t, {num_weights})), result.shape, {0});
-          result = div(b, result, f);
+          Value f = b.broadcast_in_dim(b.maximum(frequency, splat(b, 1, t, {num_weights})),
+                                       result.shape, {0});
+          result = b.divide(result, f);
         }
         return Values{b.convert(result, grad.type)};
       });
@@ -216,7 +212,7 @@ LOWER({"_embedding_bag_per_sample_weights_backward",
                     splat(b, static_cast<double>(bags - 1), ElementType::S64, {length}));
         Value per_index = b.convert(take_slices(b, grad, 0, safe_bag), t);     // [L, D]
         Value rows = b.convert(take_slices(b, ctx.tensor(1), 0, indices), t);  // [L, D]
-        Value dots = sum(b, mul(b, per_index, rows), {1});
+        Value dots = sum(b, b.multiply(per_index, rows), {1});
         return Values{b.convert(b.select(counted, dots, splat(b, 0, t, {length})), grad.type)};
       });
 

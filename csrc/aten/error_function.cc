@@ -18,100 +18,100 @@ constexpr double kSeriesLimit = 3.0;
 
 // erf(x) = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), for |x| <= 3.
 Value erf_series(Builder& b, const Value& x) {
-  Value x2 = mul(b, x, x);
+  Value x2 = b.multiply(x, x);
   Value term = x;  // (-1)^n x^(2n+1) / n!
   Value total = x;
   for (int n = 1; n < 60; ++n) {
-    term = mul(b, term, div(b, b.unary("negate", x2), c(b, n, x)));
-    total = add(b, total, div(b, term, c(b, 2.0 * n + 1, x)));
+    term = b.multiply(term, b.divide(b.negate(x2), c(b, n, x)));
+    total = b.add(total, b.divide(term, c(b, 2.0 * n + 1, x)));
   }
-  return mul(b, total, c(b, 2 / kSqrtPi, x));
+  return b.multiply(total, c(b, 2 / kSqrtPi, x));
 }
 
 // 1 / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))): erfc(x) = exp(-x^2) / sqrt(pi) times
 // this, for x >= 3, evaluated from a fixed depth up.
 Value erfc_fraction(Builder& b, const Value& x) {
   Value tail = x;
-  for (int k = 60; k >= 1; --k) tail = add(b, x, div(b, c(b, k / 2.0, x), tail));
-  return div(b, c(b, 1, x), tail);
+  for (int k = 60; k >= 1; --k) tail = b.add(x, b.divide(c(b, k / 2.0, x), tail));
+  return b.divide(c(b, 1, x), tail);
 }
 
 // erfcx(x) = exp(x^2) erfc(x) for x >= 0, without overflow.
 Value erfcx_nonnegative(Builder& b, const Value& x) {
-  Value small = b.compare("LE", x, c(b, kSeriesLimit, x));
+  Value small = b.le(x, c(b, kSeriesLimit, x));
   Value sx = b.select(small, x, c(b, 0, x));
   Value near =
-      mul(b, b.unary("exponential", mul(b, sx, sx)), sub(b, c(b, 1, x), erf_series(b, sx)));
+      b.multiply(b.exponential(b.multiply(sx, sx)), b.subtract(c(b, 1, x), erf_series(b, sx)));
   Value lx = b.select(small, c(b, kSeriesLimit + 1, x), x);
-  Value far = div(b, erfc_fraction(b, lx), c(b, kSqrtPi, x));
+  Value far = b.divide(erfc_fraction(b, lx), c(b, kSqrtPi, x));
   return b.select(small, near, far);
 }
 
 // erfc(x) for any x.
 Value erfc(Builder& b, const Value& x) {
-  Value ax = b.unary("abs", x);
+  Value ax = b.abs(x);
   Value positive =
-      mul(b, b.unary("exponential", b.unary("negate", mul(b, ax, ax))), erfcx_nonnegative(b, ax));
-  return b.select(b.compare("LT", x, c(b, 0, x)), sub(b, c(b, 2, x), positive), positive);
+      b.multiply(b.exponential(b.negate(b.multiply(ax, ax))), erfcx_nonnegative(b, ax));
+  return b.select(b.lt(x, c(b, 0, x)), b.subtract(c(b, 2, x), positive), positive);
 }
 
 // erfcx for any x: below zero, 2 exp(x^2) - erfcx(-x) (inf once exp(x^2) overflows).
 Value erfcx(Builder& b, const Value& x) {
-  Value ax = b.unary("abs", x);
+  Value ax = b.abs(x);
   Value positive = erfcx_nonnegative(b, ax);
-  Value negative = sub(b, mul(b, c(b, 2, x), b.unary("exponential", mul(b, x, x))), positive);
-  Value r = b.select(b.compare("LT", x, c(b, 0, x)), negative, positive);
-  r = b.select(b.compare("EQ", x, c(b, INFINITY, x)), c(b, 0, x), r);
+  Value negative = b.subtract(b.multiply(c(b, 2, x), b.exponential(b.multiply(x, x))), positive);
+  Value r = b.select(b.lt(x, c(b, 0, x)), negative, positive);
+  r = b.select(b.eq(x, c(b, INFINITY, x)), c(b, 0, x), r);
   return b.select(is_nan(b, x), x, r);
 }
 
 // log Phi(x) = log(erfc(-x / sqrt 2) / 2); far below zero through erfcx, without underflow.
 Value log_ndtr(Builder& b, const Value& x) {
-  Value t = div(b, b.unary("negate", x), c(b, kSqrt2, x));
-  Value direct = b.unary("log", mul(b, c(b, 0.5, x), erfc(b, t)));
-  Value tail = sub(b, b.unary("log", mul(b, c(b, 0.5, x), erfcx(b, t))), mul(b, t, t));
-  Value r = b.select(b.compare("GT", t, c(b, kSeriesLimit, x)), tail, direct);
-  return b.select(b.compare("EQ", x, c(b, -INFINITY, x)), c(b, -INFINITY, x), r);
+  Value t = b.divide(b.negate(x), c(b, kSqrt2, x));
+  Value direct = b.log(b.multiply(c(b, 0.5, x), erfc(b, t)));
+  Value tail = b.subtract(b.log(b.multiply(c(b, 0.5, x), erfcx(b, t))), b.multiply(t, t));
+  Value r = b.select(b.gt(t, c(b, kSeriesLimit, x)), tail, direct);
+  return b.select(b.eq(x, c(b, -INFINITY, x)), c(b, -INFINITY, x), r);
 }
 
 // Phi^-1(p) for p in (0, 1): the A&S start, then Newton steps on Phi(x) = p, done on the lower
 // tail (p <= 1/2) where Phi(x) is accurate, and mirrored.
 Value ndtri(Builder& b, const Value& p) {
-  Value upper = b.compare("GT", p, c(b, 0.5, p));
-  Value q = b.select(upper, sub(b, c(b, 1, p), p), p);  // in (0, 1/2]
-  Value t = b.unary("sqrt", mul(b, c(b, -2, p), b.unary("log", q)));
-  Value numerator =
-      add(b, c(b, 2.515517, p), mul(b, t, add(b, c(b, 0.802853, p), mul(b, t, c(b, 0.010328, p)))));
-  Value denominator =
-      add(b, c(b, 1, p),
-          mul(b, t,
-              add(b, c(b, 1.432788, p),
-                  mul(b, t, add(b, c(b, 0.189269, p), mul(b, t, c(b, 0.001308, p)))))));
-  Value x = sub(b, div(b, numerator, denominator), t);  // <= 0
+  Value upper = b.gt(p, c(b, 0.5, p));
+  Value q = b.select(upper, b.subtract(c(b, 1, p), p), p);  // in (0, 1/2]
+  Value t = b.sqrt(b.multiply(c(b, -2, p), b.log(q)));
+  Value numerator = b.add(
+      c(b, 2.515517, p), b.multiply(t, b.add(c(b, 0.802853, p), b.multiply(t, c(b, 0.010328, p)))));
+  Value denominator = b.add(
+      c(b, 1, p),
+      b.multiply(t,
+                 b.add(c(b, 1.432788, p),
+                       b.multiply(t, b.add(c(b, 0.189269, p), b.multiply(t, c(b, 0.001308, p)))))));
+  Value x = b.subtract(b.divide(numerator, denominator), t);  // <= 0
   for (int step = 0; step < 4; ++step) {
     // Newton in log space: log Phi(x) - log q over its derivative phi(x) / Phi(x).
     Value log_phi_cdf = log_ndtr(b, x);
-    Value log_pdf = sub(b, mul(b, c(b, -0.5, p), mul(b, x, x)), c(b, 0.91893853320467274178, p));
-    Value slope = b.unary("exponential", sub(b, log_pdf, log_phi_cdf));
-    x = sub(b, x, div(b, sub(b, log_phi_cdf, b.unary("log", q)), slope));
+    Value log_pdf =
+        b.subtract(b.multiply(c(b, -0.5, p), b.multiply(x, x)), c(b, 0.91893853320467274178, p));
+    Value slope = b.exponential(b.subtract(log_pdf, log_phi_cdf));
+    x = b.subtract(x, b.divide(b.subtract(log_phi_cdf, b.log(q)), slope));
   }
-  Value r = b.select(upper, b.unary("negate", x), x);
-  r = b.select(b.compare("EQ", p, c(b, 0.5, p)), c(b, 0, p), r);
-  r = b.select(b.compare("EQ", p, c(b, 0, p)), c(b, -INFINITY, p), r);
-  r = b.select(b.compare("EQ", p, c(b, 1, p)), c(b, INFINITY, p), r);
-  Value outside = b.binary("or", b.compare("LT", p, c(b, 0, p)), b.compare("GT", p, c(b, 1, p)));
-  return b.select(b.binary("or", outside, is_nan(b, p)), c(b, NAN, p), r);
+  Value r = b.select(upper, b.negate(x), x);
+  r = b.select(b.eq(p, c(b, 0.5, p)), c(b, 0, p), r);
+  r = b.select(b.eq(p, c(b, 0, p)), c(b, -INFINITY, p), r);
+  r = b.select(b.eq(p, c(b, 1, p)), c(b, INFINITY, p), r);
+  Value outside = b.or_(b.lt(p, c(b, 0, p)), b.gt(p, c(b, 1, p)));
+  return b.select(b.or_(outside, is_nan(b, p)), c(b, NAN, p), r);
 }
 
 // erfinv(y) = sign(y) * -ndtri((1 - |y|) / 2) / sqrt 2: 1 - |y| is exact for a float input.
 Value erfinv(Builder& b, const Value& y) {
-  Value ay = b.unary("abs", y);
-  Value magnitude =
-      div(b, b.unary("negate", ndtri(b, mul(b, sub(b, c(b, 1, y), ay), c(b, 0.5, y)))),
-          c(b, kSqrt2, y));
-  Value r = mul(b, b.unary("sign", y), magnitude);
-  r = b.select(b.compare("EQ", y, c(b, 0, y)), y, r);
-  return b.select(b.binary("or", b.compare("GT", ay, c(b, 1, y)), is_nan(b, y)), c(b, NAN, y), r);
+  Value ay = b.abs(y);
+  Value magnitude = b.divide(
+      b.negate(ndtri(b, b.multiply(b.subtract(c(b, 1, y), ay), c(b, 0.5, y)))), c(b, kSqrt2, y));
+  Value r = b.multiply(b.sign(y), magnitude);
+  r = b.select(b.eq(y, c(b, 0, y)), y, r);
+  return b.select(b.or_(b.gt(ay, c(b, 1, y)), is_nan(b, y)), c(b, NAN, y), r);
 }
 
 LOWER({"erfinv", "erfinv_", "erfinv.out"},

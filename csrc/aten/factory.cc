@@ -52,8 +52,7 @@ LOWER({"arange.start_out"},
         Value index = ctx.b.iota(shape, acc, 0);
         Value start = as(ctx.b, ctx.scalar(0, acc), acc, shape);
         Value step = as(ctx.b, ctx.scalar(2, acc), acc, shape);
-        return Values{
-            ctx.b.convert(ctx.b.binary("add", start, ctx.b.binary("multiply", index, step)), t)};
+        return Values{ctx.b.convert(ctx.b.add(start, ctx.b.multiply(index, step)), t)};
       },
       {0, 1, 2});
 
@@ -69,16 +68,15 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   Value end = as(b, ctx.scalar(1, acc), acc, shape);
   Value index = b.iota(shape, acc, 0);
   if (steps <= 1) return Values{b.convert(start, t)};
-  Value step = b.binary("divide", b.binary("subtract", end, start),
-                        splat(b, static_cast<double>(steps - 1), acc, shape));
-  Value from_start = b.binary("add", start, b.binary("multiply", step, index));
-  Value from_end = b.binary(
-      "subtract", end,
-      b.binary("multiply", step,
-               b.binary("subtract", splat(b, static_cast<double>(steps - 1), acc, shape), index)));
-  Value first_half = b.compare("LT", index, splat(b, static_cast<double>(steps / 2), acc, shape));
+  Value step =
+      b.divide(b.subtract(end, start), splat(b, static_cast<double>(steps - 1), acc, shape));
+  Value from_start = b.add(start, b.multiply(step, index));
+  Value from_end = b.subtract(
+      end,
+      b.multiply(step, b.subtract(splat(b, static_cast<double>(steps - 1), acc, shape), index)));
+  Value first_half = b.lt(index, splat(b, static_cast<double>(steps / 2), acc, shape));
   Value r = b.select(first_half, from_start, from_end);
-  if (!hlo::is_float(t)) r = b.unary("floor", r);
+  if (!hlo::is_float(t)) r = b.floor(r);
   return Values{b.convert(r, t)};
 });
 
@@ -89,7 +87,7 @@ Values eye(LoweringContext& ctx, int out_index) {
   Shape shape{n, m};
   Value rows = ctx.b.iota(shape, ElementType::S64, 0);
   Value cols = ctx.b.iota(shape, ElementType::S64, 1);
-  return {ctx.b.convert(ctx.b.compare("EQ", rows, cols), et(out.scalar_type()))};
+  return {ctx.b.convert(ctx.b.eq(rows, cols), et(out.scalar_type()))};
 }
 LOWER({"eye.out"}, [](LoweringContext& ctx) { return eye(ctx, 1); });
 LOWER({"eye.m_out"}, [](LoweringContext& ctx) { return eye(ctx, 2); });
@@ -103,11 +101,9 @@ Value uniform01(LoweringContext& ctx, const Shape& shape, ElementType t) {
   const int64_t exponent_bits = wide ? 12 : 9;  // sign + exponent width
   const int64_t one = wide ? 0x3FF0000000000000LL : 0x3F800000;
   Value bits = ctx.random_bits(shape, bits_type);
-  Value mantissa =
-      b.binary("shift_right_logical", bits, b.constant_int(exponent_bits, bits_type, shape));
-  Value f = b.bitcast_convert(b.binary("or", mantissa, b.constant_int(one, bits_type, shape)),
-                              float_type);
-  return b.binary("subtract", f, splat(b, 1.0, float_type, shape));
+  Value mantissa = b.shift_right_logical(bits, b.constant_int(exponent_bits, bits_type, shape));
+  Value f = b.bitcast_convert(b.or_(mantissa, b.constant_int(one, bits_type, shape)), float_type);
+  return b.subtract(f, splat(b, 1.0, float_type, shape));
 }
 
 ElementType compute_type(ElementType t) {
@@ -129,17 +125,16 @@ LOWER({"uniform_", "uniform", "uniform.out"}, [](LoweringContext& ctx) {
     ElementType part = hlo::component_type(t);
     ElementType part_acc = compute_type(part);
     auto draw = [&] {
-      return b.convert(b.binary("add", splat(b, from, part_acc, shape),
-                                b.binary("multiply", uniform01(ctx, shape, part_acc),
-                                         splat(b, to - from, part_acc, shape))),
-                       part);
+      return b.convert(
+          b.add(splat(b, from, part_acc, shape),
+                b.multiply(uniform01(ctx, shape, part_acc), splat(b, to - from, part_acc, shape))),
+          part);
     };
     Value re = draw();
     return Values{b.complex(re, draw())};
   }
   Value u = uniform01(ctx, shape, acc);
-  Value r = b.binary("add", splat(b, from, acc, shape),
-                     b.binary("multiply", u, splat(b, to - from, acc, shape)));
+  Value r = b.add(splat(b, from, acc, shape), b.multiply(u, splat(b, to - from, acc, shape)));
   return Values{b.convert(r, t)};
 });
 
@@ -160,10 +155,9 @@ Value standard_normal(LoweringContext& ctx, const Shape& shape, ElementType acc)
   Value u1 = half(0);
   Value u2 = half(1);
   Value one = splat(b, 1.0, acc, shape);
-  Value radius = b.unary("sqrt", b.binary("multiply", splat(b, -2.0, acc, shape),
-                                          b.unary("log", b.binary("subtract", one, u1))));
-  Value angle = b.binary("multiply", splat(b, 6.283185307179586, acc, shape), u2);
-  return b.binary("multiply", radius, b.unary("cosine", angle));
+  Value radius = b.sqrt(b.multiply(splat(b, -2.0, acc, shape), b.log(b.subtract(one, u1))));
+  Value angle = b.multiply(splat(b, 6.283185307179586, acc, shape), u2);
+  return b.multiply(radius, b.cosine(angle));
 }
 
 LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
@@ -179,17 +173,16 @@ LOWER({"normal_", "normal_functional", "normal.out"}, [](LoweringContext& ctx) {
     ElementType part = hlo::component_type(t);
     ElementType part_acc = compute_type(part);
     auto draw = [&] {
-      return b.convert(b.binary("add", splat(b, mean, part_acc, shape),
-                                b.binary("multiply", standard_normal(ctx, shape, part_acc),
-                                         splat(b, std / std::sqrt(2.0), part_acc, shape))),
+      return b.convert(b.add(splat(b, mean, part_acc, shape),
+                             b.multiply(standard_normal(ctx, shape, part_acc),
+                                        splat(b, std / std::sqrt(2.0), part_acc, shape))),
                        part);
     };
     Value re = draw();
     return Values{b.complex(re, draw())};
   }
   Value z = standard_normal(ctx, shape, acc);
-  Value r = b.binary("add", splat(b, mean, acc, shape),
-                     b.binary("multiply", z, splat(b, std, acc, shape)));
+  Value r = b.add(splat(b, mean, acc, shape), b.multiply(z, splat(b, std, acc, shape)));
   return Values{b.convert(r, t)};
 });
 
@@ -200,8 +193,7 @@ LOWER({"bernoulli_.float", "bernoulli.p"}, [](LoweringContext& ctx) {
   double p = ctx.arg(1).toDouble();
   TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   Value u = uniform01(ctx, shape, ElementType::F32);
-  return Values{
-      b.convert(b.compare("LT", u, splat(b, p, ElementType::F32, shape)), et(self.scalar_type()))};
+  return Values{b.convert(b.lt(u, splat(b, p, ElementType::F32, shape)), et(self.scalar_type()))};
 });
 LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -211,7 +203,7 @@ LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& c
   Value p = has_p ? ctx.tensor(1) : ctx.tensor(0);
   p = as(b, p, ElementType::F32, shape);
   Value u = uniform01(ctx, shape, ElementType::F32);
-  return Values{b.convert(b.compare("LT", u, p), et(self.scalar_type()))};
+  return Values{b.convert(b.lt(u, p), et(self.scalar_type()))};
 });
 
 // random_.from(self, from, to?, generator): integers uniform in [from, to).
@@ -232,10 +224,10 @@ LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.t
                     " >= to=", to);
         uint64_t range = static_cast<uint64_t>(to - from);
         Value bits = ctx.random_bits(shape, ElementType::U64);
-        Value r = b.binary("remainder", bits,
-                           b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
-        Value v = b.binary("add", b.convert(r, ElementType::S64),
-                           b.constant_int(from, ElementType::S64, shape));
+        Value r =
+            b.remainder(bits, b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
+        Value v =
+            b.add(b.convert(r, ElementType::S64), b.constant_int(from, ElementType::S64, shape));
         return Values{b.convert(v, et(self.scalar_type()))};
       });
 
@@ -245,11 +237,11 @@ LOWER({"native_dropout", "native_dropout.out"}, [](LoweringContext& ctx) {
   double p = ctx.arg(1).toDouble();
   bool train = ctx.arg(2).isNone() || ctx.arg(2).toBool();
   if (!train || p == 0) return Values{x, splat(b, 1, ElementType::Pred, x.shape)};
-  Value keep = b.compare("GE", uniform01(ctx, x.shape, ElementType::F32),
-                         splat(b, p, ElementType::F32, x.shape));
+  Value keep =
+      b.ge(uniform01(ctx, x.shape, ElementType::F32), splat(b, p, ElementType::F32, x.shape));
   double scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
-  Value y = b.binary("multiply", b.select(keep, x, splat(b, 0, x.type, x.shape)),
-                     splat(b, scale, x.type, x.shape));
+  Value y =
+      b.multiply(b.select(keep, x, splat(b, 0, x.type, x.shape)), splat(b, scale, x.type, x.shape));
   return Values{y, keep};
 });
 LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringContext& ctx) {
@@ -259,8 +251,8 @@ LOWER({"native_dropout_backward", "native_dropout_backward.out"}, [](LoweringCon
   Shape shape = operand_shape(ctx, {0, 1});
   // The float scale promotes a bool or integer product to the default float dtype.
   ElementType t = et(float_type(promoted_type(ctx, {0, 1})));
-  Value masked = b.binary("multiply", operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
-  return Values{b.binary("multiply", masked, as(b, ctx.scalar(2, t), t, shape))};
+  Value masked = b.multiply(operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
+  return Values{b.multiply(masked, as(b, ctx.scalar(2, t), t, shape))};
 });
 
 // In-place samplers from one uniform stream u in [0, 1), computed in f32 (f64 for doubles).
@@ -277,8 +269,8 @@ LOWER({"exponential_", "exponential", "exponential.out"}, [](LoweringContext& ct
   double lambd = ctx.arg(1).toDouble();
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   return sample_from_uniform(ctx, [lambd](Builder& b, const Value& u) {
-    Value tail = b.unary("log_plus_one", b.unary("negate", u));
-    return b.binary("divide", b.unary("negate", tail), splat(b, lambd, u.type, u.shape));
+    Value tail = b.log_plus_one(b.negate(u));
+    return b.divide(b.negate(tail), splat(b, lambd, u.type, u.shape));
   });
 });
 // cauchy_(median, sigma): median + sigma tan(pi (u - 1/2)).
@@ -286,10 +278,10 @@ LOWER({"cauchy_", "cauchy", "cauchy.out"}, [](LoweringContext& ctx) {
   double median = ctx.arg(1).toDouble(), sigma = ctx.arg(2).toDouble();
   TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   return sample_from_uniform(ctx, [median, sigma](Builder& b, const Value& u) {
-    Value angle = b.binary("multiply", splat(b, 3.14159265358979323846, u.type, u.shape),
-                           b.binary("subtract", u, splat(b, 0.5, u.type, u.shape)));
-    return b.binary("add", splat(b, median, u.type, u.shape),
-                    b.binary("multiply", splat(b, sigma, u.type, u.shape), b.unary("tan", angle)));
+    Value angle = b.multiply(splat(b, 3.14159265358979323846, u.type, u.shape),
+                             b.subtract(u, splat(b, 0.5, u.type, u.shape)));
+    return b.add(splat(b, median, u.type, u.shape),
+                 b.multiply(splat(b, sigma, u.type, u.shape), b.tan(angle)));
   });
 });
 // geometric_(p): ceil(log(1 - u) / log(1 - p)), the number of trials to the first success.
@@ -297,9 +289,8 @@ LOWER({"geometric_", "geometric", "geometric.out"}, [](LoweringContext& ctx) {
   double p = ctx.arg(1).toDouble();
   TORCH_CHECK(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
   return sample_from_uniform(ctx, [p](Builder& b, const Value& u) {
-    Value trials = b.binary("divide", b.unary("log_plus_one", b.unary("negate", u)),
-                            splat(b, std::log1p(-p), u.type, u.shape));
-    return extremum(b, "maximum", b.unary("ceil", trials), splat(b, 1, u.type, u.shape));
+    Value trials = b.divide(b.log_plus_one(b.negate(u)), splat(b, std::log1p(-p), u.type, u.shape));
+    return extremum(b, BinaryOp::Maximum, b.ceil(trials), splat(b, 1, u.type, u.shape));
   });
 });
 // log_normal_(mean, std): exp(mean + std z).
@@ -311,8 +302,8 @@ LOWER({"log_normal_", "log_normal", "log_normal.out"}, [](LoweringContext& ctx) 
   Shape shape = shape_of(self);
   ElementType t = et(self.scalar_type()), acc = compute_type(t);
   Value z = standard_normal(ctx, shape, acc);
-  Value r = b.unary("exponential", b.binary("add", splat(b, mean, acc, shape),
-                                            b.binary("multiply", z, splat(b, std, acc, shape))));
+  Value r =
+      b.exponential(b.add(splat(b, mean, acc, shape), b.multiply(z, splat(b, std, acc, shape))));
   return Values{b.convert(r, t)};
 });
 // normal(mean, std) with a tensor mean and/or std: mean + std z, broadcast.
@@ -334,7 +325,7 @@ Values normal_with_tensors(LoweringContext& ctx) {
   Value std = std_tensor ? broadcast_to(b, b.convert(ctx.tensor(1), acc), shape)
                          : splat(b, ctx.arg(1).toDouble(), acc, shape);
   Value z = standard_normal(ctx, shape, acc);
-  return {b.convert(b.binary("add", mean, b.binary("multiply", std, z)), t)};
+  return {b.convert(b.add(mean, b.multiply(std, z)), t)};
 }
 LOWER({"normal.Tensor_float", "normal.Tensor_float_out", "normal.float_Tensor",
        "normal.float_Tensor_out", "normal.Tensor_Tensor", "normal.Tensor_Tensor_out"},
@@ -356,11 +347,11 @@ LOWER({"multinomial", "multinomial.out"}, [](LoweringContext& ctx) {
   int64_t d = p.shape[0], c = p.shape[1];
   // CPU checks the probabilities before sampling; here they are checked on the device.
   Value finite_nonnegative =
-      b.binary("and", b.compare("GE", p, splat(b, 0, ElementType::F32, p.shape)),
-               b.compare("LE", p, splat(b, highest(ElementType::F32), ElementType::F32, p.shape)));
+      b.and_(b.ge(p, splat(b, 0, ElementType::F32, p.shape)),
+             b.le(p, splat(b, highest(ElementType::F32), ElementType::F32, p.shape)));
   b.check_at_runtime(all_of(b, finite_nonnegative), Builder::CheckKind::RaisesRuntimeError,
                      "a probability tensor holding `inf`, `nan` or an element < 0");
-  b.check_at_runtime(all_of(b, b.compare("GT", sum(b, p, {1}), splat(b, 0, ElementType::F32, {d}))),
+  b.check_at_runtime(all_of(b, b.gt(sum(b, p, {1}), splat(b, 0, ElementType::F32, {d}))),
                      Builder::CheckKind::RaisesRuntimeError, "probabilities whose sum is <= 0");
   TORCH_CHECK(replacement || samples <= c,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
@@ -368,24 +359,23 @@ LOWER({"multinomial", "multinomial.out"}, [](LoweringContext& ctx) {
   if (replacement) {
     std::vector<int64_t> window{1, c}, ones{1, 1};
     Value cdf = b.reduce_window(p, b.constant(0, ElementType::F32), window, ones, ones, ones,
-                                {{0, 0}, {c - 1, 0}}, "add");
+                                {{0, 0}, {c - 1, 0}}, BinaryOp::Add);
     Value total = b.broadcast_in_dim(sum(b, p, {1}), {d, samples}, {0});
-    Value u = b.binary("multiply", uniform01(ctx, {d, samples}, ElementType::F32), total);
-    Value below = b.compare("LE", b.broadcast_in_dim(cdf, {d, samples, c}, {0, 2}),
-                            b.broadcast_in_dim(u, {d, samples, c}, {0, 1}));
+    Value u = b.multiply(uniform01(ctx, {d, samples}, ElementType::F32), total);
+    Value below = b.le(b.broadcast_in_dim(cdf, {d, samples, c}, {0, 2}),
+                       b.broadcast_in_dim(u, {d, samples, c}, {0, 1}));
     Value index = b.reduce(b.convert(below, ElementType::S64), b.constant_int(0, ElementType::S64),
-                           {2}, "add");
+                           {2}, BinaryOp::Add);
     out = b.clamp(splat(b, 0, ElementType::S64, {d, samples}), index,
                   splat(b, static_cast<double>(c - 1), ElementType::S64, {d, samples}));
   } else {
     Value u = uniform01(ctx, {d, c}, ElementType::F32);
     Value tiny = splat(b, 1e-20, ElementType::F32, {d, c});
-    Value gumbel = b.unary(
-        "negate", b.unary("log", b.unary("negate", b.unary("log", b.binary("add", u, tiny)))));
-    Value keys = b.binary("add", b.unary("log", p), gumbel);
+    Value gumbel = b.negate(b.log(b.negate(b.log(b.add(u, tiny)))));
+    Value keys = b.add(b.log(p), gumbel);
     Value positions = b.iota({d, c}, ElementType::S64, 1);
     auto sorted = b.sort({keys, positions}, 1, true, [](Builder& r, const std::vector<Value>& a) {
-      return std::vector<Value>{r.compare("GT", a[0], a[1])};
+      return std::vector<Value>{r.gt(a[0], a[1])};
     });
     out = b.slice(sorted[1], {0, 0}, {d, samples}, {1, 1});
   }

@@ -18,7 +18,7 @@ Value normalize(Builder& b, const Value& x, int64_t mode, double points, double 
   if (mode == 1) scale /= std::sqrt(points);
   if (mode == 2) scale /= points;
   if (scale == 1.0) return x;
-  return b.binary("multiply", x, splat(b, scale, x.type, x.shape));
+  return b.multiply(x, splat(b, scale, x.type, x.shape));
 }
 
 std::vector<int64_t> wrapped_dims(const LoweringContext& ctx, int index, int64_t rank) {
@@ -50,7 +50,7 @@ Value c2c(Builder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
     auto [moved, back] = dims_last(b, x, group);
     std::vector<int64_t> lengths;
     for (int64_t d : group) lengths.push_back(x.shape[d]);
-    x = b.transpose(b.fft(moved, "FFT", lengths), back);
+    x = b.transpose(b.fft(moved, FftType::FFT, lengths), back);
   }
   return forward ? x : b.conj(x);
 }
@@ -87,7 +87,7 @@ LOWER({"_fft_r2c", "_fft_r2c.out"}, [](LoweringContext& ctx) {
   if (onesided) {
     const int64_t last = dims.back();
     auto [moved, back] = dims_last(b, x, {last});
-    y = b.transpose(b.fft(moved, "RFFT", {x.shape[last]}), back);
+    y = b.transpose(b.fft(moved, FftType::RFFT, {x.shape[last]}), back);
     dims.pop_back();
     if (!dims.empty()) y = c2c(b, y, dims, true);
   } else {
@@ -122,7 +122,7 @@ LOWER({"_fft_c2r", "_fft_c2r.out"}, [](LoweringContext& ctx) {
     x = b.pad(x, splat(b, 0, x.type, {}), low, high, interior);
   }
   auto [moved, back] = dims_last(b, x, {last});
-  Value y = b.transpose(b.fft(moved, "IRFFT", {last_dim_size}), back);
+  Value y = b.transpose(b.fft(moved, FftType::IRFFT, {last_dim_size}), back);
   Shape out_shape = y.shape;
   // XLA's IRFFT divides by last_dim_size; torch's unnormalized inverse does not.
   double n = points(out_shape, dims);

@@ -32,8 +32,8 @@ LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape), values = operand(ctx, 1, t, shape);
-  Value step = b.convert(b.compare("GT", x, splat(b, 0, t, shape)), t);
-  return Values{b.select(b.compare("EQ", x, splat(b, 0, t, shape)), values, step)};
+  Value step = b.convert(b.gt(x, splat(b, 0, t, shape)), t);
+  return Values{b.select(b.eq(x, splat(b, 0, t, shape)), values, step)};
 });
 
 // hypot(x, y) = m sqrt(1 + (n / m)^2), m = max(|x|, |y|), n = min: no overflow on the way.
@@ -41,16 +41,13 @@ LOWER({"hypot", "hypot_", "hypot.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   ElementType t = et(float_type(promoted_type(ctx, {0, 1}))), m = opmath(t);
   Shape shape = operand_shape(ctx, {0, 1});
-  Value x = b.unary("abs", operand(ctx, 0, m, shape)),
-        y = b.unary("abs", operand(ctx, 1, m, shape));
-  Value big = extremum(b, "maximum", x, y), small = extremum(b, "minimum", x, y);
-  Value ratio = b.binary("divide", small, big);
-  Value r =
-      b.binary("multiply", big,
-               b.unary("sqrt", b.binary("add", c(b, 1, x), b.binary("multiply", ratio, ratio))));
-  r = b.select(b.compare("EQ", big, c(b, 0, x)), c(b, 0, x), r);
+  Value x = b.abs(operand(ctx, 0, m, shape)), y = b.abs(operand(ctx, 1, m, shape));
+  Value big = extremum(b, BinaryOp::Maximum, x, y), small = extremum(b, BinaryOp::Minimum, x, y);
+  Value ratio = b.divide(small, big);
+  Value r = b.multiply(big, b.sqrt(b.add(c(b, 1, x), b.multiply(ratio, ratio))));
+  r = b.select(b.eq(big, c(b, 0, x)), c(b, 0, x), r);
   Value inf = c(b, INFINITY, x);
-  r = b.select(b.binary("or", b.compare("EQ", x, inf), b.compare("EQ", y, inf)), inf, r);
+  r = b.select(b.or_(b.eq(x, inf), b.eq(y, inf)), inf, r);
   return Values{b.convert(r, t)};
 });
 
@@ -60,9 +57,9 @@ LOWER({"sinc", "sinc_", "sinc.out"}, [](LoweringContext& ctx) {
   Value x0 = ctx.tensor(0);
   ElementType t = et(float_type(to_scalar_type(x0.type)));
   Value x = b.convert(x0, opmath(t));
-  Value product = b.binary("multiply", x, c(b, 3.14159265358979323846, x));
-  Value r = b.binary("divide", b.unary("sine", product), product);
-  return Values{b.convert(b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 1, x), r), t)};
+  Value product = b.multiply(x, c(b, 3.14159265358979323846, x));
+  Value r = b.divide(b.sine(product), product);
+  return Values{b.convert(b.select(b.eq(x, c(b, 0, x)), c(b, 1, x), r), t)};
 });
 
 // angle of a real number: pi below zero, NaN for NaN, else 0; of a complex one, its argument
@@ -70,10 +67,10 @@ LOWER({"sinc", "sinc_", "sinc.out"}, [](LoweringContext& ctx) {
 LOWER({"angle", "angle.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x0 = ctx.tensor(0);
-  if (hlo::is_complex(x0.type)) return Values{b.binary("atan2", b.imag(x0), b.real(x0))};
+  if (hlo::is_complex(x0.type)) return Values{b.atan2(b.imag(x0), b.real(x0))};
   ElementType t = et(float_type(to_scalar_type(x0.type)));
   Value x = b.convert(x0, t);
-  Value r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, 3.14159265358979323846, x), c(b, 0, x));
+  Value r = b.select(b.lt(x, c(b, 0, x)), c(b, 3.14159265358979323846, x), c(b, 0, x));
   return Values{b.select(is_nan(b, x), x, r)};
 });
 
@@ -81,9 +78,9 @@ LOWER({"signbit", "signbit.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   if (x.type == ElementType::Pred) return Values{splat(b, 0, ElementType::Pred, x.shape)};
-  if (!hlo::is_float(x.type)) return Values{b.compare("LT", x, splat(b, 0, x.type, x.shape))};
+  if (!hlo::is_float(x.type)) return Values{b.lt(x, splat(b, 0, x.type, x.shape))};
   ElementType bits = bits_of(x.type);
-  return Values{b.compare("LT", b.bitcast_convert(x, bits), splat(b, 0, bits, x.shape))};
+  return Values{b.lt(b.bitcast_convert(x, bits), splat(b, 0, bits, x.shape))};
 });
 
 // nextafter(x, y): the neighbouring float of x towards y, stepping the bit pattern.
@@ -96,15 +93,14 @@ LOWER({"nextafter", "nextafter_", "nextafter.out"}, [](LoweringContext& ctx) {
   Value xb = b.bitcast_convert(x, bits);
   Value one = splat(b, 1, bits, shape);
   // Away from zero when |y| > |x| on x's side; the magnitude bits grow by one.
-  Value up = b.compare("EQ", b.compare("LT", x, y), b.compare("GT", x, c(b, 0, x)));
-  Value stepped =
-      b.bitcast_convert(b.select(up, b.binary("add", xb, one), b.binary("subtract", xb, one)), t);
+  Value up = b.eq(b.lt(x, y), b.gt(x, c(b, 0, x)));
+  Value stepped = b.bitcast_convert(b.select(up, b.add(xb, one), b.subtract(xb, one)), t);
   // From zero: the smallest subnormal with y's sign.
   Value tiny = b.bitcast_convert(one, t);
-  Value from_zero = b.select(b.compare("LT", y, c(b, 0, y)), b.unary("negate", tiny), tiny);
-  Value r = b.select(b.compare("EQ", x, c(b, 0, x)), from_zero, stepped);
-  r = b.select(b.compare("EQ", x, y), y, r);
-  return Values{b.select(b.binary("or", is_nan(b, x), is_nan(b, y)), b.binary("add", x, y), r)};
+  Value from_zero = b.select(b.lt(y, c(b, 0, y)), b.negate(tiny), tiny);
+  Value r = b.select(b.eq(x, c(b, 0, x)), from_zero, stepped);
+  r = b.select(b.eq(x, y), y, r);
+  return Values{b.select(b.or_(is_nan(b, x), is_nan(b, y)), b.add(x, y), r)};
 });
 
 // frexp(x) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN keep x with exponent 0.
@@ -122,28 +118,26 @@ LOWER({"frexp.Tensor", "frexp.Tensor_out"}, [](LoweringContext& ctx) {
   Value x = b.convert(x0, f);
   Value xb = b.bitcast_convert(x, bits);
   auto k = [&](int64_t v) { return b.constant_int(v, bits, x.shape); };
-  Value biased =
-      b.binary("and", b.binary("shift_right_logical", xb, k(mantissa_bits)), k(exponent_mask));
-  Value fraction = b.binary("and", xb, k(fraction_mask));
+  Value biased = b.and_(b.shift_right_logical(xb, k(mantissa_bits)), k(exponent_mask));
+  Value fraction = b.and_(xb, k(fraction_mask));
   // The sign bit as a signed constant of the bits' width (the most negative value).
   const int64_t sign_bit =
       wide ? std::numeric_limits<int64_t>::min() : int64_t{std::numeric_limits<int32_t>::min()};
-  Value sign = b.binary("and", xb, k(sign_bit));
+  Value sign = b.and_(xb, k(sign_bit));
   // Normal numbers: exponent field - (bias - 1); the fraction keeps its bits.
-  Value exponent = b.binary("subtract", biased, k(bias_minus_one));
+  Value exponent = b.subtract(biased, k(bias_minus_one));
   // Subnormals: the highest set fraction bit p becomes the hidden bit.
-  Value p = b.binary("subtract", k(width - 1), b.unary("count_leading_zeros", fraction));
-  Value shift = b.binary("subtract", k(mantissa_bits), p);
-  Value sub_fraction = b.binary("and", b.binary("shift_left", fraction, shift), k(fraction_mask));
-  Value sub_exponent = b.binary("subtract", p, k(bias_minus_one + mantissa_bits - 1));
-  Value subnormal = b.binary("and", b.compare("EQ", biased, k(0)), b.compare("NE", fraction, k(0)));
+  Value p = b.subtract(k(width - 1), b.count_leading_zeros(fraction));
+  Value shift = b.subtract(k(mantissa_bits), p);
+  Value sub_fraction = b.and_(b.shift_left(fraction, shift), k(fraction_mask));
+  Value sub_exponent = b.subtract(p, k(bias_minus_one + mantissa_bits - 1));
+  Value subnormal = b.and_(b.eq(biased, k(0)), b.ne(fraction, k(0)));
   fraction = b.select(subnormal, sub_fraction, fraction);
   exponent = b.select(subnormal, sub_exponent, exponent);
-  Value mantissa = b.bitcast_convert(
-      b.binary("or", b.binary("or", sign, fraction), k(bias_minus_one << mantissa_bits)), f);
-  Value zero = b.binary("and", b.compare("EQ", biased, k(0)),
-                        b.compare("EQ", b.binary("and", xb, k(fraction_mask)), k(0)));
-  Value special = b.binary("or", zero, b.compare("EQ", biased, k(exponent_mask)));
+  Value mantissa =
+      b.bitcast_convert(b.or_(b.or_(sign, fraction), k(bias_minus_one << mantissa_bits)), f);
+  Value zero = b.and_(b.eq(biased, k(0)), b.eq(b.and_(xb, k(fraction_mask)), k(0)));
+  Value special = b.or_(zero, b.eq(biased, k(exponent_mask)));
   // Specials keep x, selected by bits too (a float select may flush a subnormal x to zero).
   mantissa = b.bitcast_convert(b.select(special, xb, b.bitcast_convert(mantissa, bits)), f);
   exponent = b.select(special, k(0), exponent);
@@ -159,8 +153,8 @@ LOWER({"special_xlog1py", "special_xlog1py.other_scalar", "special_xlog1py.self_
         ElementType t = et(float_type(promoted_type(ctx, {0, 1}))), m = opmath(t);
         Shape shape = operand_shape(ctx, {0, 1});
         Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
-        Value product = b.binary("multiply", x, b.unary("log_plus_one", y));
-        Value take_zero = b.binary("and", b.compare("EQ", x, c(b, 0, x)), b.compare("EQ", y, y));
+        Value product = b.multiply(x, b.log_plus_one(y));
+        Value take_zero = b.and_(b.eq(x, c(b, 0, x)), b.eq(y, y));
         return Values{b.convert(b.select(take_zero, c(b, 0, x), product), t)};
       });
 
@@ -170,9 +164,9 @@ LOWER({"special_entr", "special_entr.out"}, [](LoweringContext& ctx) {
   Value x0 = ctx.tensor(0);
   ElementType t = et(float_type(to_scalar_type(x0.type)));
   Value x = b.convert(x0, opmath(t));
-  Value r = b.unary("negate", b.binary("multiply", x, b.unary("log", x)));
-  r = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, 0, x), r);
-  r = b.select(b.compare("LT", x, c(b, 0, x)), c(b, -INFINITY, x), r);
+  Value r = b.negate(b.multiply(x, b.log(x)));
+  r = b.select(b.eq(x, c(b, 0, x)), c(b, 0, x), r);
+  r = b.select(b.lt(x, c(b, 0, x)), c(b, -INFINITY, x), r);
   return Values{b.convert(b.select(is_nan(b, x), x, r), t)};
 });
 

@@ -18,15 +18,15 @@ Value group_of_position(Builder& b, const Value& offs, int64_t length) {
   Shape pair{length, groups};
   Value position = b.iota(pair, ElementType::S64, 0);
   Value ends = b.broadcast_in_dim(b.convert(offs, ElementType::S64), pair, {1});
-  Value passed = b.convert(b.compare("LE", ends, position), ElementType::S64);
-  return b.reduce(passed, b.constant_int(0, ElementType::S64), {1}, "add");
+  Value passed = b.convert(b.le(ends, position), ElementType::S64);
+  return b.reduce(passed, b.constant_int(0, ElementType::S64), {1}, BinaryOp::Add);
 }
 
 // mask[..] = (group_of_position[position dim] == iota[group dim]) over `shape`.
 Value group_mask(Builder& b, const Value& group, const Shape& shape, int64_t position_dim,
                  int64_t group_dim) {
   Value of_position = b.broadcast_in_dim(group, shape, {position_dim});
-  return b.compare("EQ", of_position, b.iota(shape, ElementType::S64, group_dim));
+  return b.eq(of_position, b.iota(shape, ElementType::S64, group_dim));
 }
 
 // Keeps, along `group_dim` of `products`, each position's own group, summing the group dim out.
@@ -34,7 +34,7 @@ Value pick_group(Builder& b, const Value& products, const Value& group, int64_t 
                  int64_t group_dim) {
   Value mask = group_mask(b, group, products.shape, position_dim, group_dim);
   Value kept = b.select(mask, products, splat(b, 0, products.type, products.shape));
-  return b.reduce(kept, b.constant(0, products.type), {group_dim}, "add");
+  return b.reduce(kept, b.constant(0, products.type), {group_dim}, BinaryOp::Add);
 }
 
 // _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None).

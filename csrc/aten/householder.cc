@@ -21,11 +21,11 @@ Value reflect_rows(Builder& b, const Value& x, const Value& v, const Value& tau_
   const int64_t r = x.rank(), m = x.shape[r - 2], n = x.shape[r - 1];
   Value rows = rows_of(b, x, j, m);
   Value projection = matmul(b, v, rows, /*transpose_x=*/true);  // [..., 1, n]
-  Value update = b.binary("multiply", broadcast_to(b, tau_j, rows.shape),
-                          b.binary("multiply", broadcast_to(b, v, rows.shape),
-                                   broadcast_to(b, projection, rows.shape)));
+  Value update = b.multiply(
+      broadcast_to(b, tau_j, rows.shape),
+      b.multiply(broadcast_to(b, v, rows.shape), broadcast_to(b, projection, rows.shape)));
   (void)n;
-  return with_block(b, x, b.binary("subtract", rows, update), j, 0);
+  return with_block(b, x, b.subtract(rows, update), j, 0);
 }
 
 // tau entry j of [..., k] as [..., 1, 1].
@@ -51,21 +51,18 @@ Reflectors householder(Builder& b, Value a) {
     Value tail;
     if (j + 1 < m) {
       tail = block(b, a, j + 1, m, j, j + 1);
-      tail_norm2 = b.reshape(sum(b, b.binary("multiply", tail, tail), {r - 2, r - 1}), one);
+      tail_norm2 = b.reshape(sum(b, b.multiply(tail, tail), {r - 2, r - 1}), one);
     }
-    Value trivial = b.compare("EQ", tail_norm2, zero);
-    Value norm = b.unary("sqrt", b.binary("add", b.binary("multiply", alpha, alpha), tail_norm2));
-    Value beta = b.select(b.compare("GE", alpha, zero), b.unary("negate", norm), norm);
-    Value tau =
-        b.select(trivial, zero, b.binary("divide", b.binary("subtract", beta, alpha), beta));
+    Value trivial = b.eq(tail_norm2, zero);
+    Value norm = b.sqrt(b.add(b.multiply(alpha, alpha), tail_norm2));
+    Value beta = b.select(b.ge(alpha, zero), b.negate(norm), norm);
+    Value tau = b.select(trivial, zero, b.divide(b.subtract(beta, alpha), beta));
     Value diagonal = b.select(trivial, alpha, beta);
     a = with_block(b, a, diagonal, j, j);
     if (j + 1 < m) {
       Value scale =
-          b.select(trivial, zero,
-                   b.binary("divide", splat(b, 1, a.type, one), b.binary("subtract", alpha, beta)));
-      a = with_block(b, a, b.binary("multiply", tail, broadcast_to(b, scale, tail.shape)), j + 1,
-                     j);
+          b.select(trivial, zero, b.divide(splat(b, 1, a.type, one), b.subtract(alpha, beta)));
+      a = with_block(b, a, b.multiply(tail, broadcast_to(b, scale, tail.shape)), j + 1, j);
     }
     if (j + 1 < n) {
       // Apply H_j to the trailing columns.

@@ -24,17 +24,17 @@ std::vector<int64_t> all_dims(const Value& x) {
 }
 
 Value any_of(Builder& b, const Value& pred) {
-  return b.reduce(pred, b.constant(0, ElementType::Pred), all_dims(pred), "or");
+  return b.reduce(pred, b.constant(0, ElementType::Pred), all_dims(pred), BinaryOp::Or);
 }
 
 Value keep_iterating(Builder& q, const Value& busy, const Value& step) {
-  Value more = q.compare("LT", step, q.constant_int(kMaxTerms, ElementType::S64));
-  return q.binary("and", any_of(q, busy), more);
+  Value more = q.lt(step, q.constant_int(kMaxTerms, ElementType::S64));
+  return q.and_(any_of(q, busy), more);
 }
 
 // P(a, x) exp(x) x^-a Gamma(a) = sum_n x^n / (a (a+1) ... (a+n)), for the `busy` elements.
 Value series(Builder& b, const Value& a, const Value& x, const Value& busy) {
-  Value first = div(b, c(b, 1, a), a);
+  Value first = b.divide(c(b, 1, a), a);
   auto state = b.while_loop(
       {first, first, a, x, busy, b.constant_int(0, ElementType::S64)},
       [](Builder& q, const std::vector<Value>& s) {
@@ -42,14 +42,12 @@ Value series(Builder& b, const Value& a, const Value& x, const Value& busy) {
       },
       [](Builder& q, const std::vector<Value>& s) {
         const Value &total = s[0], &term = s[1], &ap = s[2], &xs = s[3], &on = s[4];
-        Value next_ap = add(q, ap, c(q, 1, ap));
-        Value next_term = div(q, mul(q, term, xs), next_ap);
-        Value next_total = add(q, total, next_term);
-        Value still =
-            q.binary("and", on,
-                     q.compare("GE", q.unary("abs", next_term),
-                               mul(q, q.unary("abs", next_total), c(q, kEps, next_total))));
-        Value step = q.binary("add", s[5], q.constant_int(1, ElementType::S64));
+        Value next_ap = q.add(ap, c(q, 1, ap));
+        Value next_term = q.divide(q.multiply(term, xs), next_ap);
+        Value next_total = q.add(total, next_term);
+        Value still = q.and_(
+            on, q.ge(q.abs(next_term), q.multiply(q.abs(next_total), c(q, kEps, next_total))));
+        Value step = q.add(s[5], q.constant_int(1, ElementType::S64));
         return std::vector<Value>{q.select(on, next_total, total),
                                   q.select(on, next_term, term),
                                   q.select(on, next_ap, ap),
@@ -63,8 +61,8 @@ Value series(Builder& b, const Value& a, const Value& x, const Value& busy) {
 // Q(a, x) exp(x) x^-a Gamma(a) by its continued fraction 1/(x+1-a- 1(1-a)/(x+3-a- ...)),
 // evaluated by the modified Lentz method, for the `busy` elements.
 Value continued_fraction(Builder& b, const Value& a, const Value& x, const Value& busy) {
-  Value b0 = add(b, sub(b, x, a), c(b, 1, x));
-  Value d0 = div(b, c(b, 1, x), b0);
+  Value b0 = b.add(b.subtract(x, a), c(b, 1, x));
+  Value d0 = b.divide(c(b, 1, x), b0);
   auto state = b.while_loop(
       {b0, c(b, 1 / kTiny, x), d0, d0, c(b, 0, x), a, busy, b.constant_int(0, ElementType::S64)},
       [](Builder& q, const std::vector<Value>& s) {
@@ -75,19 +73,17 @@ Value continued_fraction(Builder& b, const Value& a, const Value& x, const Value
         const Value& on = s[6];
         Value tiny = c(q, kTiny, bn);
         auto away_from_zero = [&](const Value& v) {
-          return q.select(q.compare("LT", q.unary("abs", v), tiny), tiny, v);
+          return q.select(q.lt(q.abs(v), tiny), tiny, v);
         };
-        Value next_i = add(q, i, c(q, 1, i));
-        Value an = q.unary("negate", mul(q, next_i, sub(q, next_i, as)));
-        Value next_b = add(q, bn, c(q, 2, bn));
-        Value next_d = div(q, c(q, 1, dn), away_from_zero(add(q, mul(q, an, dn), next_b)));
-        Value next_c = away_from_zero(add(q, next_b, div(q, an, cn)));
-        Value delta = mul(q, next_d, next_c);
-        Value next_h = mul(q, h, delta);
-        Value still = q.binary(
-            "and", on,
-            q.compare("GE", q.unary("abs", sub(q, delta, c(q, 1, delta))), c(q, kEps, delta)));
-        Value step = q.binary("add", s[7], q.constant_int(1, ElementType::S64));
+        Value next_i = q.add(i, c(q, 1, i));
+        Value an = q.negate(q.multiply(next_i, q.subtract(next_i, as)));
+        Value next_b = q.add(bn, c(q, 2, bn));
+        Value next_d = q.divide(c(q, 1, dn), away_from_zero(q.add(q.multiply(an, dn), next_b)));
+        Value next_c = away_from_zero(q.add(next_b, q.divide(an, cn)));
+        Value delta = q.multiply(next_d, next_c);
+        Value next_h = q.multiply(h, delta);
+        Value still = q.and_(on, q.ge(q.abs(q.subtract(delta, c(q, 1, delta))), c(q, kEps, delta)));
+        Value step = q.add(s[7], q.constant_int(1, ElementType::S64));
         return std::vector<Value>{q.select(on, next_b, bn),
                                   q.select(on, next_c, cn),
                                   q.select(on, next_d, dn),
@@ -103,33 +99,27 @@ Value continued_fraction(Builder& b, const Value& a, const Value& x, const Value
 // igamma (lower = true) or igammac of float64 a and x.
 Value incomplete_gamma(Builder& b, const Value& a, const Value& x, bool lower) {
   Value zero = c(b, 0, a), inf = c(b, INFINITY, a), nan = c(b, NAN, a);
-  Value regular =
-      b.binary("and", b.binary("and", b.compare("GT", a, zero), b.compare("GT", x, zero)),
-               b.binary("and", b.compare("LT", a, inf), b.compare("LT", x, inf)));
-  Value use_series = b.compare("LT", x, add(b, a, c(b, 1, a)));
+  Value regular = b.and_(b.and_(b.gt(a, zero), b.gt(x, zero)), b.and_(b.lt(a, inf), b.lt(x, inf)));
+  Value use_series = b.lt(x, b.add(a, c(b, 1, a)));
   Value safe_a = b.select(regular, a, c(b, 1, a)), safe_x = b.select(regular, x, c(b, 1, x));
-  Value prefactor =
-      b.unary("exponential",
-              sub(b, sub(b, mul(b, safe_a, b.unary("log", safe_x)), safe_x), log_gamma(b, safe_a)));
-  Value p = mul(b, series(b, safe_a, safe_x, b.binary("and", regular, use_series)), prefactor);
-  Value q = mul(
-      b,
-      continued_fraction(b, safe_a, safe_x, b.binary("and", regular, b.unary("not", use_series))),
-      prefactor);
+  Value prefactor = b.exponential(
+      b.subtract(b.subtract(b.multiply(safe_a, b.log(safe_x)), safe_x), log_gamma(b, safe_a)));
+  Value p = b.multiply(series(b, safe_a, safe_x, b.and_(regular, use_series)), prefactor);
+  Value q = b.multiply(continued_fraction(b, safe_a, safe_x, b.and_(regular, b.not_(use_series))),
+                       prefactor);
   Value one = c(b, 1, a);
-  Value result =
-      lower ? b.select(use_series, p, sub(b, one, q)) : b.select(use_series, sub(b, one, p), q);
+  Value result = lower ? b.select(use_series, p, b.subtract(one, q))
+                       : b.select(use_series, b.subtract(one, p), q);
   // CPU's edges, checked from the last to the first so that the first that applies wins.
   Value full = lower ? one : zero, none = lower ? zero : one;
-  Value x_inf = b.compare("EQ", x, inf), a_inf = b.compare("EQ", a, inf);
+  Value x_inf = b.eq(x, inf), a_inf = b.eq(a, inf);
   result = b.select(x_inf, full, result);
   result = b.select(a_inf, b.select(x_inf, nan, none), result);
-  result = b.select(b.compare("EQ", x, zero), none, result);
-  result =
-      b.select(b.compare("EQ", a, zero), b.select(b.compare("GT", x, zero), full, nan), result);
-  Value negative = b.binary("or", b.compare("LT", x, zero), b.compare("LT", a, zero));
+  result = b.select(b.eq(x, zero), none, result);
+  result = b.select(b.eq(a, zero), b.select(b.gt(x, zero), full, nan), result);
+  Value negative = b.or_(b.lt(x, zero), b.lt(a, zero));
   result = b.select(negative, nan, result);
-  Value either_nan = b.binary("or", b.compare("NE", a, a), b.compare("NE", x, x));
+  Value either_nan = b.or_(b.ne(a, a), b.ne(x, x));
   return b.select(either_nan, nan, result);
 }
 

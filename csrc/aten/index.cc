@@ -50,9 +50,8 @@ Value wrap_index(Builder& b, const Value& index, int64_t size,
   check_index_range(b, index, -size, size, std::nullopt, kind);
   Value i = b.convert(index, ElementType::S64);
   Value zero = splat(b, 0, ElementType::S64, i.shape);
-  return b.select(
-      b.compare("LT", i, zero),
-      b.binary("add", i, splat(b, static_cast<double>(size), ElementType::S64, i.shape)), i);
+  return b.select(b.lt(i, zero),
+                  b.add(i, splat(b, static_cast<double>(size), ElementType::S64, i.shape)), i);
 }
 
 LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
@@ -115,7 +114,7 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
 });
 
 Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& index,
-                    const Value& src, const std::string& reduce) {
+                    const Value& src, std::optional<BinaryOp> reduce) {
   hlo::ScatterDims dims;
   for (int64_t d = 0; d < self.rank(); ++d) {
     dims.inserted_window_dims.push_back(d);
@@ -127,20 +126,30 @@ Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& ind
   Value updates = b.slice(src, zeros, index.shape, ones);
   return b.scatter(self, coordinates(b, index, dim, self.shape[dim]), updates, dims,
                    [reduce](Builder& r, const std::vector<Value>& a) {
-                     if (reduce == "add") return std::vector<Value>{r.binary("add", a[0], a[1])};
-                     if (reduce == "multiply")
-                       return std::vector<Value>{r.binary("multiply", a[0], a[1])};
-                     if (reduce == "maximum" || reduce == "minimum") {
-                       return std::vector<Value>{extremum(r, reduce, a[0], a[1])};
+                     if (reduce == BinaryOp::Add) return std::vector<Value>{r.add(a[0], a[1])};
+                     if (reduce == BinaryOp::Multiply)
+                       return std::vector<Value>{r.multiply(a[0], a[1])};
+                     if (reduce == BinaryOp::Maximum || reduce == BinaryOp::Minimum) {
+                       return std::vector<Value>{extremum(r, *reduce, a[0], a[1])};
                      }
                      return std::vector<Value>{a[1]};
                    });
 }
 
+// scatter's `reduce` argument as the op combining into self: torch's "add" and "multiply" (and
+// the extrema, named as StableHLO does); any other string scatters plainly.
+std::optional<BinaryOp> scatter_reduction(const std::string& reduce) {
+  if (reduce == "add") return BinaryOp::Add;
+  if (reduce == "multiply") return BinaryOp::Multiply;
+  if (reduce == "maximum") return BinaryOp::Maximum;
+  if (reduce == "minimum") return BinaryOp::Minimum;
+  return std::nullopt;
+}
+
 // 0-dim operands scatter as one-element vectors, as torch treats them.
 Value at_least_1d(Builder& b, const Value& x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
 
-Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
+Values scatter_impl(LoweringContext& ctx, std::optional<BinaryOp> reduce) {
   Builder& b = ctx.b;
   Value original = ctx.tensor(0);
   Value self = at_least_1d(b, original);
@@ -156,9 +165,9 @@ Values scatter_impl(LoweringContext& ctx, const std::string& reduce) {
 }
 
 // Scatters `updates` (shaped like self with `dim` of length index.numel()) into self along
-// `dim` at the positions `index` (rank <= 1), combining by `op` ("" replaces).
+// `dim` at the positions `index` (rank <= 1), combining by `op` (none replaces).
 Value scatter_slices(Builder& b, const Value& self, int64_t dim, const Value& index,
-                     const Value& updates, const std::string& op,
+                     const Value& updates, std::optional<BinaryOp> op,
                      Builder::CheckKind kind = Builder::CheckKind::RaisesIndexError) {
   return combine_slices(b, self, dim, wrap_index(b, index, self.shape[dim], kind), updates, op);
 }
@@ -171,7 +180,7 @@ Shape with_dim(const Shape& shape, int64_t dim, int64_t size) {
 
 // index_add / index_copy / index_fill(self, dim, index, x, ...): `updates` makes the slices
 // (shaped like self with `dim` of index.numel()) that are combined into self by `op`.
-Values index_along(LoweringContext& ctx, const std::string& op,
+Values index_along(LoweringContext& ctx, std::optional<BinaryOp> op,
                    const std::function<Value(const Value& self, const Shape&)>& updates) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
@@ -182,8 +191,8 @@ Values index_along(LoweringContext& ctx, const std::string& op,
   Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
   // CPU's index_add raises RuntimeError for an index out of range when self has several
   // dimensions, IndexError otherwise.
-  const auto kind = op == "add" && self.rank() > 1 ? Builder::CheckKind::RaisesRuntimeError
-                                                   : Builder::CheckKind::RaisesIndexError;
+  const auto kind = op == BinaryOp::Add && self.rank() > 1 ? Builder::CheckKind::RaisesRuntimeError
+                                                           : Builder::CheckKind::RaisesIndexError;
   Value out = scatter_slices(b, self, dim, index, updates(self, update_shape), op, kind);
   return {b.reshape(out, original)};
 }
@@ -210,16 +219,16 @@ void check_index_type(LoweringContext& ctx, IndexAlong op) {
 
 LOWER({"index_add", "index_add_", "index_add.out"}, [](LoweringContext& ctx) {
   check_index_type(ctx, IndexAlong::add);
-  return index_along(ctx, ctx.tensor_meta(0).scalar_type() == c10::kBool ? "or" : "add",
-                     [&ctx](const Value& self, const Shape& shape) {
-                       Value source = ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
-                       return ctx.b.binary("multiply", source,
-                                           as(ctx.b, ctx.scalar(4, self.type), self.type, shape));
-                     });
+  return index_along(
+      ctx, ctx.tensor_meta(0).scalar_type() == c10::kBool ? BinaryOp::Or : BinaryOp::Add,
+      [&ctx](const Value& self, const Shape& shape) {
+        Value source = ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
+        return ctx.b.multiply(source, as(ctx.b, ctx.scalar(4, self.type), self.type, shape));
+      });
 });
 LOWER({"index_copy", "index_copy_", "index_copy.out"}, [](LoweringContext& ctx) {
   check_index_type(ctx, IndexAlong::copy);
-  return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
+  return index_along(ctx, std::nullopt, [&ctx](const Value& self, const Shape& shape) {
     return ctx.b.reshape(ctx.b.convert(ctx.tensor(3), self.type), shape);
   });
 });
@@ -228,7 +237,7 @@ LOWER(
      "index_fill.int_Tensor", "index_fill_.int_Tensor", "index_fill.int_Tensor_out"},
     [](LoweringContext& ctx) {
       check_index_type(ctx, IndexAlong::fill);
-      return index_along(ctx, "", [&ctx](const Value& self, const Shape& shape) {
+      return index_along(ctx, std::nullopt, [&ctx](const Value& self, const Shape& shape) {
         return operand(ctx, 3, self.type, shape);
       });
     },
@@ -243,12 +252,14 @@ LOWER(
 
 LOWER({"scatter.src", "scatter_.src", "scatter.src_out", "scatter.value", "scatter_.value",
        "scatter.value_out"},
-      [](LoweringContext& ctx) { return scatter_impl(ctx, ""); });
+      [](LoweringContext& ctx) { return scatter_impl(ctx, std::nullopt); });
 LOWER({"scatter.reduce", "scatter_.reduce", "scatter.reduce_out", "scatter.value_reduce",
        "scatter_.value_reduce", "scatter.value_reduce_out"},
-      [](LoweringContext& ctx) { return scatter_impl(ctx, ctx.arg(4).toStringRef()); });
+      [](LoweringContext& ctx) {
+        return scatter_impl(ctx, scatter_reduction(ctx.arg(4).toStringRef()));
+      });
 LOWER({"scatter_add", "scatter_add_", "scatter_add.out"},
-      [](LoweringContext& ctx) { return scatter_impl(ctx, "add"); });
+      [](LoweringContext& ctx) { return scatter_impl(ctx, BinaryOp::Add); });
 
 // scatter_reduce(self, dim, index, src, reduce, include_self): sum, prod, mean, amax, amin.
 // With `slices`, index is 1-D and picks whole slices along dim (index_reduce), so it is
@@ -277,32 +288,30 @@ Value scatter_reduce(LoweringContext& ctx, bool slices = false) {
   ElementType t = self.type;
   // Where no index lands, self is kept whatever include_self says.
   Value hit = scatter_along(b, splat(b, 0, ElementType::S64, self.shape), dim, index,
-                            splat(b, 1, ElementType::S64, index.shape), "add");
-  Value touched = b.compare("GT", hit, splat(b, 0, ElementType::S64, self.shape));
+                            splat(b, 1, ElementType::S64, index.shape), BinaryOp::Add);
+  Value touched = b.gt(hit, splat(b, 0, ElementType::S64, self.shape));
   auto identity_where_touched = [&](double identity) {
     if (include_self) return self;
     return b.select(touched, splat(b, identity, t, self.shape), self);
   };
   if (reduce == "sum" || reduce == "mean") {
-    Value total = scatter_along(b, identity_where_touched(0), dim, index, src, "add");
+    Value total = scatter_along(b, identity_where_touched(0), dim, index, src, BinaryOp::Add);
     if (reduce == "sum") return total;
-    Value count =
-        b.binary("add", hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
-    count = b.select(b.compare("EQ", count, splat(b, 0, ElementType::S64, self.shape)),
+    Value count = b.add(hit, splat(b, include_self ? 1 : 0, ElementType::S64, self.shape));
+    count = b.select(b.eq(count, splat(b, 0, ElementType::S64, self.shape)),
                      splat(b, 1, ElementType::S64, self.shape), count);
-    Value mean = b.binary("divide", total, b.convert(count, t));
+    Value mean = b.divide(total, b.convert(count, t));
     if (!hlo::is_float(t)) {
       // Integer mean rounds toward negative infinity, as torch's floor division.
       Value c = b.convert(count, t);
-      Value fix = b.binary(
-          "and", b.compare("NE", b.binary("remainder", total, c), splat(b, 0, t, self.shape)),
-          b.compare("LT", total, splat(b, 0, t, self.shape)));
-      mean = b.select(fix, b.binary("subtract", mean, splat(b, 1, t, self.shape)), mean);
+      Value fix = b.and_(b.ne(b.remainder(total, c), splat(b, 0, t, self.shape)),
+                         b.lt(total, splat(b, 0, t, self.shape)));
+      mean = b.select(fix, b.subtract(mean, splat(b, 1, t, self.shape)), mean);
     }
     return b.select(touched, mean, self);
   }
   if (reduce == "prod") {
-    return scatter_along(b, identity_where_touched(1), dim, index, src, "multiply");
+    return scatter_along(b, identity_where_touched(1), dim, index, src, BinaryOp::Multiply);
   }
   TORCH_CHECK(reduce == "amax" || reduce == "amin",
               "reduce argument must be either sum, prod, "
@@ -310,7 +319,7 @@ Value scatter_reduce(LoweringContext& ctx, bool slices = false) {
               reduce);
   bool is_max = reduce == "amax";
   Value base = identity_where_touched(is_max ? lowest(t) : highest(t));
-  return scatter_along(b, base, dim, index, src, is_max ? "maximum" : "minimum");
+  return scatter_along(b, base, dim, index, src, is_max ? BinaryOp::Maximum : BinaryOp::Minimum);
 }
 LOWER({"scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out"},
       [](LoweringContext& ctx) {
@@ -486,11 +495,10 @@ Values index_put(LoweringContext& ctx) {
   }
   for (int64_t d = k; d < self.rank(); ++d) dims.update_window_dims.push_back(batch_rank + d - k);
   dims.index_vector_dim = batch_rank;
-  Value scattered =
-      b.scatter(plan.transposed, plan.coordinates, values, dims,
-                [accumulate](Builder& r, const std::vector<Value>& a) {
-                  return std::vector<Value>{accumulate ? r.binary("add", a[0], a[1]) : a[1]};
-                });
+  Value scattered = b.scatter(plan.transposed, plan.coordinates, values, dims,
+                              [accumulate](Builder& r, const std::vector<Value>& a) {
+                                return std::vector<Value>{accumulate ? r.add(a[0], a[1]) : a[1]};
+                              });
   std::vector<int64_t> inverse(plan.permutation.size());
   for (size_t i = 0; i < plan.permutation.size(); ++i)
     inverse[plan.permutation[i]] = static_cast<int64_t>(i);
@@ -512,8 +520,8 @@ LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringC
   Value flat_index = b.reshape(indices, {n, 1});
   Value flat_grad = b.reshape(grad, {n, dim});
   if (padding_idx >= 0) {
-    Value keep = b.compare("NE", b.reshape(indices, {n}),
-                           splat(b, static_cast<double>(padding_idx), ElementType::S64, {n}));
+    Value keep = b.ne(b.reshape(indices, {n}),
+                      splat(b, static_cast<double>(padding_idx), ElementType::S64, {n}));
     flat_grad = b.select(b.broadcast_in_dim(keep, {n, dim}, {0}), flat_grad,
                          splat(b, 0, grad.type, {n, dim}));
   }
@@ -525,7 +533,7 @@ LOWER({"embedding_dense_backward", "embedding_dense_backward.out"}, [](LoweringC
   Value zeros = splat(b, 0, grad.type, {num_weights, dim});
   return Values{
       b.scatter(zeros, flat_index, flat_grad, dims, [](Builder& r, const std::vector<Value>& a) {
-        return std::vector<Value>{r.binary("add", a[0], a[1])};
+        return std::vector<Value>{r.add(a[0], a[1])};
       })};
 });
 
@@ -538,8 +546,8 @@ Values triangle(LoweringContext& ctx, bool upper) {
   int64_t r = self.rank();
   Value row = b.iota(self.shape, ElementType::S64, r - 2);
   Value col = b.iota(self.shape, ElementType::S64, r - 1);
-  Value offset = b.binary("subtract", col, row);
-  Value keep = b.compare(upper ? "GE" : "LE", offset,
+  Value offset = b.subtract(col, row);
+  Value keep = b.compare(upper ? Comparison::GE : Comparison::LE, offset,
                          splat(b, static_cast<double>(diagonal), ElementType::S64, self.shape));
   return {b.select(keep, self, splat(b, 0, self.type, self.shape))};
 }
@@ -601,7 +609,8 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
   Value positions = wrap_index(b, b.reshape(index, {m}), n);
   Value updates = b.reshape(source, {m});
   bool accumulate = ctx.arg(3).toBool();
-  return Values{b.reshape(combine_slices(b, flat, 0, positions, updates, accumulate ? "add" : ""),
+  return Values{b.reshape(combine_slices(b, flat, 0, positions, updates,
+                                         accumulate ? std::optional(BinaryOp::Add) : std::nullopt),
                           self.shape)};
 });
 
@@ -617,29 +626,26 @@ LOWER({"nonzero_static", "nonzero_static.out"}, [](LoweringContext& ctx) {
   Value filled = splat(b, static_cast<double>(fill), ElementType::S64, {size + 1, columns});
   if (n == 0 || size == 0) return Values{b.slice(filled, {0, 0}, {size, rank}, {1, 1})};
   Value flat = b.reshape(x, {n});
-  Value nonzero =
-      flat.type == ElementType::Pred ? flat : b.compare("NE", flat, splat(b, 0, flat.type, {n}));
+  Value nonzero = flat.type == ElementType::Pred ? flat : b.ne(flat, splat(b, 0, flat.type, {n}));
   Value count = b.convert(nonzero, ElementType::S64);
   std::vector<int64_t> window{n}, ones{1};
-  Value slot = b.binary("subtract",
-                        b.reduce_window(count, b.constant_int(0, ElementType::S64), window, ones,
-                                        ones, ones, {{n - 1, 0}}, "add"),
-                        splat(b, 1, ElementType::S64, {n}));
+  Value slot = b.subtract(b.reduce_window(count, b.constant_int(0, ElementType::S64), window, ones,
+                                          ones, ones, {{n - 1, 0}}, BinaryOp::Add),
+                          splat(b, 1, ElementType::S64, {n}));
   // Zeros and nonzeros beyond `size` go to the dropped row `size`.
-  slot = b.select(
-      b.binary("and", nonzero, b.compare("LT", slot, splat(b, size, ElementType::S64, {n}))), slot,
-      splat(b, static_cast<double>(size), ElementType::S64, {n}));
+  slot = b.select(b.and_(nonzero, b.lt(slot, splat(b, size, ElementType::S64, {n}))), slot,
+                  splat(b, static_cast<double>(size), ElementType::S64, {n}));
   // Row-major coordinates of each flat position.
   std::vector<Value> coordinates;
   Value rest = b.iota({n}, ElementType::S64, 0);
   for (int64_t d = rank; d-- > 0;) {
     Value extent = splat(b, static_cast<double>(x.shape[d]), ElementType::S64, {n});
-    coordinates.insert(coordinates.begin(), b.reshape(b.binary("remainder", rest, extent), {n, 1}));
-    rest = b.binary("divide", rest, extent);
+    coordinates.insert(coordinates.begin(), b.reshape(b.remainder(rest, extent), {n, 1}));
+    rest = b.divide(rest, extent);
   }
   if (rank == 0) coordinates.push_back(splat(b, 0, ElementType::S64, {n, 1}));
   Value rows = b.concatenate(coordinates, 1);
-  Value out = combine_slices(b, filled, 0, slot, rows, "");
+  Value out = combine_slices(b, filled, 0, slot, rows, std::nullopt);
   return Values{b.slice(out, {0, 0}, {size, rank}, {1, 1})};
 });
 
@@ -654,22 +660,19 @@ LOWER({"embedding_renorm_"}, [](LoweringContext& ctx) {
   if (m == 0) return Values{self};
   Value positions = wrap_index(b, b.reshape(indices, {m}), rows);
   Value referenced = combine_slices(b, splat(b, 0, ElementType::F32, {rows}), 0, positions,
-                                    splat(b, 1, ElementType::F32, {m}), "");
+                                    splat(b, 1, ElementType::F32, {m}), std::nullopt);
   ElementType acc = opmath(self.type);
   Value w = b.convert(self, acc);
-  Value a = b.unary("abs", w);
-  Value norm = p == 2 ? b.unary("sqrt", sum(b, b.binary("multiply", a, a), {1}))
-               : p == 1
-                   ? sum(b, a, {1})
-                   : b.binary("power", sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {1}),
-                              splat(b, 1.0 / p, acc, {rows}));
-  Value scale = b.binary("divide", splat(b, max_norm, acc, {rows}),
-                         b.binary("add", norm, splat(b, 1e-7, acc, {rows})));
-  Value apply = b.binary("and", b.compare("GT", referenced, splat(b, 0, ElementType::F32, {rows})),
-                         b.compare("GT", norm, splat(b, max_norm, acc, {rows})));
+  Value a = b.abs(w);
+  Value norm = p == 2   ? b.sqrt(sum(b, b.multiply(a, a), {1}))
+               : p == 1 ? sum(b, a, {1})
+                        : b.power(sum(b, b.power(a, splat(b, p, acc, a.shape)), {1}),
+                                  splat(b, 1.0 / p, acc, {rows}));
+  Value scale = b.divide(splat(b, max_norm, acc, {rows}), b.add(norm, splat(b, 1e-7, acc, {rows})));
+  Value apply = b.and_(b.gt(referenced, splat(b, 0, ElementType::F32, {rows})),
+                       b.gt(norm, splat(b, max_norm, acc, {rows})));
   scale = b.select(apply, scale, splat(b, 1, acc, {rows}));
-  return Values{
-      b.convert(b.binary("multiply", w, b.broadcast_in_dim(scale, self.shape, {0})), self.type)};
+  return Values{b.convert(b.multiply(w, b.broadcast_in_dim(scale, self.shape, {0})), self.type)};
 });
 
 }  // namespace

@@ -41,11 +41,10 @@ Values shift(LoweringContext& ctx, bool left) {
   int64_t width = bit_width(x.type);
   Value zero = splat(b, 0, x.type, x.shape);
   Value out_of_range =
-      b.binary("or", b.compare("LT", y, zero),
-               b.compare("GE", y, splat(b, static_cast<double>(width), x.type, x.shape)));
+      b.or_(b.lt(y, zero), b.ge(y, splat(b, static_cast<double>(width), x.type, x.shape)));
   const bool is_unsigned = x.type == ElementType::U8;
-  if (left) return {b.select(out_of_range, zero, b.binary("shift_left", x, y))};
-  const char* op = is_unsigned ? "shift_right_logical" : "shift_right_arithmetic";
+  if (left) return {b.select(out_of_range, zero, b.shift_left(x, y))};
+  const BinaryOp op = is_unsigned ? BinaryOp::ShiftRightLogical : BinaryOp::ShiftRightArithmetic;
   Value saturated =
       is_unsigned ? zero
                   : b.binary(op, x, splat(b, static_cast<double>(width - 1), x.type, x.shape));
@@ -69,16 +68,17 @@ Value gcd(Builder& b, const Value& x, const Value& y) {
   std::vector<int64_t> all_dims;
   for (int64_t d = 0; d < x.rank(); ++d) all_dims.push_back(d);
   auto state = b.while_loop(
-      {b.unary("abs", x), b.unary("abs", y)},
+      {b.abs(x), b.abs(y)},
       [&](Builder& r, const std::vector<Value>& s) {
-        Value busy = r.compare("NE", s[1], splat(r, 0, s[1].type, s[1].shape));
-        return std::vector<Value>{r.reduce(busy, r.constant(0, ElementType::Pred), all_dims, "or")};
+        Value busy = r.ne(s[1], splat(r, 0, s[1].type, s[1].shape));
+        return std::vector<Value>{
+            r.reduce(busy, r.constant(0, ElementType::Pred), all_dims, BinaryOp::Or)};
       },
       [](Builder& r, const std::vector<Value>& s) {
         Value zero = splat(r, 0, s[1].type, s[1].shape);
-        Value busy = r.compare("NE", s[1], zero);
+        Value busy = r.ne(s[1], zero);
         Value divisor = r.select(busy, s[1], splat(r, 1, s[1].type, s[1].shape));
-        Value remainder = r.binary("remainder", s[0], divisor);
+        Value remainder = r.remainder(s[0], divisor);
         return std::vector<Value>{r.select(busy, s[1], s[0]), r.select(busy, remainder, zero)};
       });
   return state[0];
@@ -93,9 +93,9 @@ LOWER({"lcm", "lcm_", "lcm.out"}, [](LoweringContext& ctx) {
   auto [x, y] = int_operands(ctx, "lcm");
   Value g = gcd(b, x, y);
   Value zero = splat(b, 0, x.type, x.shape);
-  Value is_zero = b.compare("EQ", g, zero);
+  Value is_zero = b.eq(g, zero);
   Value safe = b.select(is_zero, splat(b, 1, x.type, x.shape), g);
-  Value l = b.unary("abs", b.binary("multiply", b.binary("divide", x, safe), y));
+  Value l = b.abs(b.multiply(b.divide(x, safe), y));
   return Values{b.select(is_zero, zero, l)};
 });
 

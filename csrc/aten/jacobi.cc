@@ -21,20 +21,18 @@ std::vector<int64_t> next_round_order(int64_t h) {
 }  // namespace
 
 Value keep_going(Builder& b, const Value& round, const Value& quiet, int64_t rounds_per_sweep) {
-  Value more =
-      b.compare("LT", round, b.constant_int(kMaxSweeps * rounds_per_sweep, ElementType::S64));
-  Value unsettled = b.compare("LT", quiet, b.constant_int(rounds_per_sweep, ElementType::S64));
-  return b.binary("and", more, unsettled);
+  Value more = b.lt(round, b.constant_int(kMaxSweeps * rounds_per_sweep, ElementType::S64));
+  Value unsettled = b.lt(quiet, b.constant_int(rounds_per_sweep, ElementType::S64));
+  return b.and_(more, unsettled);
 }
 
 std::pair<Value, Value> next_counters(Builder& b, const Value& round, const Value& quiet,
                                       const Value& active) {
   std::vector<int64_t> all_dims;
   for (int64_t d = 0; d < active.rank(); ++d) all_dims.push_back(d);
-  Value any = b.reduce(active, b.constant(0, ElementType::Pred), all_dims, "or");
+  Value any = b.reduce(active, b.constant(0, ElementType::Pred), all_dims, BinaryOp::Or);
   Value one = b.constant_int(1, ElementType::S64);
-  return {b.binary("add", round, one),
-          b.select(any, b.constant_int(0, ElementType::S64), b.binary("add", quiet, one))};
+  return {b.add(round, one), b.select(any, b.constant_int(0, ElementType::S64), b.add(quiet, one))};
 }
 
 double epsilon(ElementType type) {
@@ -43,15 +41,14 @@ double epsilon(ElementType type) {
 
 Rotation jacobi_rotation(Builder& b, const Value& alpha, const Value& beta, const Value& gamma,
                          const Value& threshold) {
-  Value active = b.compare("GT", b.unary("abs", gamma), threshold);
+  Value active = b.gt(b.abs(gamma), threshold);
   // tan of the angle, the smaller root of t^2 + 2 zeta t - 1 = 0.
-  Value zeta = div(b, sub(b, beta, alpha), mul(b, c(b, 2, gamma), gamma));
-  Value sign = b.select(b.compare("GE", zeta, c(b, 0, zeta)), c(b, 1, zeta), c(b, -1, zeta));
+  Value zeta = b.divide(b.subtract(beta, alpha), b.multiply(c(b, 2, gamma), gamma));
+  Value sign = b.select(b.ge(zeta, c(b, 0, zeta)), c(b, 1, zeta), c(b, -1, zeta));
   Value t =
-      div(b, sign,
-          add(b, b.unary("abs", zeta), b.unary("sqrt", add(b, c(b, 1, zeta), mul(b, zeta, zeta)))));
-  Value cosine = b.unary("rsqrt", add(b, c(b, 1, t), mul(b, t, t)));
-  Value sine = mul(b, cosine, t);
+      b.divide(sign, b.add(b.abs(zeta), b.sqrt(b.add(c(b, 1, zeta), b.multiply(zeta, zeta)))));
+  Value cosine = b.rsqrt(b.add(c(b, 1, t), b.multiply(t, t)));
+  Value sine = b.multiply(cosine, t);
   return {b.select(active, cosine, c(b, 1, cosine)), b.select(active, sine, c(b, 0, sine)), active};
 }
 
@@ -60,9 +57,9 @@ Value rotate_column_pairs(Builder& b, const Value& m, const Rotation& rotation) 
   Value x = cols_of(b, m, 0, width / 2), y = cols_of(b, m, width / 2, width);
   Value cosine = broadcast_to(b, rotation.cosine, x.shape);
   Value sine = broadcast_to(b, rotation.sine, x.shape);
-  Value turned = b.concatenate(
-      {sub(b, mul(b, cosine, x), mul(b, sine, y)), add(b, mul(b, sine, x), mul(b, cosine, y))},
-      last);
+  Value turned = b.concatenate({b.subtract(b.multiply(cosine, x), b.multiply(sine, y)),
+                                b.add(b.multiply(sine, x), b.multiply(cosine, y))},
+                               last);
   if (width == 2) return turned;
   std::vector<Value> entries;
   for (int64_t source : next_round_order(width / 2)) {

@@ -75,10 +75,10 @@ Value scale_add(LoweringContext& ctx, const Value& product, int beta_index, int 
   Value self = as(b, ctx.tensor(0), t, product.shape);
   Value alpha = as(b, ctx.scalar(alpha_index, t), t, product.shape);
   Value beta = as(b, ctx.scalar(beta_index, t), t, product.shape);
-  Value scaled_self = b.binary("multiply", beta, self);
+  Value scaled_self = b.multiply(beta, self);
   Value zero = splat(b, 0, t, product.shape);
-  scaled_self = b.select(b.compare("EQ", beta, zero), zero, scaled_self);
-  return b.binary("add", scaled_self, b.binary("multiply", alpha, product));
+  scaled_self = b.select(b.eq(beta, zero), zero, scaled_self);
+  return b.add(scaled_self, b.multiply(alpha, product));
 }
 
 LOWER({"addmm", "addmm_", "addmm.out"}, [](LoweringContext& ctx) {
@@ -122,8 +122,7 @@ LOWER({"linalg_cross", "linalg_cross.out"}, [](LoweringContext& ctx) {
     return b.slice(v, start, limit, strides);
   };
   auto term = [&](int64_t i, int64_t j) {
-    return b.binary("subtract", b.binary("multiply", part(x, i), part(y, j)),
-                    b.binary("multiply", part(x, j), part(y, i)));
+    return b.subtract(b.multiply(part(x, i), part(y, j)), b.multiply(part(x, j), part(y, i)));
   };
   return Values{b.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
 });
@@ -154,8 +153,7 @@ Value pairwise_differences(Builder& b, const Value& a1, const Value& a2) {
   }
   first.insert(first.end(), {r - 2, r});
   second.insert(second.end(), {r - 1, r});
-  return b.binary("subtract", b.broadcast_in_dim(x1, pair, first),
-                  b.broadcast_in_dim(x2, pair, second));
+  return b.subtract(b.broadcast_in_dim(x1, pair, first), b.broadcast_in_dim(x2, pair, second));
 }
 
 // _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R], p-norms of
@@ -169,20 +167,20 @@ LOWER({"_cdist_forward", "_cdist_forward.out"}, [](LoweringContext& ctx) {
   double p = ctx.arg(2).toDouble();
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   ElementType acc = opmath(x1.type);
-  Value a = b.unary("abs", pairwise_differences(b, b.convert(x1, acc), b.convert(x2, acc)));
+  Value a = b.abs(pairwise_differences(b, b.convert(x1, acc), b.convert(x2, acc)));
   const int64_t last = a.rank() - 1;
   Value d;
   if (p == 0) {
-    d = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), {last});
+    d = sum(b, b.convert(b.ne(a, splat(b, 0, acc, a.shape)), acc), {last});
   } else if (std::isinf(p)) {
     d = reduce_extremum(b, a, {last}, true);
   } else if (p == 1) {
     d = sum(b, a, {last});
   } else if (p == 2) {
-    d = b.unary("sqrt", sum(b, b.binary("multiply", a, a), {last}));
+    d = b.sqrt(sum(b, b.multiply(a, a), {last}));
   } else {
-    Value s = sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {last});
-    d = b.binary("power", s, splat(b, 1.0 / p, acc, s.shape));
+    Value s = sum(b, b.power(a, splat(b, p, acc, a.shape)), {last});
+    d = b.power(s, splat(b, 1.0 / p, acc, s.shape));
   }
   return Values{b.convert(d, x1.type)};
 });
@@ -198,25 +196,24 @@ Value distance_gradient(Builder& b, const Value& grad_in, const Value& x1, const
   Value grad = b.broadcast_in_dim(b.convert(grad_in, acc), diff.shape, keep);
   Value dist = b.broadcast_in_dim(b.convert(dist_in, acc), diff.shape, keep);
   Value zero = splat(b, 0, acc, diff.shape);
-  Value a = b.unary("abs", diff), sign = b.unary("sign", diff);
+  Value a = b.abs(diff), sign = b.sign(diff);
   Value term;
   if (p == 0) {
     term = zero;
   } else if (p == 1) {
     term = sign;
   } else if (std::isinf(p)) {
-    term = b.select(b.compare("EQ", a, dist), sign, zero);
+    term = b.select(b.eq(a, dist), sign, zero);
   } else if (p < 2) {
     // sign(d) |d|^(p-1) / dist^(p-1), 0 where d is 0.
-    Value ratio = b.binary("power", b.binary("divide", a, dist), splat(b, p - 1, acc, a.shape));
-    term = b.select(b.compare("EQ", a, zero), zero, b.binary("multiply", sign, ratio));
+    Value ratio = b.power(b.divide(a, dist), splat(b, p - 1, acc, a.shape));
+    term = b.select(b.eq(a, zero), zero, b.multiply(sign, ratio));
   } else {
-    term = b.binary("divide",
-                    b.binary("multiply", diff, b.binary("power", a, splat(b, p - 2, acc, a.shape))),
-                    b.binary("power", dist, splat(b, p - 1, acc, a.shape)));
+    term = b.divide(b.multiply(diff, b.power(a, splat(b, p - 2, acc, a.shape))),
+                    b.power(dist, splat(b, p - 1, acc, a.shape)));
   }
-  term = b.select(b.compare("EQ", dist, zero), zero, term);
-  Value g = sum(b, b.binary("multiply", grad, term), {last - 1});
+  term = b.select(b.eq(dist, zero), zero, term);
+  Value g = sum(b, b.multiply(grad, term), {last - 1});
   // Batch dims that x1 was broadcast along are summed back.
   int64_t extra = g.rank() - x1.rank();
   std::vector<int64_t> summed;
@@ -239,8 +236,7 @@ Value upper_pairs(Builder& b, int64_t n) {
   std::vector<Value> rows;
   for (int64_t i = 0; i + 1 < n; ++i) {
     Value columns = b.iota({n - 1 - i}, ElementType::S64, 0);
-    rows.push_back(
-        b.binary("add", columns, b.constant_int(i * n + i + 1, ElementType::S64, {n - 1 - i})));
+    rows.push_back(b.add(columns, b.constant_int(i * n + i + 1, ElementType::S64, {n - 1 - i})));
   }
   return b.concatenate(rows, 0);
 }
@@ -255,19 +251,19 @@ LOWER({"_pdist_forward", "_pdist_forward.out"}, [](LoweringContext& ctx) {
   int64_t n = x.shape[0];
   if (n < 2) return Values{splat(b, 0, x.type, {0})};
   ElementType acc = opmath(x.type);
-  Value a = b.unary("abs", pairwise_differences(b, b.convert(x, acc), b.convert(x, acc)));
+  Value a = b.abs(pairwise_differences(b, b.convert(x, acc), b.convert(x, acc)));
   Value d;
   if (p == 0) {
-    d = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), {2});
+    d = sum(b, b.convert(b.ne(a, splat(b, 0, acc, a.shape)), acc), {2});
   } else if (std::isinf(p)) {
     d = reduce_extremum(b, a, {2}, true);
   } else if (p == 1) {
     d = sum(b, a, {2});
   } else if (p == 2) {
-    d = b.unary("sqrt", sum(b, b.binary("multiply", a, a), {2}));
+    d = b.sqrt(sum(b, b.multiply(a, a), {2}));
   } else {
-    Value s2 = sum(b, b.binary("power", a, splat(b, p, acc, a.shape)), {2});
-    d = b.binary("power", s2, splat(b, 1.0 / p, acc, s2.shape));
+    Value s2 = sum(b, b.power(a, splat(b, p, acc, a.shape)), {2});
+    d = b.power(s2, splat(b, 1.0 / p, acc, s2.shape));
   }
   Value picked = take_slices(b, b.reshape(d, {n * n}), 0, upper_pairs(b, n));
   return Values{b.convert(picked, x.type)};
@@ -282,9 +278,9 @@ LOWER({"_pdist_backward", "_pdist_backward.out"}, [](LoweringContext& ctx) {
   if (n < 2) return Values{splat(b, 0, x.type, x.shape)};
   Value pairs = upper_pairs(b, n);
   auto square = [&](const Value& v) {
-    Value upper =
-        b.reshape(combine_slices(b, splat(b, 0, v.type, {n * n}), 0, pairs, v, ""), {n, n});
-    return b.binary("add", upper, b.transpose(upper, {1, 0}));
+    Value upper = b.reshape(
+        combine_slices(b, splat(b, 0, v.type, {n * n}), 0, pairs, v, std::nullopt), {n, n});
+    return b.add(upper, b.transpose(upper, {1, 0}));
   };
   return Values{distance_gradient(b, square(grad), x, x, p, square(dist))};
 });

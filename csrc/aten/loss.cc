@@ -24,19 +24,18 @@ NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, const Value& targe
   int64_t ignore = ctx.arg(ignore_index_arg).toInt();
   check_index_range(b, target, 0, c, ignore);
   Value classes = b.iota({n, c}, ElementType::S64, 1);
-  Value hit = b.compare("EQ", classes, b.broadcast_in_dim(target, {n, c}, {0}));
+  Value hit = b.eq(classes, b.broadcast_in_dim(target, {n, c}, {0}));
   Value class_weight = splat(b, 1, self2d.type, {n, c});
   if (auto w = ctx.optional_tensor(weight_index))
     class_weight = b.broadcast_in_dim(b.convert(*w, self2d.type), {n, c}, {1});
-  Value valid =
-      b.compare("NE", target, splat(b, static_cast<double>(ignore), ElementType::S64, {n}));
+  Value valid = b.ne(target, splat(b, static_cast<double>(ignore), ElementType::S64, {n}));
   Value valid2d = b.broadcast_in_dim(valid, {n, c}, {0});
   Value zero = splat(b, 0, self2d.type, {n, c});
-  Value onehot = b.select(b.binary("and", hit, valid2d), class_weight, zero);
+  Value onehot = b.select(b.and_(hit, valid2d), class_weight, zero);
   NllTerms terms;
   terms.onehot = onehot;
   terms.weights = sum(b, onehot, {1});
-  terms.picked = b.unary("negate", sum(b, b.binary("multiply", onehot, self2d), {1}));
+  terms.picked = b.negate(sum(b, b.multiply(onehot, self2d), {1}));
   return terms;
 }
 
@@ -49,7 +48,7 @@ Values nll_forward(LoweringContext& ctx, const Value& flat, const Shape& unreduc
   Value total_weight = sum(b, t.weights, {0});
   if (reduction == kReductionNone) return {b.reshape(t.picked, unreduced_shape), total_weight};
   Value total = sum(b, t.picked, {0});
-  if (reduction == kReductionMean) total = b.binary("divide", total, total_weight);
+  if (reduction == kReductionMean) total = b.divide(total, total_weight);
   return {total, total_weight};
 }
 
@@ -65,10 +64,10 @@ Value nll_backward(LoweringContext& ctx, const Value& flat) {
     scale = b.broadcast_in_dim(b.reshape(grad, {flat.shape[0]}), flat.shape, {0});
   } else {
     Value g = b.reshape(grad, {});
-    if (reduction == kReductionMean) g = b.binary("divide", g, b.reshape(ctx.tensor(6), {}));
+    if (reduction == kReductionMean) g = b.divide(g, b.reshape(ctx.tensor(6), {}));
     scale = broadcast_to(b, g, flat.shape);
   }
-  return b.unary("negate", b.binary("multiply", t.onehot, scale));
+  return b.negate(b.multiply(t.onehot, scale));
 }
 
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
@@ -132,8 +131,8 @@ Value reduce_loss(Builder& b, const Value& loss, int64_t reduction) {
   for (int64_t d = 0; d < loss.rank(); ++d) dims.push_back(d);
   Value total = sum(b, loss, dims);
   if (reduction == kReductionMean) {
-    total = b.binary("divide", total,
-                     b.constant(static_cast<double>(hlo::num_elements(loss.shape)), loss.type));
+    total =
+        b.divide(total, b.constant(static_cast<double>(hlo::num_elements(loss.shape)), loss.type));
   }
   return total;
 }
@@ -142,17 +141,17 @@ LOWER({"mse_loss", "mse_loss.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(promoted_type(ctx, {0, 1}));
-  Value diff = b.binary("subtract", operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
-  return Values{reduce_loss(b, b.binary("multiply", diff, diff), ctx.arg(2).toInt())};
+  Value diff = b.subtract(operand(ctx, 0, t, shape), operand(ctx, 1, t, shape));
+  return Values{reduce_loss(b, b.multiply(diff, diff), ctx.arg(2).toInt())};
 });
 LOWER({"mse_loss_backward", "mse_loss_backward.grad_input"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Shape shape = operand_shape(ctx, {1, 2});
   ElementType t = et(promoted_type(ctx, {1, 2}));
-  Value diff = b.binary("subtract", operand(ctx, 1, t, shape), operand(ctx, 2, t, shape));
+  Value diff = b.subtract(operand(ctx, 1, t, shape), operand(ctx, 2, t, shape));
   double factor = ctx.arg(3).toInt() == kReductionMean ? 2.0 / hlo::num_elements(shape) : 2.0;
   Value g = broadcast_to(b, b.convert(ctx.tensor(0), t), shape);
-  return Values{b.binary("multiply", b.binary("multiply", diff, splat(b, factor, t, shape)), g)};
+  return Values{b.multiply(b.multiply(diff, splat(b, factor, t, shape)), g)};
 });
 
 // The upstream gradient of a reduced loss, broadcast over the elements, with mean's 1/N.
@@ -160,7 +159,7 @@ Value loss_grad(Builder& b, const Value& grad, int64_t reduction, ElementType t,
                 const Shape& shape) {
   Value g = broadcast_to(b, b.convert(grad, t), shape);
   if (reduction != kReductionMean) return g;
-  return b.binary("divide", g, splat(b, static_cast<double>(hlo::num_elements(shape)), t, shape));
+  return b.divide(g, splat(b, static_cast<double>(hlo::num_elements(shape)), t, shape));
 }
 
 // binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
@@ -172,16 +171,13 @@ LOWER({"binary_cross_entropy", "binary_cross_entropy.out"}, [](LoweringContext& 
   Value x = b.convert(x0, m), t = as(b, ctx.tensor(1), m, x.shape);
   Value floor = splat(b, -100, m, x.shape), one = splat(b, 1, m, x.shape);
   // CPU checks every input (NaN fails too); here the device does, raising at the next sync.
-  b.check_at_runtime(all_of(b, b.binary("and", b.compare("GE", x, splat(b, 0, m, x.shape)),
-                                        b.compare("LE", x, one))),
+  b.check_at_runtime(all_of(b, b.and_(b.ge(x, splat(b, 0, m, x.shape)), b.le(x, one))),
                      Builder::CheckKind::RaisesRuntimeError,
                      "an input outside [0, 1] (all elements of input should be between 0 and 1)");
-  Value log_x = extremum(b, "maximum", b.unary("log", x), floor);
-  Value log_1mx = extremum(b, "maximum", b.unary("log", b.binary("subtract", one, x)), floor);
-  Value loss =
-      b.unary("negate", b.binary("add", b.binary("multiply", t, log_x),
-                                 b.binary("multiply", b.binary("subtract", one, t), log_1mx)));
-  if (auto w = ctx.optional_tensor(2)) loss = b.binary("multiply", loss, as(b, *w, m, x.shape));
+  Value log_x = extremum(b, BinaryOp::Maximum, b.log(x), floor);
+  Value log_1mx = extremum(b, BinaryOp::Maximum, b.log(b.subtract(one, x)), floor);
+  Value loss = b.negate(b.add(b.multiply(t, log_x), b.multiply(b.subtract(one, t), log_1mx)));
+  if (auto w = ctx.optional_tensor(2)) loss = b.multiply(loss, as(b, *w, m, x.shape));
   return Values{b.convert(reduce_loss(b, loss, ctx.arg(3).toInt()), x0.type)};
 });
 // binary_cross_entropy_backward(grad, self, target, weight?, reduction):
@@ -193,12 +189,11 @@ LOWER({"binary_cross_entropy_backward", "binary_cross_entropy_backward.grad_inpu
         ElementType m = opmath(x0.type);
         Value x = b.convert(x0, m), t = as(b, ctx.tensor(2), m, x.shape);
         Value one = splat(b, 1, m, x.shape);
-        Value denominator =
-            extremum(b, "maximum", b.binary("multiply", x, b.binary("subtract", one, x)),
-                     splat(b, 1e-12, m, x.shape));
-        Value r = b.binary("divide", b.binary("subtract", x, t), denominator);
-        if (auto w = ctx.optional_tensor(3)) r = b.binary("multiply", r, as(b, *w, m, x.shape));
-        r = b.binary("multiply", r, loss_grad(b, ctx.tensor(0), ctx.arg(4).toInt(), m, x.shape));
+        Value denominator = extremum(b, BinaryOp::Maximum, b.multiply(x, b.subtract(one, x)),
+                                     splat(b, 1e-12, m, x.shape));
+        Value r = b.divide(b.subtract(x, t), denominator);
+        if (auto w = ctx.optional_tensor(3)) r = b.multiply(r, as(b, *w, m, x.shape));
+        r = b.multiply(r, loss_grad(b, ctx.tensor(0), ctx.arg(4).toInt(), m, x.shape));
         return Values{b.convert(r, x0.type)};
       });
 
@@ -212,19 +207,19 @@ Values piecewise_loss(LoweringContext& ctx, bool huber) {
   // As on CPU, huber_loss writes into a tensor like `self` (computed in the promoted type);
   // smooth_l1_loss returns the promoted type.
   ElementType t = huber ? et(ctx.tensor_meta(0).scalar_type()) : et(promoted_type(ctx, {0, 1}));
-  Value d = b.binary("subtract", operand(ctx, 0, m, shape), operand(ctx, 1, m, shape));
-  Value z = b.unary("abs", d);
+  Value d = b.subtract(operand(ctx, 0, m, shape), operand(ctx, 1, m, shape));
+  Value z = b.abs(d);
   double k = ctx.arg(3).toDouble();
   Value kv = splat(b, k, m, shape), half = splat(b, 0.5, m, shape);
-  Value square = b.binary("multiply", half, b.binary("multiply", z, z));
-  Value linear = b.binary("subtract", z, b.binary("multiply", half, kv));
+  Value square = b.multiply(half, b.multiply(z, z));
+  Value linear = b.subtract(z, b.multiply(half, kv));
   Value loss;
   if (huber) {
-    loss = b.select(b.compare("LT", z, kv), square, b.binary("multiply", kv, linear));
+    loss = b.select(b.lt(z, kv), square, b.multiply(kv, linear));
   } else if (k == 0) {
     loss = z;
   } else {
-    loss = b.select(b.compare("LT", z, kv), b.binary("divide", square, kv), linear);
+    loss = b.select(b.lt(z, kv), b.divide(square, kv), linear);
   }
   return {b.convert(reduce_loss(b, loss, ctx.arg(2).toInt()), t)};
 }
@@ -233,17 +228,17 @@ Values piecewise_loss_backward(LoweringContext& ctx, bool huber) {
   Builder& b = ctx.b;
   Shape shape = operand_shape(ctx, {1, 2});
   ElementType t = et(promoted_type(ctx, {1, 2})), m = opmath(t);
-  Value d = b.binary("subtract", operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
+  Value d = b.subtract(operand(ctx, 1, m, shape), operand(ctx, 2, m, shape));
   double k = ctx.arg(4).toDouble();
   Value slope;
   if (!huber && k == 0) {
-    slope = b.unary("sign", d);
+    slope = b.sign(d);
   } else {
     slope = b.clamp(splat(b, -k, m, shape), d, splat(b, k, m, shape));
-    if (!huber) slope = b.binary("divide", slope, splat(b, k, m, shape));
+    if (!huber) slope = b.divide(slope, splat(b, k, m, shape));
   }
   Value g = loss_grad(b, ctx.tensor(0), ctx.arg(3).toInt(), m, shape);
-  return {b.convert(b.binary("multiply", slope, g), t)};
+  return {b.convert(b.multiply(slope, g), t)};
 }
 LOWER({"smooth_l1_loss", "smooth_l1_loss.out"},
       [](LoweringContext& ctx) { return piecewise_loss(ctx, false); });
@@ -257,12 +252,12 @@ LOWER({"huber_loss_backward", "huber_loss_backward.out"},
 Value classify_real(Builder& b, const Value& x, bool positive, bool negative, bool finite) {
   if (!hlo::is_float(x.type)) return splat(b, finite ? 1 : 0, ElementType::Pred, x.shape);
   if (finite) {
-    Value a = b.unary("abs", x);
-    return b.compare("LT", a, splat(b, INFINITY, x.type, x.shape));
+    Value a = b.abs(x);
+    return b.lt(a, splat(b, INFINITY, x.type, x.shape));
   }
-  Value pos = b.compare("EQ", x, splat(b, INFINITY, x.type, x.shape));
-  Value neg = b.compare("EQ", x, splat(b, -INFINITY, x.type, x.shape));
-  if (positive && negative) return b.binary("or", pos, neg);
+  Value pos = b.eq(x, splat(b, INFINITY, x.type, x.shape));
+  Value neg = b.eq(x, splat(b, -INFINITY, x.type, x.shape));
+  if (positive && negative) return b.or_(pos, neg);
   return positive ? pos : neg;
 }
 
@@ -274,7 +269,7 @@ Values classify(LoweringContext& ctx, bool positive, bool negative, bool finite)
   if (!hlo::is_complex(x.type)) return {classify_real(b, x, positive, negative, finite)};
   Value re = classify_real(b, b.real(x), positive, negative, finite);
   Value im = classify_real(b, b.imag(x), positive, negative, finite);
-  return {b.binary(finite ? "and" : "or", re, im)};
+  return {b.binary(finite ? BinaryOp::And : BinaryOp::Or, re, im)};
 }
 LOWER({"isinf"}, [](LoweringContext& ctx) { return classify(ctx, true, true, false); });
 LOWER({"isposinf", "isposinf.out"},

@@ -42,12 +42,12 @@ Value entry_everywhere(Builder& b, const Value& v, int64_t k) {
 Value swap_entries(Builder& b, const Value& v, const Value& iota, int64_t k, const Value& p) {
   const int64_t last = v.rank() - 1;
   Value at_k = entry_everywhere(b, v, k);
-  Value at_p = b.reduce(b.select(b.compare("EQ", iota, p), v, splat(b, 0, v.type, v.shape)),
-                        splat(b, 0, v.type, {}), {last}, "add");
+  Value at_p = b.reduce(b.select(b.eq(iota, p), v, splat(b, 0, v.type, v.shape)),
+                        splat(b, 0, v.type, {}), {last}, BinaryOp::Add);
   Shape batch(v.shape.begin(), v.shape.end() - 1);
   at_p = broadcast_to(b, b.reshape(at_p, appended(batch, 1)), v.shape);
-  Value is_k = b.compare("EQ", iota, splat(b, static_cast<double>(k), iota.type, iota.shape));
-  return b.select(is_k, at_p, b.select(b.compare("EQ", iota, p), at_k, v));
+  Value is_k = b.eq(iota, splat(b, static_cast<double>(k), iota.type, iota.shape));
+  return b.select(is_k, at_p, b.select(b.eq(iota, p), at_k, v));
 }
 
 Lu factor(Builder& b, Value a) {
@@ -70,33 +70,35 @@ Lu factor(Builder& b, Value a) {
   Value zero = splat(b, 0, a.type, a.shape);
   for (int64_t k = 0; k < steps; ++k) {
     // The pivot: the first row at or below k with the largest |a[:, k]|.
-    Value magnitude = b.unary("abs", cols_of(b, a, k, k + 1));
-    Value candidates = b.select(b.compare("GE", col_rows, s64(b, k, col_shape)), magnitude,
-                                splat(b, -1, a.type, col_shape));
-    Value best = b.reshape(b.reduce(candidates, b.constant(-1.0, a.type), {r - 2}, "maximum"), one);
-    Value hit = b.compare("EQ", candidates, broadcast_to(b, best, col_shape));
-    Value first = b.reduce(b.select(hit, col_rows, s64(b, m, col_shape)),
-                           b.constant_int(m, ElementType::S64), {r - 2}, "minimum");  // [..., 1]
+    Value magnitude = b.abs(cols_of(b, a, k, k + 1));
+    Value candidates =
+        b.select(b.ge(col_rows, s64(b, k, col_shape)), magnitude, splat(b, -1, a.type, col_shape));
+    Value best =
+        b.reshape(b.reduce(candidates, b.constant(-1.0, a.type), {r - 2}, BinaryOp::Maximum), one);
+    Value hit = b.eq(candidates, broadcast_to(b, best, col_shape));
+    Value first =
+        b.reduce(b.select(hit, col_rows, s64(b, m, col_shape)), b.constant_int(m, ElementType::S64),
+                 {r - 2}, BinaryOp::Minimum);  // [..., 1]
     first = b.reshape(first, batch);
-    first = b.select(b.compare("GE", first, s64(b, m, batch)), s64(b, k, batch), first);  // NaN
+    first = b.select(b.ge(first, s64(b, m, batch)), s64(b, k, batch), first);  // NaN
     // Swap rows k and p of a, and of the permutation.
     Value p = broadcast_to(b, b.reshape(first, one), a.shape);
     Value row_k = broadcast_to(b, rows_of(b, a, k, k + 1), a.shape);
-    Value row_p = b.reduce(b.select(b.compare("EQ", row_iota, p), a, zero), b.constant(0.0, a.type),
-                           {r - 2}, "add");
+    Value row_p = b.reduce(b.select(b.eq(row_iota, p), a, zero), b.constant(0.0, a.type), {r - 2},
+                           BinaryOp::Add);
     Shape row_shape = batch;
     row_shape.push_back(1);
     row_shape.push_back(n);
     row_p = broadcast_to(b, b.reshape(row_p, row_shape), a.shape);
-    Value is_k = b.compare("EQ", row_iota, s64(b, k, a.shape));
-    a = b.select(is_k, row_p, b.select(b.compare("EQ", row_iota, p), row_k, a));
+    Value is_k = b.eq(row_iota, s64(b, k, a.shape));
+    a = b.select(is_k, row_p, b.select(b.eq(row_iota, p), row_k, a));
     Value pv = broadcast_to(b, b.reshape(first, appended(batch, 1)), vec);
     perm = swap_entries(b, perm, vec_iota, k, pv);
-    Value pivot_is_k = b.compare("EQ", pivot_iota, s64(b, k, pivot_shape));
+    Value pivot_is_k = b.eq(pivot_iota, s64(b, k, pivot_shape));
     Value pivot_value = broadcast_to(b, b.reshape(first, appended(batch, 1)), pivot_shape);
-    pivots = b.select(
-        pivot_is_k,
-        b.convert(b.binary("add", pivot_value, s64(b, 1, pivot_shape)), ElementType::S32), pivots);
+    pivots =
+        b.select(pivot_is_k,
+                 b.convert(b.add(pivot_value, s64(b, 1, pivot_shape)), ElementType::S32), pivots);
     // Eliminate below the pivot; a zero pivot is recorded and the column left unscaled.
     Value d = b.slice(
         a,
@@ -113,25 +115,21 @@ Lu factor(Builder& b, Value a) {
           return hi;
         }(),
         std::vector<int64_t>(r, 1));  // [..., 1, 1]
-    Value d_is_zero = b.reshape(b.compare("EQ", d, splat(b, 0, a.type, one)), batch);
-    info = b.select(
-        b.binary("and", d_is_zero, b.compare("EQ", info, splat(b, 0, ElementType::S32, batch))),
-        splat(b, static_cast<double>(k + 1), ElementType::S32, batch), info);
+    Value d_is_zero = b.reshape(b.eq(d, splat(b, 0, a.type, one)), batch);
+    info = b.select(b.and_(d_is_zero, b.eq(info, splat(b, 0, ElementType::S32, batch))),
+                    splat(b, static_cast<double>(k + 1), ElementType::S32, batch), info);
     Value column = cols_of(b, a, k, k + 1);  // [..., n, 1]
     Value d_col = broadcast_to(b, d, col_shape);
-    Value scaled = b.select(b.compare("EQ", d_col, splat(b, 0, a.type, col_shape)), column,
-                            b.binary("divide", column, d_col));
-    Value below = b.compare("GT", col_rows, s64(b, k, col_shape));
+    Value scaled =
+        b.select(b.eq(d_col, splat(b, 0, a.type, col_shape)), column, b.divide(column, d_col));
+    Value below = b.gt(col_rows, s64(b, k, col_shape));
     Value factor = b.select(below, scaled, splat(b, 0, a.type, col_shape));
     Value factor_b = broadcast_to(b, factor, a.shape);
     Value pivot_row = broadcast_to(b, rows_of(b, a, k, k + 1), a.shape);
-    Value below_b = b.compare("GT", row_iota, s64(b, k, a.shape));
-    Value right = b.compare("GT", col_iota, s64(b, k, a.shape));
-    a = b.binary(
-        "subtract", a,
-        b.select(b.binary("and", below_b, right), b.binary("multiply", factor_b, pivot_row), zero));
-    a = b.select(b.binary("and", below_b, b.compare("EQ", col_iota, s64(b, k, a.shape))), factor_b,
-                 a);
+    Value below_b = b.gt(row_iota, s64(b, k, a.shape));
+    Value right = b.gt(col_iota, s64(b, k, a.shape));
+    a = b.subtract(a, b.select(b.and_(below_b, right), b.multiply(factor_b, pivot_row), zero));
+    a = b.select(b.and_(below_b, b.eq(col_iota, s64(b, k, a.shape))), factor_b, a);
   }
   return {a, perm, pivots, info};
 }
@@ -142,8 +140,7 @@ Value permute_rows(Builder& b, const Value& perm, const Value& rhs, bool inverse
   Shape square = appended(Shape(perm.shape.begin(), perm.shape.end()), perm.shape.back());
   Shape column = appended(Shape(perm.shape.begin(), perm.shape.end()), 1);
   Value perm_b = broadcast_to(b, b.reshape(perm, column), square);
-  Value onehot =
-      b.convert(b.compare("EQ", perm_b, b.iota(square, ElementType::S64, r - 1)), rhs.type);
+  Value onehot = b.convert(b.eq(perm_b, b.iota(square, ElementType::S64, r - 1)), rhs.type);
   std::vector<int64_t> batch;
   for (int64_t d = 0; d < r - 2; ++d) batch.push_back(d);
   return b.dot_general(onehot, rhs, batch, batch, {inverse ? r - 2 : r - 1}, {r - 2}, rhs.type);
@@ -172,8 +169,7 @@ Value permutation_of(Builder& b, const Value& pivots, int64_t rows) {
   Shape vec = Shape(pivots.shape.begin(), pivots.shape.end() - 1);
   vec.push_back(rows);
   Value iota = b.iota(vec, ElementType::S64, pivots.rank() - 1);
-  Value targets =
-      b.binary("subtract", b.convert(pivots, ElementType::S64), s64(b, 1, pivots.shape));
+  Value targets = b.subtract(b.convert(pivots, ElementType::S64), s64(b, 1, pivots.shape));
   Value perm = iota;
   for (int64_t k = 0; k < steps; ++k) {
     Value target =
@@ -217,9 +213,8 @@ Value permutation_matrix(Builder& b, const Value& perm, ElementType type) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < r - 2; ++d) dims.push_back(d);
   dims.push_back(r - 1);
-  return b.convert(b.compare("EQ", b.iota(square, ElementType::S64, r - 2),
-                             b.broadcast_in_dim(perm, square, dims)),
-                   type);
+  return b.convert(
+      b.eq(b.iota(square, ElementType::S64, r - 2), b.broadcast_in_dim(perm, square, dims)), type);
 }
 
 // Unit-lower L [..., m, k] and upper U [..., k, n] of a packed factor, k = min(m, n).
@@ -228,9 +223,9 @@ std::pair<Value, Value> unpack_factors(Builder& b, const Value& lu) {
   Value rows = b.iota(lu.shape, ElementType::S64, r - 2);
   Value cols = b.iota(lu.shape, ElementType::S64, r - 1);
   Value zero = splat(b, 0, lu.type, lu.shape);
-  Value l = b.select(b.compare("GT", rows, cols), lu,
-                     b.select(b.compare("EQ", rows, cols), splat(b, 1, lu.type, lu.shape), zero));
-  Value u = b.select(b.compare("LE", rows, cols), lu, zero);
+  Value l = b.select(b.gt(rows, cols), lu,
+                     b.select(b.eq(rows, cols), splat(b, 1, lu.type, lu.shape), zero));
+  Value u = b.select(b.le(rows, cols), lu, zero);
   return {cols_of(b, l, 0, k), rows_of(b, u, 0, k)};
 }
 
@@ -260,9 +255,9 @@ LOWER({"linalg_inv_ex", "linalg_inv_ex.inverse"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Lu f = factor(b, wide(b, a));
   int64_t r = a.rank();
-  Value eye = b.convert(b.compare("EQ", b.iota(a.shape, ElementType::S64, r - 2),
-                                  b.iota(a.shape, ElementType::S64, r - 1)),
-                        f.lu.type);
+  Value eye = b.convert(
+      b.eq(b.iota(a.shape, ElementType::S64, r - 2), b.iota(a.shape, ElementType::S64, r - 1)),
+      f.lu.type);
   return Values{b.convert(solve_with(b, f, eye), a.type), f.info};
 });
 
@@ -307,9 +302,8 @@ LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
   // Pivots are 1-based rows; CPU checks them, here the device does (raising at the next sync).
   b.check_at_runtime(
       all_of(b,
-             b.binary("and", b.compare("GE", pivots, splat(b, 1, pivots.type, pivots.shape)),
-                      b.compare("LE", pivots,
-                                splat(b, static_cast<double>(rows), pivots.type, pivots.shape)))),
+             b.and_(b.ge(pivots, splat(b, 1, pivots.type, pivots.shape)),
+                    b.le(pivots, splat(b, static_cast<double>(rows), pivots.type, pivots.shape)))),
       Builder::CheckKind::RaisesRuntimeError,
       "pivots out of range (Pivots given to lu_solve must all be smaller or equal to LU.size(-2). "
       "Did you properly pass the result of lu_factor?)");
@@ -325,18 +319,16 @@ LOWER({"linalg_lu_solve", "linalg_lu_solve.out"}, [](LoweringContext& ctx) {
 // The product of U's diagonal, and the sign of the row exchanges.
 std::pair<Value, Value> diagonal_and_sign(Builder& b, const Lu& f) {
   const int64_t r = f.lu.rank(), n = f.lu.shape[r - 1];
-  Value on_diagonal = b.compare("EQ", b.iota(f.lu.shape, ElementType::S64, r - 2),
-                                b.iota(f.lu.shape, ElementType::S64, r - 1));
+  Value on_diagonal = b.eq(b.iota(f.lu.shape, ElementType::S64, r - 2),
+                           b.iota(f.lu.shape, ElementType::S64, r - 1));
   Value diagonal = b.reduce(b.select(on_diagonal, f.lu, splat(b, 0, f.lu.type, f.lu.shape)),
-                            b.constant(0.0, f.lu.type), {r - 1}, "add");  // [..., n]
+                            b.constant(0.0, f.lu.type), {r - 1}, BinaryOp::Add);  // [..., n]
   Value position = b.iota(f.pivots.shape, ElementType::S32, r - 2);
-  Value swapped = b.compare(
-      "NE", f.pivots, b.binary("add", position, splat(b, 1, ElementType::S32, position.shape)));
+  Value swapped = b.ne(f.pivots, b.add(position, splat(b, 1, ElementType::S32, position.shape)));
   Value swaps = b.reduce(b.convert(swapped, ElementType::S32), b.constant_int(0, ElementType::S32),
-                         {r - 2}, "add");
-  Value odd =
-      b.compare("EQ", b.binary("remainder", swaps, splat(b, 2, ElementType::S32, swaps.shape)),
-                splat(b, 1, ElementType::S32, swaps.shape));
+                         {r - 2}, BinaryOp::Add);
+  Value odd = b.eq(b.remainder(swaps, splat(b, 2, ElementType::S32, swaps.shape)),
+                   splat(b, 1, ElementType::S32, swaps.shape));
   Value sign =
       b.select(odd, splat(b, -1, f.lu.type, swaps.shape), splat(b, 1, f.lu.type, swaps.shape));
   (void)n;
@@ -361,9 +353,8 @@ LOWER({"_linalg_det", "_linalg_det.result"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Lu f = factor_for_det(ctx, a);
   auto [diagonal, sign] = diagonal_and_sign(b, f);
-  Value det =
-      b.binary("multiply", sign,
-               b.reduce(diagonal, b.constant(1.0, diagonal.type), {a.rank() - 2}, "multiply"));
+  Value det = b.multiply(
+      sign, b.reduce(diagonal, b.constant(1.0, diagonal.type), {a.rank() - 2}, BinaryOp::Multiply));
   return Values{b.convert(det, a.type), b.convert(f.lu, a.type), f.pivots};
 });
 
@@ -373,17 +364,15 @@ LOWER({"_linalg_slogdet", "_linalg_slogdet.sign"}, [](LoweringContext& ctx) {
   Lu f = factor_for_det(ctx, a);
   auto [diagonal, sign] = diagonal_and_sign(b, f);
   int64_t last = a.rank() - 2;
-  Value negatives =
-      b.reduce(b.convert(b.compare("LT", diagonal, splat(b, 0, diagonal.type, diagonal.shape)),
-                         ElementType::S32),
-               b.constant_int(0, ElementType::S32), {last}, "add");
-  Value flip = b.compare(
-      "EQ", b.binary("remainder", negatives, splat(b, 2, ElementType::S32, negatives.shape)),
-      splat(b, 1, ElementType::S32, negatives.shape));
-  sign = b.select(flip, b.unary("negate", sign), sign);
-  Value logabs = b.reduce(b.unary("log", b.unary("abs", diagonal)), b.constant(0.0, diagonal.type),
-                          {last}, "add");
-  Value singular = b.compare("EQ", logabs, splat(b, -INFINITY, logabs.type, logabs.shape));
+  Value negatives = b.reduce(
+      b.convert(b.lt(diagonal, splat(b, 0, diagonal.type, diagonal.shape)), ElementType::S32),
+      b.constant_int(0, ElementType::S32), {last}, BinaryOp::Add);
+  Value flip = b.eq(b.remainder(negatives, splat(b, 2, ElementType::S32, negatives.shape)),
+                    splat(b, 1, ElementType::S32, negatives.shape));
+  sign = b.select(flip, b.negate(sign), sign);
+  Value logabs =
+      b.reduce(b.log(b.abs(diagonal)), b.constant(0.0, diagonal.type), {last}, BinaryOp::Add);
+  Value singular = b.eq(logabs, splat(b, -INFINITY, logabs.type, logabs.shape));
   sign = b.select(singular, splat(b, 0, sign.type, sign.shape), sign);
   return Values{b.convert(sign, a.type), b.convert(logabs, a.type), b.convert(f.lu, a.type),
                 f.pivots};
@@ -414,13 +403,10 @@ LOWER({"lu_unpack", "lu_unpack.out"}, [](LoweringContext& ctx) {
       square.insert(square.end(), {0, 0});
       return Values{splat(b, 0, lu.type, square), l, u};
     }
-    b.check_at_runtime(
-        all_of(b,
-               b.binary(
-                   "and", b.compare("GE", pivots, splat(b, 1, ElementType::S64, pivots.shape)),
-                   b.compare("LE", pivots,
-                             splat(b, static_cast<double>(rows), ElementType::S64, pivots.shape)))),
-        Builder::CheckKind::RaisesRuntimeError, "pivots outside [1, LU.size(-2)]");
+    b.check_at_runtime(all_of(b, b.and_(b.ge(pivots, splat(b, 1, ElementType::S64, pivots.shape)),
+                                        b.le(pivots, splat(b, static_cast<double>(rows),
+                                                           ElementType::S64, pivots.shape)))),
+                       Builder::CheckKind::RaisesRuntimeError, "pivots outside [1, LU.size(-2)]");
     p = permutation_matrix(b, permutation_of(b, ctx.tensor(1), rows), lu.type);
   }
   return Values{p, l, u};

@@ -73,17 +73,17 @@ Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
 Value identity(Builder& b, const Shape& batch, int64_t rows, int64_t cols, ElementType type) {
   Shape shape = with_matrix(batch, rows, cols);
   const int64_t r = static_cast<int64_t>(shape.size());
-  Value on_diagonal = b.compare("EQ", b.iota(shape, ElementType::S64, r - 2),
-                                b.iota(shape, ElementType::S64, r - 1));
+  Value on_diagonal =
+      b.eq(b.iota(shape, ElementType::S64, r - 2), b.iota(shape, ElementType::S64, r - 1));
   return b.select(on_diagonal, splat(b, 1, type, shape), splat(b, 0, type, shape));
 }
 
 Value triangle(Builder& b, const Value& x, bool upper, int64_t diagonal) {
   const int64_t r = x.rank();
-  Value offset = b.binary("subtract", b.iota(x.shape, ElementType::S64, r - 1),
-                          b.iota(x.shape, ElementType::S64, r - 2));
+  Value offset = b.subtract(b.iota(x.shape, ElementType::S64, r - 1),
+                            b.iota(x.shape, ElementType::S64, r - 2));
   Value limit = splat(b, static_cast<double>(diagonal), ElementType::S64, x.shape);
-  Value keep = b.compare(upper ? "GE" : "LE", offset, limit);
+  Value keep = b.compare(upper ? Comparison::GE : Comparison::LE, offset, limit);
   return b.select(keep, x, splat(b, 0, x.type, x.shape));
 }
 

@@ -19,38 +19,34 @@ Value matrix_exp(Builder& b, const Value& a) {
   const int64_t r = a.rank(), n = a.shape[r - 1];
   Shape one = with_matrix(batch_of(a), 1, 1);
   // ||A||_1: the largest column sum of |a|.
-  Value norm = b.reduce(sum(b, b.unary("abs", a), {r - 2}), b.constant(0, a.type), {r - 2},
-                        "maximum");  // [...]
+  Value norm = b.reduce(sum(b, b.abs(a), {r - 2}), b.constant(0, a.type), {r - 2},
+                        BinaryOp::Maximum);  // [...]
   norm = b.reshape(norm, one);
-  Value needed = b.unary(
-      "ceil", div(b, b.unary("log", mul(b, norm, c(b, 2, norm))), c(b, std::log(2.0), norm)));
-  Value finite = b.compare("LT", b.unary("abs", needed), c(b, INFINITY, needed));
+  Value needed =
+      b.ceil(b.divide(b.log(b.multiply(norm, c(b, 2, norm))), c(b, std::log(2.0), norm)));
+  Value finite = b.lt(b.abs(needed), c(b, INFINITY, needed));
   Value squarings =
-      b.select(b.binary("and", finite, b.compare("GT", needed, c(b, 0, needed))),
+      b.select(b.and_(finite, b.gt(needed, c(b, 0, needed))),
                b.clamp(c(b, 0, needed), needed, c(b, kMaxSquarings, needed)), c(b, 0, needed));
-  Value scaled =
-      div(b, a,
-          broadcast_to(b, b.unary("exponential", mul(b, squarings, c(b, std::log(2.0), norm))),
-                       a.shape));
+  Value scaled = b.divide(
+      a, broadcast_to(b, b.exponential(b.multiply(squarings, c(b, std::log(2.0), norm))), a.shape));
   Value eye = identity(b, batch_of(a), n, n, a.type);
   Value total = eye, term = eye;
   for (int k = 1; k <= kTaylorDegree; ++k) {
-    term = div(b, matmul(b, term, scaled), c(b, k, term));
-    total = add(b, total, term);
+    term = b.divide(matmul(b, term, scaled), c(b, k, term));
+    total = b.add(total, term);
   }
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < r; ++d) dims.push_back(d);
-  Value most = b.reduce(squarings, b.constant(0, a.type), dims, "maximum");
+  Value most = b.reduce(squarings, b.constant(0, a.type), dims, BinaryOp::Maximum);
   auto state = b.while_loop(
       {total, broadcast_to(b, squarings, a.shape), most, b.constant(0, a.type)},
-      [](Builder& q, const std::vector<Value>& s) {
-        return std::vector<Value>{q.compare("LT", s[3], s[2])};
-      },
+      [](Builder& q, const std::vector<Value>& s) { return std::vector<Value>{q.lt(s[3], s[2])}; },
       [](Builder& q, const std::vector<Value>& s) {
         Value step = broadcast_to(q, s[3], s[0].shape);
         Value squared = matmul(q, s[0], s[0]);
-        Value next = q.select(q.compare("LT", step, s[1]), squared, s[0]);
-        return std::vector<Value>{next, s[1], s[2], add(q, s[3], c(q, 1, s[3]))};
+        Value next = q.select(q.lt(step, s[1]), squared, s[0]);
+        return std::vector<Value>{next, s[1], s[2], q.add(s[3], c(q, 1, s[3]))};
       });
   return state[0];
 }

@@ -258,7 +258,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
     Value value = as(ctx.b, ctx.tensor(1), et(dst_meta.scalar_type()), shape);
     // The source reads as its values; a conjugated or negated destination stores them so.
     if (dst_meta.is_conj()) value = ctx.b.conj(value);
-    if (dst_meta.is_neg()) value = ctx.b.unary("negate", value);
+    if (dst_meta.is_neg()) value = ctx.b.negate(value);
     return Values{value};
   };
   run_lowering("aten::copy_", lowering, copy_schema(), {dst, src, false});

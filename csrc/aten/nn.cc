@@ -146,7 +146,7 @@ LOWER({"convolution_overrideable"}, [](LoweringContext& ctx) {
     Shape bias_shape(out.shape.size(), 1);
     bias_shape[1] = out.shape[1];
     Value wide_bias = b.convert(b.reshape(*bias, bias_shape), out.type);
-    out = b.binary("add", out, broadcast_to(b, wide_bias, out.shape));
+    out = b.add(out, broadcast_to(b, wide_bias, out.shape));
   }
   return Values{b.convert(out, input.type)};
 });
@@ -193,13 +193,11 @@ Value adaptive_matrix(Builder& b, int64_t in, int64_t out, ElementType t) {
   Shape shape{out, in};
   Value i = b.iota(shape, ElementType::S64, 0), j = b.iota(shape, ElementType::S64, 1);
   auto c = [&](int64_t v) { return splat(b, static_cast<double>(v), ElementType::S64, shape); };
-  Value start = b.binary("divide", b.binary("multiply", i, c(in)), c(out));
-  Value end = b.binary(
-      "divide", b.binary("add", b.binary("multiply", b.binary("add", i, c(1)), c(in)), c(out - 1)),
-      c(out));
-  Value inside = b.binary("and", b.compare("GE", j, start), b.compare("LT", j, end));
-  Value width = b.convert(b.binary("subtract", end, start), t);
-  return b.binary("divide", b.convert(inside, t), width);
+  Value start = b.divide(b.multiply(i, c(in)), c(out));
+  Value end = b.divide(b.add(b.multiply(b.add(i, c(1)), c(in)), c(out - 1)), c(out));
+  Value inside = b.and_(b.ge(j, start), b.lt(j, end));
+  Value width = b.convert(b.subtract(end, start), t);
+  return b.divide(b.convert(inside, t), width);
 }
 
 // Applies the averaging matrices over the last two dims of `x`: out = mh x mw^T. Forward
@@ -300,22 +298,21 @@ LOWER({"native_layer_norm", "native_layer_norm.out"}, [](LoweringContext& ctx) {
     count *= x.shape[d];
   }
   Shape stat_shape = keepdim_shape(x.shape, dims);
-  Value mean =
-      b.reshape(b.binary("divide", sum(b, xf, dims),
-                         splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))),
-                stat_shape);
-  Value centered = b.binary("subtract", xf, broadcast_to(b, mean, x.shape));
+  Value mean = b.reshape(b.divide(sum(b, xf, dims), splat(b, static_cast<double>(count), acc,
+                                                          out_shape_of(x.shape, dims))),
+                         stat_shape);
+  Value centered = b.subtract(xf, broadcast_to(b, mean, x.shape));
   Value var =
-      b.reshape(b.binary("divide", sum(b, b.binary("multiply", centered, centered), dims),
+      b.reshape(b.divide(sum(b, b.multiply(centered, centered), dims),
                          splat(b, static_cast<double>(count), acc, out_shape_of(x.shape, dims))),
                 stat_shape);
-  Value rstd = b.unary("rsqrt", b.binary("add", var, splat(b, eps, acc, stat_shape)));
-  Value y = b.binary("multiply", centered, broadcast_to(b, rstd, x.shape));
+  Value rstd = b.rsqrt(b.add(var, splat(b, eps, acc, stat_shape)));
+  Value y = b.multiply(centered, broadcast_to(b, rstd, x.shape));
   Shape param_shape(x.shape.begin() + axis, x.shape.end());
   if (auto w = ctx.optional_tensor(2))
-    y = b.binary("multiply", y, broadcast_to(b, b.convert(*w, acc), x.shape));
+    y = b.multiply(y, broadcast_to(b, b.convert(*w, acc), x.shape));
   if (auto bias = ctx.optional_tensor(3))
-    y = b.binary("add", y, broadcast_to(b, b.convert(*bias, acc), x.shape));
+    y = b.add(y, broadcast_to(b, b.convert(*bias, acc), x.shape));
   return Values{b.convert(y, x.type), b.convert(mean, x.type), b.convert(rstd, x.type)};
 });
 
@@ -338,23 +335,19 @@ LOWER({"native_layer_norm_backward", "native_layer_norm_backward.out"}, [](Lower
     }
   }
   Value g = b.convert(grad, acc), xf = b.convert(x, acc);
-  Value xhat =
-      b.binary("multiply", b.binary("subtract", xf, broadcast_to(b, b.convert(mean, acc), x.shape)),
-               broadcast_to(b, b.convert(rstd, acc), x.shape));
+  Value xhat = b.multiply(b.subtract(xf, broadcast_to(b, b.convert(mean, acc), x.shape)),
+                          broadcast_to(b, b.convert(rstd, acc), x.shape));
   auto weight = ctx.optional_tensor(5);
-  Value gw =
-      weight ? b.binary("multiply", g, broadcast_to(b, b.convert(*weight, acc), x.shape)) : g;
+  Value gw = weight ? b.multiply(g, broadcast_to(b, b.convert(*weight, acc), x.shape)) : g;
   Shape stat = keepdim_shape(x.shape, norm_dims);
   Value n = splat(b, static_cast<double>(count), acc, stat);
-  Value mean_gw = b.binary("divide", b.reshape(sum(b, gw, norm_dims), stat), n);
-  Value mean_gw_xhat =
-      b.binary("divide", b.reshape(sum(b, b.binary("multiply", gw, xhat), norm_dims), stat), n);
-  Value gi =
-      b.binary("multiply", broadcast_to(b, b.convert(rstd, acc), x.shape),
-               b.binary("subtract", b.binary("subtract", gw, broadcast_to(b, mean_gw, x.shape)),
-                        b.binary("multiply", xhat, broadcast_to(b, mean_gw_xhat, x.shape))));
+  Value mean_gw = b.divide(b.reshape(sum(b, gw, norm_dims), stat), n);
+  Value mean_gw_xhat = b.divide(b.reshape(sum(b, b.multiply(gw, xhat), norm_dims), stat), n);
+  Value gi = b.multiply(broadcast_to(b, b.convert(rstd, acc), x.shape),
+                        b.subtract(b.subtract(gw, broadcast_to(b, mean_gw, x.shape)),
+                                   b.multiply(xhat, broadcast_to(b, mean_gw_xhat, x.shape))));
   Shape param_shape(x.shape.begin() + axis, x.shape.end());
-  Value grad_weight = b.convert(sum(b, b.binary("multiply", g, xhat), batch_dims), x.type);
+  Value grad_weight = b.convert(sum(b, b.multiply(g, xhat), batch_dims), x.type);
   Value grad_bias = b.convert(sum(b, g, batch_dims), x.type);
   return Values{b.convert(gi, x.type), b.reshape(grad_weight, param_shape),
                 b.reshape(grad_bias, param_shape)};
@@ -375,23 +368,19 @@ LOWER({"native_group_norm_backward", "native_group_norm_backward.out"}, [](Lower
   Value xf = b.reshape(b.convert(x, acc), grouped);
   Value mean = b.reshape(b.convert(ctx.tensor(2), acc), stat);
   Value rstd = b.reshape(b.convert(ctx.tensor(3), acc), stat);
-  Value xhat = b.binary("multiply", b.binary("subtract", xf, broadcast_to(b, mean, grouped)),
-                        broadcast_to(b, rstd, grouped));
+  Value xhat =
+      b.multiply(b.subtract(xf, broadcast_to(b, mean, grouped)), broadcast_to(b, rstd, grouped));
   auto weight = ctx.optional_tensor(4);
-  Value gw =
-      weight ? b.binary("multiply", g, b.broadcast_in_dim(b.convert(*weight, acc), channels, {1}))
-             : g;
+  Value gw = weight ? b.multiply(g, b.broadcast_in_dim(b.convert(*weight, acc), channels, {1})) : g;
   gw = b.reshape(gw, grouped);
   Value count = splat(b, static_cast<double>(grouped[2]), acc, stat);
-  Value mean_gw = b.binary("divide", b.reshape(sum(b, gw, {2}), stat), count);
-  Value mean_gw_xhat =
-      b.binary("divide", b.reshape(sum(b, b.binary("multiply", gw, xhat), {2}), stat), count);
-  Value gi =
-      b.binary("multiply", broadcast_to(b, rstd, grouped),
-               b.binary("subtract", b.binary("subtract", gw, broadcast_to(b, mean_gw, grouped)),
-                        b.binary("multiply", xhat, broadcast_to(b, mean_gw_xhat, grouped))));
+  Value mean_gw = b.divide(b.reshape(sum(b, gw, {2}), stat), count);
+  Value mean_gw_xhat = b.divide(b.reshape(sum(b, b.multiply(gw, xhat), {2}), stat), count);
+  Value gi = b.multiply(broadcast_to(b, rstd, grouped),
+                        b.subtract(b.subtract(gw, broadcast_to(b, mean_gw, grouped)),
+                                   b.multiply(xhat, broadcast_to(b, mean_gw_xhat, grouped))));
   Value xhat_channels = b.reshape(xhat, channels);
-  Value grad_weight = sum(b, b.binary("multiply", g, xhat_channels), {0, 2});
+  Value grad_weight = sum(b, b.multiply(g, xhat_channels), {0, 2});
   Value grad_bias = sum(b, g, {0, 2});
   return Values{b.reshape(b.convert(gi, x.type), x.shape), b.convert(grad_weight, x.type),
                 b.convert(grad_bias, x.type)};
@@ -424,7 +413,7 @@ LOWER({"unfold_backward", "unfold_backward.out"}, [](LoweringContext& ctx) {
     high[dim] = input_shape[dim] - (k + (windows - 1) * step + 1);
     Value zero = b.constant(0, grad.type);
     if (windows == 0) continue;
-    total = b.binary("add", total, b.pad(piece, zero, low, high, interior));
+    total = b.add(total, b.pad(piece, zero, low, high, interior));
   }
   return Values{total};
 });

@@ -57,24 +57,24 @@ Value pad_along_backward(Builder& b, const Value& grad, int64_t dim, int64_t lef
   if (mode == PadMode::Reflect) {
     if (left > 0) {
       Value head = b.reverse(range_along(b, grad, dim, 0, left), {dim});
-      result = b.binary("add", result, zero_pad_along(b, head, dim, 1, n - 1 - left));
+      result = b.add(result, zero_pad_along(b, head, dim, 1, n - 1 - left));
     }
     if (right > 0) {
       Value tail = b.reverse(range_along(b, grad, dim, left + n, left + n + right), {dim});
-      result = b.binary("add", result, zero_pad_along(b, tail, dim, n - 1 - right, 1));
+      result = b.add(result, zero_pad_along(b, tail, dim, n - 1 - right, 1));
     }
   } else {
     if (left > 0) {
       Value head = sum(b, range_along(b, grad, dim, 0, left), {dim});
       Shape one = grad.shape;
       one[dim] = 1;
-      result = b.binary("add", result, zero_pad_along(b, b.reshape(head, one), dim, 0, n - 1));
+      result = b.add(result, zero_pad_along(b, b.reshape(head, one), dim, 0, n - 1));
     }
     if (right > 0) {
       Value tail = sum(b, range_along(b, grad, dim, left + n, left + n + right), {dim});
       Shape one = grad.shape;
       one[dim] = 1;
-      result = b.binary("add", result, zero_pad_along(b, b.reshape(tail, one), dim, n - 1, 0));
+      result = b.add(result, zero_pad_along(b, b.reshape(tail, one), dim, n - 1, 0));
     }
   }
   return result;
@@ -114,10 +114,9 @@ void check_padding(const Value& x, const std::vector<int64_t>& padding, int64_t 
 // read by positions (cropping could remove every element before replicating).
 Value clamped_positions(Builder& b, int64_t out, int64_t left, int64_t n) {
   Value j = b.iota({out}, ElementType::S64, 0);
-  return b.clamp(
-      splat(b, 0, ElementType::S64, {out}),
-      b.binary("subtract", j, splat(b, static_cast<double>(left), ElementType::S64, {out})),
-      splat(b, static_cast<double>(n - 1), ElementType::S64, {out}));
+  return b.clamp(splat(b, 0, ElementType::S64, {out}),
+                 b.subtract(j, splat(b, static_cast<double>(left), ElementType::S64, {out})),
+                 splat(b, static_cast<double>(n - 1), ElementType::S64, {out}));
 }
 bool any_negative(const std::vector<int64_t>& padding) {
   return std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; });
@@ -157,8 +156,9 @@ Values pad_backward(LoweringContext& ctx, int64_t dims, PadMode mode) {
       int64_t n = self.shape[dim];
       Shape shape = grad.shape;
       shape[dim] = n;
-      grad = combine_slices(ctx.b, splat(ctx.b, 0, grad.type, shape), dim,
-                            clamped_positions(ctx.b, grad.shape[dim], left, n), grad, "add");
+      grad =
+          combine_slices(ctx.b, splat(ctx.b, 0, grad.type, shape), dim,
+                         clamped_positions(ctx.b, grad.shape[dim], left, n), grad, BinaryOp::Add);
     }
     return {grad};
   }

@@ -23,13 +23,13 @@ Value first_degree(Builder& b, Family family, const Value& x) {
       return x;
     case Family::U:
     case Family::H:
-      return add(b, x, x);
+      return b.add(x, x);
     case Family::V:
-      return sub(b, add(b, x, x), c(b, 1, x));
+      return b.subtract(b.add(x, x), c(b, 1, x));
     case Family::W:
-      return add(b, add(b, x, x), c(b, 1, x));
+      return b.add(b.add(x, x), c(b, 1, x));
     case Family::L:
-      return sub(b, c(b, 1, x), x);
+      return b.subtract(c(b, 1, x), x);
   }
   return x;
 }
@@ -39,17 +39,19 @@ Value next_degree(Builder& b, Family family, const Value& x, const Value& k, con
                   const Value& q) {
   switch (family) {
     case Family::H:  // 2x q - 2k p
-      return sub(b, mul(b, add(b, x, x), q), mul(b, add(b, k, k), p));
+      return b.subtract(b.multiply(b.add(x, x), q), b.multiply(b.add(k, k), p));
     case Family::He:  // x q - k p
-      return sub(b, mul(b, x, q), mul(b, k, p));
+      return b.subtract(b.multiply(x, q), b.multiply(k, p));
     case Family::L:  // ((2k + (1 - x)) q - k p) / (k + 1)
-      return div(b, sub(b, mul(b, add(b, add(b, k, k), sub(b, c(b, 1, x), x)), q), mul(b, k, p)),
-                 add(b, k, c(b, 1, x)));
+      return b.divide(b.subtract(b.multiply(b.add(b.add(k, k), b.subtract(c(b, 1, x), x)), q),
+                                 b.multiply(k, p)),
+                      b.add(k, c(b, 1, x)));
     case Family::P:  // ((2k + 1) x q - k p) / (k + 1)
-      return div(b, sub(b, mul(b, mul(b, add(b, add(b, k, k), c(b, 1, x)), x), q), mul(b, k, p)),
-                 add(b, k, c(b, 1, x)));
+      return b.divide(b.subtract(b.multiply(b.multiply(b.add(b.add(k, k), c(b, 1, x)), x), q),
+                                 b.multiply(k, p)),
+                      b.add(k, c(b, 1, x)));
     default:  // Chebyshev: 2x q - p
-      return sub(b, mul(b, add(b, x, x), q), p);
+      return b.subtract(b.multiply(b.add(x, x), q), p);
   }
 }
 
@@ -65,7 +67,7 @@ Value recurrence(Builder& b, Family family, const Value& x, const Value& n, cons
   auto condition = [&](Builder& r, const std::vector<Value>& s) {
     // Some element still below its degree, and not yet NaN (CPU stops there too).
     Value k = r.broadcast_in_dim(s[0], s[4].shape, {});
-    Value pending = r.binary("and", r.compare("LT", k, s[4]), r.compare("EQ", s[2], s[2]));
+    Value pending = r.and_(r.lt(k, s[4]), r.eq(s[2], s[2]));
     Value any = r.reduce(
         pending, r.constant(0, ElementType::Pred),
         [&] {
@@ -73,7 +75,7 @@ Value recurrence(Builder& b, Family family, const Value& x, const Value& n, cons
           for (int64_t d = 0; d < pending.rank(); ++d) dims.push_back(d);
           return dims;
         }(),
-        "or");
+        BinaryOp::Or);
     return std::vector<Value>{any};
   };
   auto body = [&](Builder& r, const std::vector<Value>& s) {
@@ -81,8 +83,8 @@ Value recurrence(Builder& b, Family family, const Value& x, const Value& n, cons
     Value kk = r.broadcast_in_dim(k, nn.shape, {});
     Value kf = r.convert(kk, t);
     Value next = next_degree(r, family, xx, kf, pp, qq);
-    Value active = r.compare("LT", kk, nn);
-    return std::vector<Value>{r.binary("add", k, r.constant_int(1, s64)), r.select(active, qq, pp),
+    Value active = r.lt(kk, nn);
+    return std::vector<Value>{r.add(k, r.constant_int(1, s64)), r.select(active, qq, pp),
                               r.select(active, next, qq), xx, nn};
   };
   return b.while_loop(state, condition, body)[2];
@@ -90,27 +92,26 @@ Value recurrence(Builder& b, Family family, const Value& x, const Value& n, cons
 
 // CPU's shortcut for high degrees inside (-1, 1), where y = acos(x).
 Value closed_form(Builder& b, Family family, const Value& x, const Value& nf) {
-  Value theta = b.binary("atan2", b.unary("sqrt", sub(b, c(b, 1, x), mul(b, x, x))), x);
+  Value theta = b.atan2(b.sqrt(b.subtract(c(b, 1, x), b.multiply(x, x))), x);
   Value one = c(b, 1, x), half = c(b, 0.5, x);
   switch (family) {
     case Family::T:
-      return b.unary("cosine", mul(b, nf, theta));
+      return b.cosine(b.multiply(nf, theta));
     case Family::U: {
-      Value n1 = add(b, nf, one);
-      Value s = b.unary("sine", theta);
-      Value regular = div(b, b.unary("sine", mul(b, n1, theta)), s);
-      Value at_root = div(b, mul(b, n1, b.unary("cosine", mul(b, n1, theta))), x);
-      return b.select(b.compare("NE", s, c(b, 0, x)), regular, at_root);
+      Value n1 = b.add(nf, one);
+      Value s = b.sine(theta);
+      Value regular = b.divide(b.sine(b.multiply(n1, theta)), s);
+      Value at_root = b.divide(b.multiply(n1, b.cosine(b.multiply(n1, theta))), x);
+      return b.select(b.ne(s, c(b, 0, x)), regular, at_root);
     }
     case Family::V: {
-      Value half_theta = mul(b, theta, half);
-      Value regular =
-          div(b, b.unary("cosine", mul(b, add(b, nf, half), theta)), b.unary("cosine", half_theta));
+      Value half_theta = b.multiply(theta, half);
+      Value regular = b.divide(b.cosine(b.multiply(b.add(nf, half), theta)), b.cosine(half_theta));
       return regular;
     }
     default: {  // W
-      Value half_theta = mul(b, theta, half);
-      return div(b, b.unary("sine", mul(b, add(b, nf, half), theta)), b.unary("sine", half_theta));
+      Value half_theta = b.multiply(theta, half);
+      return b.divide(b.sine(b.multiply(b.add(nf, half), theta)), b.sine(half_theta));
     }
   }
 }
@@ -122,22 +123,22 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
   Value x_in = operand(ctx, 0, t, shape);
   Value nf_in = operand(ctx, 1, t, shape);
   // The degree truncates toward zero; NaN and infinite degrees count as negative.
-  Value finite = b.compare("LT", b.unary("abs", nf_in), c(b, INFINITY, nf_in));
+  Value finite = b.lt(b.abs(nf_in), c(b, INFINITY, nf_in));
   Value n =
       b.select(finite, b.convert(nf_in, ElementType::S64), splat(b, -1, ElementType::S64, shape));
   Value nf = b.convert(n, t);
-  Value x = shifted ? sub(b, add(b, x_in, x_in), c(b, 1, x_in)) : x_in;
-  auto n_is = [&](const char* direction, int64_t value) {
+  Value x = shifted ? b.subtract(b.add(x_in, x_in), c(b, 1, x_in)) : x_in;
+  auto n_is = [&](Comparison direction, int64_t value) {
     return b.compare(direction, n, splat(b, static_cast<double>(value), ElementType::S64, shape));
   };
-  Value even = b.compare("EQ", b.binary("remainder", n, splat(b, 2, ElementType::S64, shape)),
-                         splat(b, 0, ElementType::S64, shape));
-  Value one = c(b, 1, x), two_n_plus_one = add(b, add(b, nf, nf), one);
+  Value even = b.eq(b.remainder(n, splat(b, 2, ElementType::S64, shape)),
+                    splat(b, 0, ElementType::S64, shape));
+  Value one = c(b, 1, x), two_n_plus_one = b.add(b.add(nf, nf), one);
   Value parity = b.select(even, one, c(b, -1, x));
-  Value loop = n_is("GE", 2);
-  Value result = b.select(n_is("EQ", 0), one, first_degree(b, family, x));
+  Value loop = n_is(Comparison::GE, 2);
+  Value result = b.select(n_is(Comparison::EQ, 0), one, first_degree(b, family, x));
   // Values at the ends of the interval (Chebyshev and Legendre), which CPU returns first.
-  Value at_plus = b.compare("EQ", x, one), at_minus = b.compare("EQ", x, c(b, -1, x));
+  Value at_plus = b.eq(x, one), at_minus = b.eq(x, c(b, -1, x));
   Value plus_value, minus_value;
   switch (family) {
     case Family::T:
@@ -145,10 +146,10 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
       plus_value = one, minus_value = parity;
       break;
     case Family::U:
-      plus_value = add(b, nf, one), minus_value = mul(b, parity, add(b, nf, one));
+      plus_value = b.add(nf, one), minus_value = b.multiply(parity, b.add(nf, one));
       break;
     case Family::V:
-      plus_value = one, minus_value = mul(b, parity, two_n_plus_one);
+      plus_value = one, minus_value = b.multiply(parity, two_n_plus_one);
       break;
     case Family::W:
       plus_value = two_n_plus_one, minus_value = parity;
@@ -157,16 +158,14 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
       break;
   }
   bool has_ends = family != Family::H && family != Family::He && family != Family::L;
-  Value inside = b.compare("LT", b.unary("abs", x), one);
-  Value closed = closed_above >= 0 ? b.binary("and", inside, n_is("GT", closed_above))
+  Value inside = b.lt(b.abs(x), one);
+  Value closed = closed_above >= 0 ? b.and_(inside, n_is(Comparison::GT, closed_above))
                                    : splat(b, 0, ElementType::Pred, shape);
-  if (has_ends)
-    loop = b.binary("and", loop,
-                    b.unary("not", b.binary("or", closed, b.binary("or", at_plus, at_minus))));
-  if (family == Family::L) loop = b.binary("and", loop, b.compare("NE", x, c(b, 0, x)));
+  if (has_ends) loop = b.and_(loop, b.not_(b.or_(closed, b.or_(at_plus, at_minus))));
+  if (family == Family::L) loop = b.and_(loop, b.ne(x, c(b, 0, x)));
   if (family == Family::H || family == Family::He) {
     int64_t limit = t == ElementType::F64 ? 512 : 128;
-    loop = b.binary("and", loop, n_is("LE", limit));
+    loop = b.and_(loop, n_is(Comparison::LE, limit));
   }
   result = b.select(loop, recurrence(b, family, x, n, loop), result);
   if (has_ends) {
@@ -177,12 +176,12 @@ Values polynomial(LoweringContext& ctx, Family family, bool shifted, int64_t clo
     result = b.select(at_minus, minus_value, result);
     result = b.select(at_plus, plus_value, result);
   }
-  if (family == Family::L) result = b.select(b.compare("EQ", x, c(b, 0, x)), one, result);
+  if (family == Family::L) result = b.select(b.eq(x, c(b, 0, x)), one, result);
   if (family == Family::H || family == Family::He) {
     int64_t limit = t == ElementType::F64 ? 512 : 128;
-    result = b.select(n_is("GT", limit), c(b, NAN, x), result);
+    result = b.select(n_is(Comparison::GT, limit), c(b, NAN, x), result);
   }
-  return {b.select(n_is("LT", 0), c(b, 0, x), result)};
+  return {b.select(n_is(Comparison::LT, 0), c(b, 0, x), result)};
 }
 
 #define TORCH_TPU_POLYNOMIAL(name, family, shifted, closed_above)                          \

@@ -41,10 +41,9 @@ std::vector<int64_t> plane_strides(const Shape& shape) {
 // Keeps the candidate when it is larger, or NaN where the best is not.
 void keep_larger(Builder& b, Value& best, Value& best_index, const Value& value,
                  const Value& index) {
-  Value better = b.compare("GT", value, best);
+  Value better = b.gt(value, best);
   if (hlo::is_float(value.type)) {
-    better =
-        b.binary("or", better, b.binary("and", is_nan(b, value), b.unary("not", is_nan(b, best))));
+    better = b.or_(better, b.and_(is_nan(b, value), b.not_(is_nan(b, best))));
   }
   best = b.select(better, value, best);
   best_index = b.select(better, index, best_index);
@@ -90,14 +89,11 @@ Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
       step.push_back(s[i]);
       // Input position along dim i: o * s - p + tap * d.
       Value position =
-          b.binary("add",
-                   b.binary("multiply", b.iota(out_shape, ElementType::S64, 2 + i),
-                            splat(b, static_cast<double>(s[i]), ElementType::S64, out_shape)),
-                   splat(b, static_cast<double>(offset - p[i]), ElementType::S64, out_shape));
-      index = b.binary(
-          "add", index,
-          b.binary("multiply", position,
-                   splat(b, static_cast<double>(strides[i]), ElementType::S64, out_shape)));
+          b.add(b.multiply(b.iota(out_shape, ElementType::S64, 2 + i),
+                           splat(b, static_cast<double>(s[i]), ElementType::S64, out_shape)),
+                splat(b, static_cast<double>(offset - p[i]), ElementType::S64, out_shape));
+      index = b.add(index, b.multiply(position, splat(b, static_cast<double>(strides[i]),
+                                                      ElementType::S64, out_shape)));
     }
     Value window = b.slice(padded, start, limit, step);
     if (t == 0) {
@@ -133,7 +129,7 @@ Value scatter_to_argmax(Builder& b, const Value& grad, const Value& self, const 
   dims.index_vector_dim = 2;
   Value out = b.scatter(splat(b, 0, grad.type, {planes, plane}), coords, g, dims,
                         [](Builder& r, const std::vector<Value>& a) {
-                          return std::vector<Value>{r.binary("add", a[0], a[1])};
+                          return std::vector<Value>{r.add(a[0], a[1])};
                         });
   return b.reshape(out, self.shape);
 }
@@ -176,32 +172,31 @@ Values adaptive_max_pool(LoweringContext& ctx, size_t spatial) {
     for (int64_t dd = 0; dd < x.rank(); ++dd) keep.push_back(dd < axis ? dd : dd + 1);
     Value o = b.iota(pair, ElementType::S64, axis), l = b.iota(pair, ElementType::S64, axis + 1);
     auto scaled = [&](const Value& v, int64_t add) {
-      return b.binary("multiply", b.binary("add", v, splat(b, add, ElementType::S64, pair)),
-                      splat(b, static_cast<double>(in), ElementType::S64, pair));
+      return b.multiply(b.add(v, splat(b, add, ElementType::S64, pair)),
+                        splat(b, static_cast<double>(in), ElementType::S64, pair));
     };
-    Value start = b.binary("divide", scaled(o, 0), splat(b, out, ElementType::S64, pair));
-    Value end =
-        b.binary("divide", b.binary("add", scaled(o, 1), splat(b, out - 1, ElementType::S64, pair)),
-                 splat(b, out, ElementType::S64, pair));
-    Value inside = b.binary("and", b.compare("GE", l, start), b.compare("LT", l, end));
+    Value start = b.divide(scaled(o, 0), splat(b, out, ElementType::S64, pair));
+    Value end = b.divide(b.add(scaled(o, 1), splat(b, out - 1, ElementType::S64, pair)),
+                         splat(b, out, ElementType::S64, pair));
+    Value inside = b.and_(b.ge(l, start), b.lt(l, end));
     Value values =
         b.select(inside, b.broadcast_in_dim(x, pair, keep), splat(b, lowest(x.type), x.type, pair));
-    Value candidate = b.binary(
-        "add", b.broadcast_in_dim(index, pair, keep),
-        b.binary("multiply", l, splat(b, static_cast<double>(strides[i]), ElementType::S64, pair)));
+    Value candidate =
+        b.add(b.broadcast_in_dim(index, pair, keep),
+              b.multiply(l, splat(b, static_cast<double>(strides[i]), ElementType::S64, pair)));
     auto reduced = b.reduce(
         {values, candidate},
         {b.constant(lowest(x.type), x.type), b.constant_int(-1, ElementType::S64)}, {axis + 1},
         [](Builder& r, const std::vector<Value>& a) {
           // Larger wins; ties and NaNs go to the earlier position, a NaN beats a number.
-          Value better = r.compare("GT", a[0], a[2]);
-          Value equal = r.compare("EQ", a[0], a[2]);
-          Value earlier = r.compare("LT", a[1], a[3]);
-          Value left = r.binary("or", better, r.binary("and", equal, earlier));
+          Value better = r.gt(a[0], a[2]);
+          Value equal = r.eq(a[0], a[2]);
+          Value earlier = r.lt(a[1], a[3]);
+          Value left = r.or_(better, r.and_(equal, earlier));
           if (hlo::is_float(a[0].type)) {
-            Value left_nan = r.compare("NE", a[0], a[0]), right_nan = r.compare("NE", a[2], a[2]);
-            left = r.select(left_nan, r.binary("or", r.unary("not", right_nan), earlier),
-                            r.binary("and", r.unary("not", right_nan), left));
+            Value left_nan = r.ne(a[0], a[0]), right_nan = r.ne(a[2], a[2]);
+            left = r.select(left_nan, r.or_(r.not_(right_nan), earlier),
+                            r.and_(r.not_(right_nan), left));
           }
           return std::vector<Value>{r.select(left, a[0], a[2]), r.select(left, a[1], a[3])};
         });
@@ -257,8 +252,8 @@ Value window_sums(Builder& b, const Value& x, const AvgPool& a, double fill) {
     }
     padded = b.pad(x, b.constant(fill, x.type), low, high, interior);
   }
-  Value sums =
-      b.reduce_window(padded, b.constant(0, x.type), window, strides, ones, ones, padding, "add");
+  Value sums = b.reduce_window(padded, b.constant(0, x.type), window, strides, ones, ones, padding,
+                               BinaryOp::Add);
   std::vector<int64_t> start(x.rank(), 0), limit{x.shape[0], x.shape[1]}, step(x.rank(), 1);
   for (size_t i = 0; i < spatial; ++i) limit.push_back(a.out[i]);
   return b.slice(sums, start, limit, step);
@@ -279,7 +274,7 @@ Values avg_pool_nd(LoweringContext& ctx, size_t spatial) {
   Value x = b.convert(x0, m);
   AvgPool a = avg_pool_args(ctx, 1, spatial, x.shape);
   Value sums = window_sums(b, x, a, 0);
-  Value out = b.binary("divide", sums, broadcast_to(b, avg_divisor(b, x.shape, a, m), sums.shape));
+  Value out = b.divide(sums, broadcast_to(b, avg_divisor(b, x.shape, a, m), sums.shape));
   return {unbatched_like(b, b.convert(out, x0.type), ctx.tensor_meta(0))};
 }
 LOWER({"avg_pool2d", "avg_pool2d.out"}, [](LoweringContext& ctx) { return avg_pool_nd(ctx, 2); });
@@ -294,8 +289,7 @@ Values avg_pool_nd_backward(LoweringContext& ctx, size_t spatial) {
   ElementType m = opmath(grad0.type);
   Value grad = b.convert(grad0, m);
   AvgPool a = avg_pool_args(ctx, 2, spatial, self.shape);
-  Value scaled =
-      b.binary("divide", grad, broadcast_to(b, avg_divisor(b, self.shape, a, m), grad.shape));
+  Value scaled = b.divide(grad, broadcast_to(b, avg_divisor(b, self.shape, a, m), grad.shape));
   std::vector<int64_t> low{0, 0}, high{0, 0}, interior{0, 0}, window{1, 1}, ones(self.rank(), 1);
   for (size_t i = 0; i < spatial; ++i) {
     int64_t lo = a.k[i] - 1 - a.p[i];
@@ -307,7 +301,8 @@ Values avg_pool_nd_backward(LoweringContext& ctx, size_t spatial) {
   }
   Value spread = b.pad(scaled, b.constant(0, m), low, high, interior);
   std::vector<std::pair<int64_t, int64_t>> none(self.rank(), {0, 0});
-  Value out = b.reduce_window(spread, b.constant(0, m), window, ones, ones, ones, none, "add");
+  Value out =
+      b.reduce_window(spread, b.constant(0, m), window, ones, ones, ones, none, BinaryOp::Add);
   const at::Tensor& input = ctx.tensor_meta(1);
   return {b.reshape(b.convert(out, grad0.type), Shape(input.sizes().begin(), input.sizes().end()))};
 }

@@ -56,7 +56,7 @@ Value mean_impl(LoweringContext& ctx, std::vector<int64_t> dims, bool keepdim, i
   // Accumulate low-precision floats in f32, as torch's CPU kernels do.
   ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
   Value s = sum(ctx.b, ctx.b.convert(x, acc), dims);
-  Value m = ctx.b.binary("divide", s, splat(ctx.b, static_cast<double>(count), acc, s.shape));
+  Value m = ctx.b.divide(s, splat(ctx.b, static_cast<double>(count), acc, s.shape));
   return ctx.b.reshape(ctx.b.convert(m, t), out_shape(x.shape, dims, keepdim));
 }
 LOWER({"mean.dim", "mean.out"}, [](LoweringContext& ctx) {
@@ -104,7 +104,7 @@ LOWER({"hash_tensor", "hash_tensor.out"}, [](LoweringContext& ctx) {
   } else {
     bits = b.convert(x, ElementType::U64);
   }
-  Value hash = b.reduce(bits, b.constant_int(0, ElementType::U64), dims, "xor");
+  Value hash = b.reduce(bits, b.constant_int(0, ElementType::U64), dims, BinaryOp::Xor);
   return Values{b.reshape(hash, out_shape(x.shape, dims, ctx.arg(2).toBool()))};
 });
 LOWER({"max", "max.unary_out"}, [](LoweringContext& ctx) {
@@ -135,15 +135,15 @@ std::pair<Value, Value> arg_extreme(Builder& b, const Value& x, int64_t dim, boo
       {x, index}, {init_value, b.constant_int(0, ElementType::S64)}, {dim},
       [is_max](Builder& r, const std::vector<Value>& a) {
         // a = (value_l, index_l, value_r, index_r)
-        Value better = r.compare(is_max ? "GT" : "LT", a[0], a[2]);
-        Value equal = r.compare("EQ", a[0], a[2]);
-        Value earlier = r.compare("LT", a[1], a[3]);
-        Value take_left = r.binary("or", better, r.binary("and", equal, earlier));
+        Value better = r.compare(is_max ? Comparison::GT : Comparison::LT, a[0], a[2]);
+        Value equal = r.eq(a[0], a[2]);
+        Value earlier = r.lt(a[1], a[3]);
+        Value take_left = r.or_(better, r.and_(equal, earlier));
         if (hlo::is_float(a[0].type)) {
-          Value left_nan = r.compare("NE", a[0], a[0]);
-          Value right_nan = r.compare("NE", a[2], a[2]);
-          take_left = r.select(left_nan, r.binary("or", r.unary("not", right_nan), earlier),
-                               r.binary("and", r.unary("not", right_nan), take_left));
+          Value left_nan = r.ne(a[0], a[0]);
+          Value right_nan = r.ne(a[2], a[2]);
+          take_left = r.select(left_nan, r.or_(r.not_(right_nan), earlier),
+                               r.and_(r.not_(right_nan), take_left));
         }
         return std::vector<Value>{r.select(take_left, a[0], a[2]), r.select(take_left, a[1], a[3])};
       });
@@ -202,14 +202,13 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt, const char* name)
   Value xf = b.convert(x, acc);
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape[d];
-  Value mean = b.binary("divide", sum(b, xf, dims),
+  Value mean = b.divide(sum(b, xf, dims),
                         splat(b, static_cast<double>(count), acc, out_shape(x.shape, dims, false)));
-  Value centered = b.binary(
-      "subtract", xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
-  Value squared = complex
-                      ? b.binary("add", b.binary("multiply", b.real(centered), b.real(centered)),
-                                 b.binary("multiply", b.imag(centered), b.imag(centered)))
-                      : b.binary("multiply", centered, centered);
+  Value centered =
+      b.subtract(xf, broadcast_to(b, b.reshape(mean, keepdim_shape(x.shape, dims)), x.shape));
+  Value squared = complex ? b.add(b.multiply(b.real(centered), b.real(centered)),
+                                  b.multiply(b.imag(centered), b.imag(centered)))
+                          : b.multiply(centered, centered);
   Value squares = sum(b, squared, dims);
   // The correction is static (part of the key), so its warning comes with the op's first
   // call, as Python shows a warning once per place by default.
@@ -220,11 +219,11 @@ Values variance_and_mean(LoweringContext& ctx, bool take_sqrt, const char* name)
                "reduction factor (input numel divided by output numel).");
   }
   Value correction = ctx.arg(2).isNone() ? b.constant(1.0, real_acc) : ctx.scalar(2, real_acc);
-  Value denominator = b.binary(
-      "maximum", b.binary("subtract", b.constant(static_cast<double>(count), real_acc), correction),
-      b.constant(0.0, real_acc));
-  Value var = b.binary("divide", squares, broadcast_to(b, denominator, squares.shape));
-  if (take_sqrt) var = b.unary("sqrt", var);
+  Value denominator =
+      b.maximum(b.subtract(b.constant(static_cast<double>(count), real_acc), correction),
+                b.constant(0.0, real_acc));
+  Value var = b.divide(squares, broadcast_to(b, denominator, squares.shape));
+  if (take_sqrt) var = b.sqrt(var);
   Shape shape = out_shape(x.shape, dims, keepdim);
   ElementType var_type = complex ? hlo::component_type(x.type) : x.type;
   return {b.reshape(b.convert(var, var_type), shape), b.reshape(b.convert(mean, x.type), shape)};
@@ -239,8 +238,9 @@ LOWER({"std_mean.correction", "std_mean.correction_out"},
       [](LoweringContext& ctx) { return variance_and_mean(ctx, true, "std_mean"); }, {2});
 
 Value product(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
-  if (x.type == ElementType::Pred) return b.reduce(x, b.constant_int(1, x.type), dims, "and");
-  return b.reduce(x, b.constant(1.0, x.type), dims, "multiply");
+  if (x.type == ElementType::Pred)
+    return b.reduce(x, b.constant_int(1, x.type), dims, BinaryOp::And);
+  return b.reduce(x, b.constant(1.0, x.type), dims, BinaryOp::Multiply);
 }
 LOWER({"prod", "prod.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
@@ -259,7 +259,7 @@ LOWER({"prod.dim_int", "prod.int_out"}, [](LoweringContext& ctx) {
 });
 
 // Inclusive scan along `dim`: a window covering everything before each position.
-Value scan(Builder& b, const Value& x, int64_t dim, const std::string& op, double identity) {
+Value scan(Builder& b, const Value& x, int64_t dim, BinaryOp op, double identity) {
   if (x.rank() == 0 || x.shape[dim] == 0) return x;
   std::vector<int64_t> window(x.rank(), 1), ones(x.rank(), 1);
   std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
@@ -267,28 +267,28 @@ Value scan(Builder& b, const Value& x, int64_t dim, const std::string& op, doubl
   padding[dim] = {x.shape[dim] - 1, 0};
   return b.reduce_window(x, b.constant(identity, x.type), window, ones, ones, ones, padding, op);
 }
-Values scan_op(LoweringContext& ctx, const std::string& op, double identity) {
+Values scan_op(LoweringContext& ctx, BinaryOp op, double identity) {
   Value x = ctx.tensor(0);
   ElementType t = sum_type(ctx, 2, x);
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), x.rank());
   return {ctx.b.convert(scan(ctx.b, ctx.b.convert(x, opmath(t)), dim, op, identity), t)};
 }
 LOWER({"cumsum", "cumsum_", "cumsum.out"},
-      [](LoweringContext& ctx) { return scan_op(ctx, "add", 0); });
+      [](LoweringContext& ctx) { return scan_op(ctx, BinaryOp::Add, 0); });
 LOWER({"cumprod", "cumprod_", "cumprod.out"},
-      [](LoweringContext& ctx) { return scan_op(ctx, "multiply", 1); });
+      [](LoweringContext& ctx) { return scan_op(ctx, BinaryOp::Multiply, 1); });
 
 Values any_all(LoweringContext& ctx, int dims_index, bool keepdim, bool is_any) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  Value truth = x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+  Value truth = x.type == ElementType::Pred ? x : b.ne(x, splat(b, 0, x.type, x.shape));
   // any/all over dim=[] reduce nothing (sum's dim=[] reduces everything, for history's sake).
   const bool no_dims = dims_index >= 0 && ctx.arg(dims_index).isIntList() &&
                        ctx.arg(dims_index).toIntVector().empty();
   std::vector<int64_t> dims =
       no_dims ? std::vector<int64_t>{} : reduce_dims(ctx, dims_index, x.rank());
   Value r = b.reduce(truth, b.constant_int(is_any ? 0 : 1, ElementType::Pred), dims,
-                     is_any ? "or" : "and");
+                     is_any ? BinaryOp::Or : BinaryOp::And);
   Value out = b.reshape(r, out_shape(x.shape, dims, keepdim));
   // uint8 inputs keep their dtype, as on CPU.
   return {x.type == ElementType::U8 ? b.convert(out, ElementType::U8) : out};
@@ -305,20 +305,19 @@ Value vector_norm(Builder& b, const Value& x, double ord, const std::vector<int6
                   bool keepdim, ElementType t) {
   ElementType acc = (t == ElementType::F16 || t == ElementType::BF16) ? ElementType::F32 : t;
   // |x| of a complex x is real: its modulus, taken at x's own precision.
-  Value a = hlo::is_complex(x.type) ? b.convert(b.unary("abs", x), acc)
-                                    : b.unary("abs", b.convert(x, acc));
+  Value a = hlo::is_complex(x.type) ? b.convert(b.abs(x), acc) : b.abs(b.convert(x, acc));
   Value r;
   if (std::isinf(ord)) {
     r = extreme(b, a, dims, ord > 0);
   } else if (ord == 0) {
-    r = sum(b, b.convert(b.compare("NE", a, splat(b, 0, acc, a.shape)), acc), dims);
+    r = sum(b, b.convert(b.ne(a, splat(b, 0, acc, a.shape)), acc), dims);
   } else if (ord == 1) {
     r = sum(b, a, dims);
   } else if (ord == 2) {
-    r = b.unary("sqrt", sum(b, b.binary("multiply", a, a), dims));
+    r = b.sqrt(sum(b, b.multiply(a, a), dims));
   } else {
-    Value p = sum(b, b.binary("power", a, splat(b, ord, acc, a.shape)), dims);
-    r = b.binary("power", p, splat(b, 1.0 / ord, acc, p.shape));
+    Value p = sum(b, b.power(a, splat(b, ord, acc, a.shape)), dims);
+    r = b.power(p, splat(b, 1.0 / ord, acc, p.shape));
   }
   return b.reshape(b.convert(r, t), out_shape(x.shape, dims, keepdim));
 }
@@ -367,18 +366,18 @@ LOWER({"nansum", "nansum.out"}, [](LoweringContext& ctx) {
   ElementType t = sum_type(ctx, 3, x);
   std::vector<int64_t> dims = reduce_dims(ctx, 1, x.rank());
   Value v = b.convert(x, opmath(t));
-  if (hlo::is_float(v.type)) v = b.select(b.compare("NE", v, v), splat(b, 0, v.type, v.shape), v);
+  if (hlo::is_float(v.type)) v = b.select(b.ne(v, v), splat(b, 0, v.type, v.shape), v);
   return Values{
       b.reshape(b.convert(sum(b, v, dims), t), out_shape(x.shape, dims, ctx.arg(2).toBool()))};
 });
 
 Value softmax(Builder& b, const Value& x, int64_t dim, bool log) {
   Value m = b.reshape(max_value(b, x, {dim}), keepdim_shape(x.shape, {dim}));
-  Value shifted = b.binary("subtract", x, broadcast_to(b, m, x.shape));
-  Value e = b.unary("exponential", shifted);
+  Value shifted = b.subtract(x, broadcast_to(b, m, x.shape));
+  Value e = b.exponential(shifted);
   Value s = b.reshape(sum(b, e, {dim}), keepdim_shape(x.shape, {dim}));
-  if (log) return b.binary("subtract", shifted, broadcast_to(b, b.unary("log", s), x.shape));
-  return b.binary("divide", e, broadcast_to(b, s, x.shape));
+  if (log) return b.subtract(shifted, broadcast_to(b, b.log(s), x.shape));
+  return b.divide(e, broadcast_to(b, s, x.shape));
 }
 
 Values softmax_forward(LoweringContext& ctx, bool log) {
@@ -416,12 +415,11 @@ Values softmax_backward(LoweringContext& ctx, bool log) {
   Value r;
   if (log) {
     Value s = b.reshape(sum(b, grad, {dim}), keepdim_shape(grad.shape, {dim}));
-    r = b.binary("subtract", grad,
-                 b.binary("multiply", b.unary("exponential", y), broadcast_to(b, s, grad.shape)));
+    r = b.subtract(grad, b.multiply(b.exponential(y), broadcast_to(b, s, grad.shape)));
   } else {
-    Value gy = b.binary("multiply", grad, y);
+    Value gy = b.multiply(grad, y);
     Value s = b.reshape(sum(b, gy, {dim}), keepdim_shape(grad.shape, {dim}));
-    r = b.binary("subtract", gy, b.binary("multiply", y, broadcast_to(b, s, grad.shape)));
+    r = b.subtract(gy, b.multiply(y, broadcast_to(b, s, grad.shape)));
   }
   return {b.reshape(b.convert(r, out_type), original)};
 }
@@ -434,10 +432,8 @@ LOWER({"_log_softmax_backward_data", "_log_softmax_backward_data.out"},
 // operands (two infinities of one sign too) give max + log 2.
 Value log_add_exp(Builder& b, const Value& a, const Value& c) {
   Value zero = splat(b, 0, a.type, a.shape);
-  Value gap = b.select(b.compare("EQ", a, c), zero,
-                       b.unary("negate", b.unary("abs", b.binary("subtract", a, c))));
-  return b.binary("add", b.binary("maximum", a, c),
-                  b.unary("log_plus_one", b.unary("exponential", gap)));
+  Value gap = b.select(b.eq(a, c), zero, b.negate(b.abs(b.subtract(a, c))));
+  return b.add(b.maximum(a, c), b.log_plus_one(b.exponential(gap)));
 }
 
 // CPU's log(exp(x) + exp(acc)) for complex numbers, special values included. Its operands are
@@ -448,11 +444,10 @@ Value log_add_exp(Builder& b, const Value& a, const Value& c) {
 Value complex_log_add_exp(Builder& b, const Value& x, const Value& acc) {
   ElementType real_type = x.type == ElementType::C128 ? ElementType::F64 : ElementType::F32;
   auto is_nan = [&](const Value& z) {
-    return b.binary("or", b.compare("NE", b.real(z), b.real(z)),
-                    b.compare("NE", b.imag(z), b.imag(z)));
+    return b.or_(b.ne(b.real(z), b.real(z)), b.ne(b.imag(z), b.imag(z)));
   };
   Value acc_nan = is_nan(acc), x_nan = is_nan(x);
-  Value x_first = b.compare("LT", b.real(x), b.real(acc));
+  Value x_first = b.lt(b.real(x), b.real(acc));
   Value low = b.select(acc_nan, acc, b.select(x_nan, x, b.select(x_first, x, acc)));
   Value high = b.select(acc_nan, acc, b.select(x_nan, x, b.select(x_first, acc, x)));
   Value low_re = b.real(low), high_re = b.real(high);
@@ -461,33 +456,28 @@ Value complex_log_add_exp(Builder& b, const Value& x, const Value& acc) {
   Value zero = splat(b, 0, real_type, shape);
   Value nan = splat(b, NAN, real_type, shape);
 
-  Value general =
-      b.binary("add", high,
-               b.unary("log_plus_one", b.unary("exponential", b.binary("subtract", low, high))));
+  Value general = b.add(high, b.log_plus_one(b.exponential(b.subtract(low, high))));
   // Both real parts +inf: exp(inf + i t) is inf (cos t + i sin t), inf + i t for t = 0, and
   // inf + i nan for an infinite t; log's real part is inf when either part is infinite.
   auto exp_at_infinity = [&](const Value& t) {
-    Value finite = b.compare("LT", b.unary("abs", t), inf);
-    Value is_zero = b.compare("EQ", t, zero);
-    Value re = b.select(is_zero, inf, b.binary("multiply", inf, b.unary("cosine", t)));
-    Value im = b.select(is_zero, t, b.binary("multiply", inf, b.unary("sine", t)));
+    Value finite = b.lt(b.abs(t), inf);
+    Value is_zero = b.eq(t, zero);
+    Value re = b.select(is_zero, inf, b.multiply(inf, b.cosine(t)));
+    Value im = b.select(is_zero, t, b.multiply(inf, b.sine(t)));
     return std::pair{b.select(finite, re, inf), b.select(finite, im, nan)};
   };
   auto [low_exp_re, low_exp_im] = exp_at_infinity(b.imag(low));
   auto [high_exp_re, high_exp_im] = exp_at_infinity(b.imag(high));
-  Value sum_re = b.binary("add", low_exp_re, high_exp_re);
-  Value sum_im = b.binary("add", low_exp_im, high_exp_im);
-  Value any_infinite = b.binary("or", b.compare("EQ", b.unary("abs", sum_re), inf),
-                                b.compare("EQ", b.unary("abs", sum_im), inf));
+  Value sum_re = b.add(low_exp_re, high_exp_re);
+  Value sum_im = b.add(low_exp_im, high_exp_im);
+  Value any_infinite = b.or_(b.eq(b.abs(sum_re), inf), b.eq(b.abs(sum_im), inf));
   Value log_re =
       b.select(any_infinite, inf,
-               b.unary("log", b.unary("sqrt", b.binary("add", b.binary("multiply", sum_re, sum_re),
-                                                       b.binary("multiply", sum_im, sum_im)))));
-  Value at_plus_infinity = b.complex(log_re, b.binary("atan2", sum_im, sum_re));
+               b.log(b.sqrt(b.add(b.multiply(sum_re, sum_re), b.multiply(sum_im, sum_im)))));
+  Value at_plus_infinity = b.complex(log_re, b.atan2(sum_im, sum_re));
 
-  Value both_infinite = b.binary("and", b.compare("EQ", b.unary("abs", low_re), inf),
-                                 b.compare("EQ", low_re, high_re));
-  Value minus = b.compare("LT", low_re, zero);
+  Value both_infinite = b.and_(b.eq(b.abs(low_re), inf), b.eq(low_re, high_re));
+  Value minus = b.lt(low_re, zero);
   Value result = b.select(both_infinite, b.select(minus, low, at_plus_infinity), general);
   return b.select(is_nan(low), b.complex(nan, nan), result);
 }
@@ -508,7 +498,7 @@ Value complex_logcumsumexp(Builder& b, const Value& x0, int64_t dim) {
   auto state = b.while_loop(
       {b.constant_int(0, ElementType::S64), start, x, x},
       [n](Builder& r, const std::vector<Value>& s) {
-        return std::vector<Value>{r.compare("LT", s[0], r.constant_int(n, ElementType::S64))};
+        return std::vector<Value>{r.lt(s[0], r.constant_int(n, ElementType::S64))};
       },
       [&](Builder& r, const std::vector<Value>& s) {
         std::vector<Value> starts(s[2].rank(), r.constant_int(0, ElementType::S64));
@@ -516,8 +506,7 @@ Value complex_logcumsumexp(Builder& b, const Value& x0, int64_t dim) {
         Value xi = r.reshape(r.dynamic_slice(s[2], starts, one_row), row);
         Value acc = complex_log_add_exp(r, xi, s[1]);
         Value out = r.dynamic_update_slice(s[3], r.reshape(acc, one_row), starts);
-        return std::vector<Value>{r.binary("add", s[0], r.constant_int(1, ElementType::S64)), acc,
-                                  s[2], out};
+        return std::vector<Value>{r.add(s[0], r.constant_int(1, ElementType::S64)), acc, s[2], out};
       });
   std::vector<int64_t> back(x0.rank());
   for (int64_t i = 0; i < x0.rank(); ++i) back[to_front[i]] = i;
@@ -540,11 +529,11 @@ LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"}
         ElementType m = opmath(x0.type);
         Value x = b.convert(x0, m);
         Value top = reduce_extremum(b, x, {dim}, true);
-        Value finite = b.compare("LT", b.unary("abs", top), splat(b, INFINITY, m, top.shape));
+        Value finite = b.lt(b.abs(top), splat(b, INFINITY, m, top.shape));
         top = b.select(finite, top, splat(b, 0, m, top.shape));
         Value shift = broadcast_to(b, b.reshape(top, keepdim_shape(x.shape, {dim})), x.shape);
-        Value sums = scan(b, b.unary("exponential", b.binary("subtract", x, shift)), dim, "add", 0);
-        Value shifted = b.binary("add", shift, b.unary("log", sums));
+        Value sums = scan(b, b.exponential(b.subtract(x, shift)), dim, BinaryOp::Add, 0);
+        Value shifted = b.add(shift, b.log(sums));
 
         Value scanned = x;
         const Value minus_inf = b.constant(-INFINITY, m);
@@ -560,7 +549,7 @@ LOWER({"_logcumsumexp", "_logcumsumexp.out", "logcumsumexp", "logcumsumexp.out"}
         // Sums this small have lost precision (or are zero): 2^24 (2^53) times the least
         // normal number.
         const double tiny = m == ElementType::F64 ? 0x1p-969 : 0x1p-102;
-        Value accurate = b.compare("GE", sums, splat(b, tiny, m, sums.shape));
+        Value accurate = b.ge(sums, splat(b, tiny, m, sums.shape));
         return Values{b.convert(b.select(accurate, shifted, scanned), x0.type)};
       });
 
@@ -593,8 +582,7 @@ LOWER({"trace", "trace.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   TORCH_CHECK(x.rank() == 2, "trace: expected a matrix, but got tensor with dim ", x.rank());
   ElementType t = hlo::is_float(x.type) || hlo::is_complex(x.type) ? x.type : ElementType::S64;
-  Value diagonal =
-      b.compare("EQ", b.iota(x.shape, ElementType::S64, 0), b.iota(x.shape, ElementType::S64, 1));
+  Value diagonal = b.eq(b.iota(x.shape, ElementType::S64, 0), b.iota(x.shape, ElementType::S64, 1));
   Value v = b.convert(x, opmath(t));
   return Values{b.convert(sum(b, b.select(diagonal, v, splat(b, 0, v.type, v.shape)), {0, 1}), t)};
 });
@@ -607,8 +595,7 @@ Values count_nonzero(LoweringContext& ctx, std::vector<int64_t> dims) {
     dims.clear();
     for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
   }
-  Value nonzero =
-      x.type == ElementType::Pred ? x : b.compare("NE", x, splat(b, 0, x.type, x.shape));
+  Value nonzero = x.type == ElementType::Pred ? x : b.ne(x, splat(b, 0, x.type, x.shape));
   return {sum(b, b.convert(nonzero, ElementType::S64), dims)};
 }
 LOWER({"count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"}, [](LoweringContext& ctx) {
@@ -638,12 +625,10 @@ LOWER({"renorm", "renorm_", "renorm.out"},
         Value x = b.convert(x0, m);
         Value norm = vector_norm(b, x, p, others, true, m);
         Value maxnorm = as(b, ctx.scalar(3, m), m, norm.shape);
-        Value factor = b.select(
-            b.compare("GT", norm, maxnorm),
-            b.binary("divide", maxnorm, b.binary("add", norm, splat(b, 1e-7, m, norm.shape))),
-            splat(b, 1, m, norm.shape));
-        return Values{
-            b.convert(b.binary("multiply", x, broadcast_to(b, factor, x.shape)), x0.type)};
+        Value factor = b.select(b.gt(norm, maxnorm),
+                                b.divide(maxnorm, b.add(norm, splat(b, 1e-7, m, norm.shape))),
+                                splat(b, 1, m, norm.shape));
+        return Values{b.convert(b.multiply(x, broadcast_to(b, factor, x.shape)), x0.type)};
       },
       {1});
 
@@ -665,10 +650,10 @@ Values isin(LoweringContext& ctx) {
   };
   Value elements = flat(0), tests = flat(1);
   int64_t n = elements.shape[0], m = tests.shape[0];
-  Value equal = b.compare("EQ", b.broadcast_in_dim(elements, {n, m}, {0}),
-                          b.broadcast_in_dim(tests, {n, m}, {1}));
-  Value found = b.reduce(equal, b.constant_int(0, ElementType::Pred), {1}, "or");
-  if (ctx.arg(3).toBool()) found = b.unary("not", found);
+  Value equal =
+      b.eq(b.broadcast_in_dim(elements, {n, m}, {0}), b.broadcast_in_dim(tests, {n, m}, {1}));
+  Value found = b.reduce(equal, b.constant_int(0, ElementType::Pred), {1}, BinaryOp::Or);
+  if (ctx.arg(3).toBool()) found = b.not_(found);
   Shape shape = ctx.arg(0).isTensor()
                     ? Shape(ctx.tensor_meta(0).sizes().begin(), ctx.tensor_meta(0).sizes().end())
                     : Shape{};

@@ -25,12 +25,12 @@ Value chunk(Builder& b, const Value& x, int64_t i, int64_t count) {
   const int64_t width = x.shape[1] / count;
   return b.slice(x, {0, i * width}, {x.shape[0], (i + 1) * width}, {1, 1});
 }
-Value sigmoid(Builder& b, const Value& x) { return b.unary("logistic", x); }
-Value tanh(Builder& b, const Value& x) { return b.unary("tanh", x); }
-Value one_minus(Builder& b, const Value& x) { return sub(b, c(b, 1, x), x); }
+Value sigmoid(Builder& b, const Value& x) { return b.logistic(x); }
+Value tanh(Builder& b, const Value& x) { return b.tanh(x); }
+Value one_minus(Builder& b, const Value& x) { return b.subtract(c(b, 1, x), x); }
 // d sigmoid / dx from its output y: y (1 - y); d tanh / dx: 1 - y^2.
-Value sigmoid_slope(Builder& b, const Value& y) { return mul(b, one_minus(b, y), y); }
-Value tanh_slope(Builder& b, const Value& y) { return one_minus(b, mul(b, y, y)); }
+Value sigmoid_slope(Builder& b, const Value& y) { return b.multiply(one_minus(b, y), y); }
+Value tanh_slope(Builder& b, const Value& y) { return one_minus(b, b.multiply(y, y)); }
 
 // The sizes CUDA's kernels check (GRU has no Meta kernel to check them first).
 void check_cell_sizes(LoweringContext& ctx, const char* op, int64_t gates) {
@@ -69,7 +69,7 @@ struct CellInputs {
   }
   // CUDA's order: input + hidden + input bias + hidden bias.
   Value sum(Builder& b, int64_t k, int64_t count) const {
-    Value x = add(b, chunk(b, input_gates, k, count), chunk(b, hidden_gates, k, count));
+    Value x = b.add(chunk(b, input_gates, k, count), chunk(b, hidden_gates, k, count));
     x = with_bias(b, x, input_bias, k, count);
     return with_bias(b, x, hidden_bias, k, count);
   }
@@ -77,7 +77,7 @@ struct CellInputs {
  private:
   static Value with_bias(Builder& b, const Value& x, const std::optional<Value>& bias, int64_t k,
                          int64_t count) {
-    return bias ? add(b, x, chunk(b, *bias, k, count)) : x;
+    return bias ? b.add(x, chunk(b, *bias, k, count)) : x;
   }
 };
 
@@ -105,8 +105,8 @@ LOWER({"_thnn_fused_lstm_cell"}, [](LoweringContext& ctx) {
   const Value forget = sigmoid(b, in.sum(b, 1, kLstmGates));
   const Value cell = tanh(b, in.sum(b, 2, kLstmGates));
   const Value output = sigmoid(b, in.sum(b, 3, kLstmGates));
-  const Value cy = add(b, mul(b, forget, in.state), mul(b, input, cell));
-  const Value hy = mul(b, output, tanh(b, cy));
+  const Value cy = b.add(b.multiply(forget, in.state), b.multiply(input, cell));
+  const Value hy = b.multiply(output, tanh(b, cy));
   const Value workspace = b.concatenate({input, forget, cell, output}, 1);
   return Values{b.convert(hy, in.type), b.convert(cy, in.type), b.convert(workspace, in.type)};
 });
@@ -135,14 +135,15 @@ LOWER({"@lstm_cell_backward"}, [](LoweringContext& ctx) {
 
   const Value tanh_cy = tanh(b, cy);
   // The gradient reaching cy: through hy = o tanh(cy), plus grad_cy's own.
-  const Value grad_c = add(b, mul(b, mul(b, grad_hy, output), tanh_slope(b, tanh_cy)), grad_cy);
-  const Value grad_input = mul(b, mul(b, grad_c, cell), sigmoid_slope(b, input));
-  const Value grad_forget = mul(b, mul(b, grad_c, cx), sigmoid_slope(b, forget));
-  const Value grad_cell = mul(b, mul(b, grad_c, input), tanh_slope(b, cell));
-  const Value grad_output = mul(b, mul(b, grad_hy, tanh_cy), sigmoid_slope(b, output));
+  const Value grad_c =
+      b.add(b.multiply(b.multiply(grad_hy, output), tanh_slope(b, tanh_cy)), grad_cy);
+  const Value grad_input = b.multiply(b.multiply(grad_c, cell), sigmoid_slope(b, input));
+  const Value grad_forget = b.multiply(b.multiply(grad_c, cx), sigmoid_slope(b, forget));
+  const Value grad_cell = b.multiply(b.multiply(grad_c, input), tanh_slope(b, cell));
+  const Value grad_output = b.multiply(b.multiply(grad_hy, tanh_cy), sigmoid_slope(b, output));
   const Value grad_gates =
       b.convert(b.concatenate({grad_input, grad_forget, grad_cell, grad_output}, 1), type);
-  const Value grad_cx = b.convert(mul(b, grad_c, forget), type);
+  const Value grad_cx = b.convert(b.multiply(grad_c, forget), type);
   const bool has_bias = ctx.arg(5).toBool();
   return Values{grad_gates, grad_cx, has_bias ? bias_grad(b, grad_gates) : nothing(b, type)};
 });
@@ -156,9 +157,10 @@ LOWER({"_thnn_fused_gru_cell"}, [](LoweringContext& ctx) {
   const Value reset = sigmoid(b, in.sum(b, 0, kGruGates));
   const Value update = sigmoid(b, in.sum(b, 1, kGruGates));
   const Value hidden_n = in.hidden_part(b, 2, kGruGates);
-  const Value candidate = tanh(b, add(b, in.input_part(b, 2, kGruGates), mul(b, reset, hidden_n)));
+  const Value candidate =
+      tanh(b, b.add(in.input_part(b, 2, kGruGates), b.multiply(reset, hidden_n)));
   // hy = n + z (hx - n)
-  const Value hy = add(b, candidate, mul(b, update, sub(b, in.state, candidate)));
+  const Value hy = b.add(candidate, b.multiply(update, b.subtract(in.state, candidate)));
   const Value workspace = b.concatenate({reset, update, candidate, in.state, hidden_n}, 1);
   return Values{b.convert(hy, in.type), b.convert(workspace, in.type)};
 });
@@ -180,12 +182,12 @@ LOWER({"@gru_cell_backward"}, [](LoweringContext& ctx) {
   const Value hidden_n = part(4);
 
   const Value grad_update =
-      mul(b, mul(b, grad_hy, sub(b, hx, candidate)), sigmoid_slope(b, update));
-  const Value grad_hx = mul(b, grad_hy, update);
+      b.multiply(b.multiply(grad_hy, b.subtract(hx, candidate)), sigmoid_slope(b, update));
+  const Value grad_hx = b.multiply(grad_hy, update);
   const Value grad_input_n =
-      mul(b, mul(b, grad_hy, one_minus(b, update)), tanh_slope(b, candidate));
-  const Value grad_hidden_n = mul(b, grad_input_n, reset);
-  const Value grad_reset = mul(b, mul(b, grad_input_n, hidden_n), sigmoid_slope(b, reset));
+      b.multiply(b.multiply(grad_hy, one_minus(b, update)), tanh_slope(b, candidate));
+  const Value grad_hidden_n = b.multiply(grad_input_n, reset);
+  const Value grad_reset = b.multiply(b.multiply(grad_input_n, hidden_n), sigmoid_slope(b, reset));
   const Value grad_input_gates =
       b.convert(b.concatenate({grad_reset, grad_update, grad_input_n}, 1), type);
   const Value grad_hidden_gates =

@@ -17,7 +17,7 @@ namespace {
 // Element `index` of each value's row of `table` ([B..., n], or [n] for every value); `base`
 // is where that row starts in the flattened table.
 Value take_in_row(Builder& b, const Value& table, const Value& base, const Value& index) {
-  const Value at = b.binary("add", base, index);
+  const Value at = b.add(base, index);
   Shape with_vector = at.shape;
   with_vector.push_back(1);
   hlo::GatherDims dims;
@@ -40,24 +40,21 @@ Value binary_search(Builder& b, const Value& boundaries, const Value& values, bo
   if (boundaries.rank() > 1) {
     const int64_t rows = hlo::num_elements(boundaries.shape) / n;
     const Shape grid{rows, hlo::num_elements(values.shape) / rows};
-    base =
-        b.reshape(b.binary("multiply", b.iota(grid, s64, 0), splat(b, n, s64, grid)), values.shape);
+    base = b.reshape(b.multiply(b.iota(grid, s64, 0), splat(b, n, s64, grid)), values.shape);
   }
   const Value one = splat(b, 1, s64, values.shape);
   Value low = splat(b, 0, s64, values.shape);
   Value high = splat(b, n, s64, values.shape);
   for (int64_t span = n; span > 0; span /= 2) {  // ceil(log2(n + 1)) halvings
-    Value active = b.compare("LT", low, high);
-    Value mid = b.binary(
-        "add", low,
-        b.binary("divide", b.binary("subtract", high, low), splat(b, 2, s64, values.shape)));
+    Value active = b.lt(low, high);
+    Value mid = b.add(low, b.divide(b.subtract(high, low), splat(b, 2, s64, values.shape)));
     // A finished search may point past the row: read any element, the result is unused.
     Value at = b.clamp(splat(b, 0, s64, values.shape), mid, splat(b, n - 1, s64, values.shape));
     if (sorter) at = take_in_row(b, b.convert(*sorter, s64), base, at);
     Value boundary = take_in_row(b, boundaries, base, at);
-    Value onward = b.unary("not", b.compare(right ? "GT" : "GE", boundary, values));
-    low = b.select(b.binary("and", active, onward), b.binary("add", mid, one), low);
-    high = b.select(b.binary("and", active, b.unary("not", onward)), mid, high);
+    Value onward = b.not_(b.compare(right ? Comparison::GT : Comparison::GE, boundary, values));
+    low = b.select(b.and_(active, onward), b.add(mid, one), low);
+    high = b.select(b.and_(active, b.not_(onward)), mid, high);
   }
   return low;
 }
@@ -156,27 +153,26 @@ LOWER(
       int64_t n = hlo::num_elements(x0.shape);
       Value x = b.reshape(b.convert(x0, m), {n});
       Value lo = ctx.scalar(2, m), hi = ctx.scalar(3, m);
-      Value use_data = b.compare("EQ", lo, hi);
+      Value use_data = b.eq(lo, hi);
       if (n > 0) {
         lo = b.select(use_data, reduce_extremum(b, x, {0}, false), lo);
         hi = b.select(use_data, reduce_extremum(b, x, {0}, true), hi);
       }
-      Value same = b.compare("EQ", lo, hi);
-      lo = b.select(same, b.binary("subtract", lo, b.constant(1, m)), lo);
-      hi = b.select(same, b.binary("add", hi, b.constant(1, m)), hi);
+      Value same = b.eq(lo, hi);
+      lo = b.select(same, b.subtract(lo, b.constant(1, m)), lo);
+      hi = b.select(same, b.add(hi, b.constant(1, m)), hi);
       Value lo_v = broadcast_to(b, lo, {n}), hi_v = broadcast_to(b, hi, {n});
-      Value scaled = b.binary("divide",
-                              b.binary("multiply", b.binary("subtract", x, lo_v),
-                                       splat(b, static_cast<double>(bins), m, {n})),
-                              b.binary("subtract", hi_v, lo_v));
-      Value index = b.convert(b.unary("floor", scaled), ElementType::S64);
+      Value scaled =
+          b.divide(b.multiply(b.subtract(x, lo_v), splat(b, static_cast<double>(bins), m, {n})),
+                   b.subtract(hi_v, lo_v));
+      Value index = b.convert(b.floor(scaled), ElementType::S64);
       Value last = splat(b, static_cast<double>(bins - 1), ElementType::S64, {n});
-      index = b.select(b.compare("EQ", x, hi_v), last, index);
-      Value inside = b.binary("and", b.compare("GE", x, lo_v), b.compare("LE", x, hi_v));
+      index = b.select(b.eq(x, hi_v), last, index);
+      Value inside = b.and_(b.ge(x, lo_v), b.le(x, hi_v));
       // Values outside the range (and NaN) go to an extra bin that is dropped.
       index = b.select(inside, index, splat(b, static_cast<double>(bins), ElementType::S64, {n}));
-      Value counts =
-          combine_slices(b, splat(b, 0, m, {bins + 1}), 0, index, splat(b, 1, m, {n}), "add");
+      Value counts = combine_slices(b, splat(b, 0, m, {bins + 1}), 0, index, splat(b, 1, m, {n}),
+                                    BinaryOp::Add);
       return Values{b.convert(b.slice(counts, {0}, {bins}, {1}), x0.type)};
     },
     {},
@@ -280,9 +276,8 @@ LOWER({"col2im", "col2im.out"}, [](LoweringContext& ctx) {
           b.reshape(b.slice(grouped, {0, 0, t, 0, 0}, {N, C, t + 1, oh, ow}, {1, 1, 1, 1, 1}),
                     {N, C, oh, ow});
       int64_t hi_h = PH - (r0 + (oh - 1) * s[0] + 1), hi_w = PW - (c0 + (ow - 1) * s[1] + 1);
-      canvas = b.binary("add", canvas,
-                        b.pad(tap, b.constant(0, cols.type), {0, 0, r0, c0}, {0, 0, hi_h, hi_w},
-                              {0, 0, s[0] - 1, s[1] - 1}));
+      canvas = b.add(canvas, b.pad(tap, b.constant(0, cols.type), {0, 0, r0, c0},
+                                   {0, 0, hi_h, hi_w}, {0, 0, s[0] - 1, s[1] - 1}));
     }
   }
   Value out = b.slice(canvas, {0, 0, p[0], p[1]}, {N, C, p[0] + H, p[1] + W}, {1, 1, 1, 1});

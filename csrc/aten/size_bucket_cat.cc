@@ -21,7 +21,7 @@ LOWER({"@bucket_cat"}, [](LoweringContext& ctx) {
   for (const Value& part : ctx.tensors(1)) {
     const int64_t elements = hlo::num_elements(part.shape);
     flat = b.dynamic_update_slice(flat, b.reshape(part, {elements}), {offset});
-    offset = b.binary("add", offset, splat(b, static_cast<double>(elements), ElementType::S64, {}));
+    offset = b.add(offset, splat(b, static_cast<double>(elements), ElementType::S64, {}));
   }
   return Values{flat};
 });

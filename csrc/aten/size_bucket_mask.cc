@@ -11,7 +11,7 @@ LOWER({"@bucket_mask"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   Value length = as(b, ctx.scalar(1, ElementType::S64), ElementType::S64, x.shape);
   Value fill = as(b, ctx.scalar(2, x.type), x.type, x.shape);
-  Value keep = b.compare("LT", b.iota(x.shape, ElementType::S64, 0), length);
+  Value keep = b.lt(b.iota(x.shape, ElementType::S64, 0), length);
   return Values{b.select(keep, x, fill)};
 });
 

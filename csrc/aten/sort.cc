@@ -20,14 +20,14 @@ std::pair<Value, Value> sort_along(Builder& b, const Value& input, int64_t dim, 
       {x, positions}, dim, /*stable=*/true, [descending](Builder& r, const std::vector<Value>& a) {
         const Value& lhs = a[0];
         const Value& rhs = a[1];
-        Value ordered = r.compare(descending ? "GT" : "LT", lhs, rhs);
+        Value ordered = r.compare(descending ? Comparison::GT : Comparison::LT, lhs, rhs);
         if (!hlo::is_float(lhs.type)) return std::vector<Value>{ordered};
-        Value lhs_nan = r.compare("NE", lhs, lhs);
-        Value rhs_nan = r.compare("NE", rhs, rhs);
+        Value lhs_nan = r.ne(lhs, lhs);
+        Value rhs_nan = r.ne(rhs, rhs);
         // Ascending: before a NaN comes every number. Descending: a NaN comes
         // before every number.
-        Value before = descending ? r.select(lhs_nan, r.unary("not", rhs_nan), ordered)
-                                  : r.select(rhs_nan, r.unary("not", lhs_nan), ordered);
+        Value before = descending ? r.select(lhs_nan, r.not_(rhs_nan), ordered)
+                                  : r.select(rhs_nan, r.not_(lhs_nan), ordered);
         return std::vector<Value>{before};
       });
   Value values = boolean ? b.convert(sorted[0], ElementType::Pred) : sorted[0];
@@ -133,12 +133,11 @@ Values cumulative_extreme(LoweringContext& ctx, bool is_max) {
     Value earlier = b.pad(b.slice(values, start, limit, strides), identity, low, high, interior);
     Value earlier_index = b.pad(b.slice(indices, start, limit, strides),
                                 b.constant_int(-1, ElementType::S64), low, high, interior);
-    Value later_wins = b.compare(is_max ? "GE" : "LE", values, earlier);
+    Value later_wins = b.compare(is_max ? Comparison::GE : Comparison::LE, values, earlier);
     if (is_float) {
-      Value later_nan = b.compare("NE", values, values);
-      Value earlier_nan = b.compare("NE", earlier, earlier);
-      later_wins =
-          b.binary("or", later_nan, b.binary("and", b.unary("not", earlier_nan), later_wins));
+      Value later_nan = b.ne(values, values);
+      Value earlier_nan = b.ne(earlier, earlier);
+      later_wins = b.or_(later_nan, b.and_(b.not_(earlier_nan), later_wins));
     }
     values = b.select(later_wins, values, earlier);
     indices = b.select(later_wins, indices, earlier_index);
@@ -160,12 +159,13 @@ std::pair<Value, Value> pick_rank(Builder& b, const Value& values, const Value& 
   for (int64_t d = 0; d < values.rank(); ++d)
     if (d != dim) keep_dims.push_back(d);
   Value target = b.broadcast_in_dim(rank, values.shape, keep_dims);
-  Value hit = b.compare("EQ", b.iota(values.shape, ElementType::S64, dim), target);
+  Value hit = b.eq(b.iota(values.shape, ElementType::S64, dim), target);
   Value zero_v = splat(b, 0, values.type, values.shape);
-  Value picked = b.reduce(b.select(hit, values, zero_v), b.constant(0, values.type), {dim}, "add");
+  Value picked =
+      b.reduce(b.select(hit, values, zero_v), b.constant(0, values.type), {dim}, BinaryOp::Add);
   Value picked_position =
       b.reduce(b.select(hit, positions, splat(b, 0, ElementType::S64, values.shape)),
-               b.constant_int(0, ElementType::S64), {dim}, "add");
+               b.constant_int(0, ElementType::S64), {dim}, BinaryOp::Add);
   return {picked, picked_position};
 }
 
@@ -186,8 +186,8 @@ Value count_nan(Builder& b, const Value& x, int64_t dim) {
     Shape out = reduced_shape(x.shape, dim, false);
     return splat(b, 0, ElementType::S64, out);
   }
-  Value nan = b.convert(b.compare("NE", x, x), ElementType::S64);
-  return b.reduce(nan, b.constant_int(0, ElementType::S64), {dim}, "add");
+  Value nan = b.convert(b.ne(x, x), ElementType::S64);
+  return b.reduce(nan, b.constant_int(0, ElementType::S64), {dim}, BinaryOp::Add);
 }
 
 // median/nanmedian along dim: the lower middle of the sorted slice. median: any NaN makes the
@@ -201,15 +201,14 @@ std::pair<Value, Value> median_along(Builder& b, const Value& x, int64_t dim, bo
   Value one = splat(b, 1, ElementType::S64, out), two = splat(b, 2, ElementType::S64, out);
   Value rank;
   if (ignore_nan) {
-    Value valid = b.binary("subtract", total, nans);
-    rank = b.binary("divide", b.binary("subtract", valid, one), two);
-    rank = b.select(b.compare("EQ", valid, splat(b, 0, ElementType::S64, out)),
+    Value valid = b.subtract(total, nans);
+    rank = b.divide(b.subtract(valid, one), two);
+    rank = b.select(b.eq(valid, splat(b, 0, ElementType::S64, out)),
                     splat(b, 0, ElementType::S64, out), rank);
   } else {
     rank = splat(b, static_cast<double>((n - 1) / 2), ElementType::S64, out);
     // The first NaN in sorted order sits right after the numbers.
-    rank = b.select(b.compare("GT", nans, splat(b, 0, ElementType::S64, out)),
-                    b.binary("subtract", total, nans), rank);
+    rank = b.select(b.gt(nans, splat(b, 0, ElementType::S64, out)), b.subtract(total, nans), rank);
   }
   return pick_rank(b, values, positions, dim, rank);
 }
@@ -283,33 +282,30 @@ LOWER({"mode", "mode.values"}, [](LoweringContext& ctx) {
   }
   Value xi = b.broadcast_in_dim(x, pair_shape, as_i);
   Value xj = b.broadcast_in_dim(x, pair_shape, as_j);
-  Value equal = b.compare("EQ", xi, xj);
+  Value equal = b.eq(xi, xj);
   if (hlo::is_float(x.type)) {
-    equal =
-        b.binary("or", equal, b.binary("and", b.compare("NE", xi, xi), b.compare("NE", xj, xj)));
+    equal = b.or_(equal, b.and_(b.ne(xi, xi), b.ne(xj, xj)));
   }
   Value count = b.reduce(b.convert(equal, ElementType::S64), b.constant_int(0, ElementType::S64),
-                         {dim + 1}, "add");
+                         {dim + 1}, BinaryOp::Add);
   // Best = highest count, then smallest value, then last position.
   Value position = b.iota(x.shape, ElementType::S64, dim);
   Value values = x.type == ElementType::Pred ? b.convert(x, ElementType::S32) : x;
-  auto best = b.reduce(
-      {count, values, position},
-      {b.constant_int(-1, ElementType::S64), b.constant(0, values.type),
-       b.constant_int(-1, ElementType::S64)},
-      {dim}, [](Builder& r, const std::vector<Value>& a) {
-        // a = (count_l, value_l, pos_l, count_r, value_r, pos_r)
-        Value more = r.compare("GT", a[0], a[3]);
-        Value same = r.compare("EQ", a[0], a[3]);
-        Value smaller = r.compare("LT", a[1], a[4]);
-        Value equal_value = r.compare("EQ", a[1], a[4]);
-        Value later = r.compare("GT", a[2], a[5]);
-        Value left = r.binary(
-            "or", more,
-            r.binary("and", same, r.binary("or", smaller, r.binary("and", equal_value, later))));
-        return std::vector<Value>{r.select(left, a[0], a[3]), r.select(left, a[1], a[4]),
-                                  r.select(left, a[2], a[5])};
-      });
+  auto best =
+      b.reduce({count, values, position},
+               {b.constant_int(-1, ElementType::S64), b.constant(0, values.type),
+                b.constant_int(-1, ElementType::S64)},
+               {dim}, [](Builder& r, const std::vector<Value>& a) {
+                 // a = (count_l, value_l, pos_l, count_r, value_r, pos_r)
+                 Value more = r.gt(a[0], a[3]);
+                 Value same = r.eq(a[0], a[3]);
+                 Value smaller = r.lt(a[1], a[4]);
+                 Value equal_value = r.eq(a[1], a[4]);
+                 Value later = r.gt(a[2], a[5]);
+                 Value left = r.or_(more, r.and_(same, r.or_(smaller, r.and_(equal_value, later))));
+                 return std::vector<Value>{r.select(left, a[0], a[3]), r.select(left, a[1], a[4]),
+                                           r.select(left, a[2], a[5])};
+               });
   Value value = x.type == ElementType::Pred ? b.convert(best[1], ElementType::Pred) : best[1];
   Shape shape = reduced_shape(x.shape, dim, keepdim);
   return Values{b.reshape(value, shape), b.reshape(best[2], shape)};

@@ -17,7 +17,7 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 Value is_nonpositive_integer(Builder& b, const Value& x) {
-  return b.binary("and", b.compare("LE", x, c(b, 0, x)), b.compare("EQ", x, b.unary("floor", x)));
+  return b.and_(b.le(x, c(b, 0, x)), b.eq(x, b.floor(x)));
 }
 
 // log|Gamma(x)| for x >= 1/2.
@@ -26,66 +26,62 @@ Value lanczos_lgamma(Builder& b, const Value& x) {
       0.99999999999980993,  676.5203681218851,     -1259.1392167224028,
       771.32342877765313,   -176.61502916214059,   12.507343278686905,
       -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7};
-  Value z = b.binary("subtract", x, c(b, 1, x));
+  Value z = b.subtract(x, c(b, 1, x));
   Value series = c(b, kCoefficients[0], x);
   for (size_t i = 1; i < kCoefficients.size(); ++i) {
-    series = b.binary("add", series,
-                      b.binary("divide", c(b, kCoefficients[i], x),
-                               b.binary("add", z, c(b, static_cast<double>(i), x))));
+    series = b.add(series,
+                   b.divide(c(b, kCoefficients[i], x), b.add(z, c(b, static_cast<double>(i), x))));
   }
-  Value t = b.binary("add", z, c(b, 7.5, x));
-  Value result = b.binary("multiply", b.binary("add", z, c(b, 0.5, x)), b.unary("log", t));
-  result = b.binary("subtract", result, t);
-  result = b.binary("add", result, c(b, 0.9189385332046727, x));  // log(2 pi) / 2
-  return b.binary("add", result, b.unary("log", series));
+  Value t = b.add(z, c(b, 7.5, x));
+  Value result = b.multiply(b.add(z, c(b, 0.5, x)), b.log(t));
+  result = b.subtract(result, t);
+  result = b.add(result, c(b, 0.9189385332046727, x));  // log(2 pi) / 2
+  return b.add(result, b.log(series));
 }
 
 Value lgamma(Builder& b, const Value& x) {
-  Value reflect = b.compare("LT", x, c(b, 0.5, x));
-  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
+  Value reflect = b.lt(x, c(b, 0.5, x));
+  Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
   Value direct = lanczos_lgamma(b, y);
   // lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)
-  Value sine = b.unary("abs", b.unary("sine", b.binary("multiply", c(b, kPi, x), x)));
-  Value reflected =
-      b.binary("subtract", b.unary("log", b.binary("divide", c(b, kPi, x), sine)), direct);
+  Value sine = b.abs(b.sine(b.multiply(c(b, kPi, x), x)));
+  Value reflected = b.subtract(b.log(b.divide(c(b, kPi, x), sine)), direct);
   Value result = b.select(reflect, reflected, direct);
   Value inf = c(b, INFINITY, x);
   result = b.select(is_nonpositive_integer(b, x), inf, result);
-  return b.select(b.compare("EQ", b.unary("abs", x), inf), inf, result);
+  return b.select(b.eq(b.abs(x), inf), inf, result);
 }
 
 Value digamma(Builder& b, const Value& x) {
-  Value reflect = b.compare("LT", x, c(b, 0.5, x));
-  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
+  Value reflect = b.lt(x, c(b, 0.5, x));
+  Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
   // psi(y) = psi(y + 1) - 1/y, until y >= 6 (y >= 1/2 here, so six steps suffice).
   Value shift = c(b, 0, x);
   for (int step = 0; step < 6; ++step) {
-    Value small = b.compare("LT", y, c(b, 6, x));
-    shift = b.select(small, b.binary("subtract", shift, b.binary("divide", c(b, 1, x), y)), shift);
-    y = b.select(small, b.binary("add", y, c(b, 1, x)), y);
+    Value small = b.lt(y, c(b, 6, x));
+    shift = b.select(small, b.subtract(shift, b.divide(c(b, 1, x), y)), shift);
+    y = b.select(small, b.add(y, c(b, 1, x)), y);
   }
-  Value inv = b.binary("divide", c(b, 1, x), y);
-  Value inv2 = b.binary("multiply", inv, inv);
+  Value inv = b.divide(c(b, 1, x), y);
+  Value inv2 = b.multiply(inv, inv);
   // ln y - 1/(2y) - sum B_2k / (2k y^2k)
   static constexpr std::array<double, 6> kSeries = {1.0 / 12,   -1.0 / 120, 1.0 / 252,
                                                     -1.0 / 240, 1.0 / 132,  -691.0 / 32760};
   Value poly = c(b, kSeries.back(), x);
   for (size_t i = kSeries.size() - 1; i-- > 0;) {
-    poly = b.binary("add", b.binary("multiply", poly, inv2), c(b, kSeries[i], x));
+    poly = b.add(b.multiply(poly, inv2), c(b, kSeries[i], x));
   }
-  Value direct = b.binary(
-      "subtract", b.unary("log", y),
-      b.binary("add", b.binary("multiply", c(b, 0.5, x), inv), b.binary("multiply", poly, inv2)));
-  direct = b.binary("add", direct, shift);
+  Value direct = b.subtract(b.log(y), b.add(b.multiply(c(b, 0.5, x), inv), b.multiply(poly, inv2)));
+  direct = b.add(direct, shift);
   // psi(x) = psi(1 - x) - pi / tan(pi x)
-  Value angle = b.binary("multiply", c(b, kPi, x), x);
-  Value cotangent = b.binary("divide", b.unary("cosine", angle), b.unary("sine", angle));
-  Value reflected = b.binary("subtract", direct, b.binary("multiply", c(b, kPi, x), cotangent));
+  Value angle = b.multiply(c(b, kPi, x), x);
+  Value cotangent = b.divide(b.cosine(angle), b.sine(angle));
+  Value reflected = b.subtract(direct, b.multiply(c(b, kPi, x), cotangent));
   Value result = b.select(reflect, reflected, direct);
   // CPU: digamma(0) = -inf, other nonpositive integers NaN.
   result = b.select(is_nonpositive_integer(b, x), c(b, NAN, x), result);
-  result = b.select(b.compare("EQ", x, c(b, 0, x)), c(b, -INFINITY, x), result);
-  return b.select(b.compare("EQ", x, c(b, INFINITY, x)), x, result);
+  result = b.select(b.eq(x, c(b, 0, x)), c(b, -INFINITY, x), result);
+  return b.select(b.eq(x, c(b, INFINITY, x)), x, result);
 }
 
 Values special_unary(LoweringContext& ctx, int index, Value (*f)(Builder&, const Value&)) {
@@ -114,31 +110,28 @@ Value hurwitz_zeta(Builder& b, const Value& s, const Value& q) {
                                                 -4.5979787224074726105e15,
                                                 1.8152105401943546773e17,
                                                 -7.1661652561756670113e18};
-  Value exponent = b.unary("negate", s);
+  Value exponent = b.negate(s);
   Value sum = c(b, 0, q);
   Value a = q;
   Value term = c(b, 0, q);
   for (int k = 0; k <= 9; ++k) {
-    a = k == 0 ? q : b.binary("add", a, c(b, 1, q));
-    term = b.binary("power", a, exponent);
-    sum = b.binary("add", sum, term);
+    a = k == 0 ? q : b.add(a, c(b, 1, q));
+    term = b.power(a, exponent);
+    sum = b.add(sum, term);
   }
   Value w = a;
-  sum = b.binary(
-      "add", sum,
-      b.binary("divide", b.binary("multiply", term, w), b.binary("subtract", s, c(b, 1, q))));
-  sum = b.binary("subtract", sum, b.binary("multiply", c(b, 0.5, q), term));
+  sum = b.add(sum, b.divide(b.multiply(term, w), b.subtract(s, c(b, 1, q))));
+  sum = b.subtract(sum, b.multiply(c(b, 0.5, q), term));
   Value factor = c(b, 1, q);
   double k = 0.0;
   Value bt = term;
   for (double coefficient : kA) {
-    factor = b.binary("multiply", factor, b.binary("add", s, c(b, k, q)));
-    bt = b.binary("divide", bt, w);
-    sum = b.binary("add", sum,
-                   b.binary("multiply", b.binary("divide", factor, c(b, coefficient, q)), bt));
+    factor = b.multiply(factor, b.add(s, c(b, k, q)));
+    bt = b.divide(bt, w);
+    sum = b.add(sum, b.multiply(b.divide(factor, c(b, coefficient, q)), bt));
     k += 1;
-    factor = b.binary("multiply", factor, b.binary("add", s, c(b, k, q)));
-    bt = b.binary("divide", bt, w);
+    factor = b.multiply(factor, b.add(s, c(b, k, q)));
+    bt = b.divide(bt, w);
     k += 1;
   }
   return sum;
@@ -153,26 +146,25 @@ Value zeta(Builder& b, const Value& x, const Value& q) {
   auto shifted = b.while_loop(
       {x, q, c(b, 0, q)},
       [&](Builder& r, const std::vector<Value>& s) {
-        Value low = r.compare("LT", s[1], splat(r, 0.5, s[1].type, s[1].shape));
+        Value low = r.lt(s[1], splat(r, 0.5, s[1].type, s[1].shape));
         return std::vector<Value>{
-            r.reduce(low, r.constant(0, hlo::ElementType::Pred), all_dims, "or")};
+            r.reduce(low, r.constant(0, hlo::ElementType::Pred), all_dims, BinaryOp::Or)};
       },
       [](Builder& r, const std::vector<Value>& s) {
-        Value low = r.compare("LT", s[1], splat(r, 0.5, s[1].type, s[1].shape));
-        Value term = r.binary("power", s[1], r.unary("negate", s[0]));
+        Value low = r.lt(s[1], splat(r, 0.5, s[1].type, s[1].shape));
+        Value term = r.power(s[1], r.negate(s[0]));
         return std::vector<Value>{
-            s[0], r.select(low, r.binary("add", s[1], splat(r, 1, s[1].type, s[1].shape)), s[1]),
-            r.select(low, r.binary("add", s[2], term), s[2])};
+            s[0], r.select(low, r.add(s[1], splat(r, 1, s[1].type, s[1].shape)), s[1]),
+            r.select(low, r.add(s[2], term), s[2])};
       });
-  Value result = b.binary("add", shifted[2], hurwitz_zeta(b, x, shifted[1]));
+  Value result = b.add(shifted[2], hurwitz_zeta(b, x, shifted[1]));
   Value nan = c(b, NAN, q), inf = c(b, INFINITY, q);
-  Value integer_x = b.compare("EQ", x, b.unary("floor", x));
-  result = b.select(b.binary("and", b.compare("LT", q, c(b, 0, q)), b.unary("not", integer_x)), nan,
-                    result);
+  Value integer_x = b.eq(x, b.floor(x));
+  result = b.select(b.and_(b.lt(q, c(b, 0, q)), b.not_(integer_x)), nan, result);
   result = b.select(is_nonpositive_integer(b, q), inf, result);
-  result = b.select(b.compare("LT", x, c(b, 1, x)), nan, result);
-  result = b.select(b.compare("EQ", x, c(b, 1, x)), inf, result);
-  return b.select(b.binary("or", is_nan(b, x), is_nan(b, q)), nan, result);
+  result = b.select(b.lt(x, c(b, 1, x)), nan, result);
+  result = b.select(b.eq(x, c(b, 1, x)), inf, result);
+  return b.select(b.or_(is_nan(b, x), is_nan(b, q)), nan, result);
 }
 LOWER({"special_zeta", "special_zeta.out", "special_zeta.self_scalar", "special_zeta.other_scalar",
        "special_zeta.self_scalar_out", "special_zeta.other_scalar_out"},
@@ -197,13 +189,13 @@ Value cot_derivative(Builder& b, int64_t n, const Value& x) {
     }
     q = next;
   }
-  Value angle = b.binary("multiply", c(b, kPi, x), x);
-  Value cot = b.binary("divide", b.unary("cosine", angle), b.unary("sine", angle));
+  Value angle = b.multiply(c(b, kPi, x), x);
+  Value cot = b.divide(b.cosine(angle), b.sine(angle));
   Value poly = c(b, q.back(), x);
   for (size_t i = q.size() - 1; i-- > 0;) {
-    poly = b.binary("add", b.binary("multiply", poly, cot), c(b, q[i], x));
+    poly = b.add(b.multiply(poly, cot), c(b, q[i], x));
   }
-  return b.binary("multiply", c(b, std::pow(kPi, static_cast<double>(n)), x), poly);
+  return b.multiply(c(b, std::pow(kPi, static_cast<double>(n)), x), poly);
 }
 // polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x) for x >= 1/2; below, the reflection
 // psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x).
@@ -211,12 +203,11 @@ Value polygamma(Builder& b, int64_t n, const Value& x) {
   double factorial = 1;
   for (int64_t i = 2; i <= n; ++i) factorial *= static_cast<double>(i);
   double sign = n % 2 == 1 ? 1.0 : -1.0;  // (-1)^(n+1)
-  Value reflect = b.compare("LT", x, c(b, 0.5, x));
-  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
-  Value direct =
-      b.binary("multiply", c(b, sign * factorial, x), hurwitz_zeta(b, c(b, n + 1.0, y), y));
-  Value reflected = b.binary("subtract", b.binary("multiply", c(b, -sign, x), direct),
-                             b.binary("multiply", c(b, kPi, x), cot_derivative(b, n, x)));
+  Value reflect = b.lt(x, c(b, 0.5, x));
+  Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
+  Value direct = b.multiply(c(b, sign * factorial, x), hurwitz_zeta(b, c(b, n + 1.0, y), y));
+  Value reflected = b.subtract(b.multiply(c(b, -sign, x), direct),
+                               b.multiply(c(b, kPi, x), cot_derivative(b, n, x)));
   Value result = b.select(reflect, reflected, direct);
   return b.select(is_nonpositive_integer(b, x), c(b, sign * INFINITY, x), result);
 }
@@ -224,33 +215,24 @@ Value polygamma(Builder& b, int64_t n, const Value& x) {
 // trigamma (polygamma of order 1) as ATen computes it: reflection through 1/sin^2 below 1/2,
 // recurrence up to 6, then the asymptotic series.
 Value trigamma(Builder& b, const Value& x) {
-  Value reflect = b.compare("LT", x, c(b, 0.5, x));
-  Value sine = b.unary("sine", b.binary("multiply", c(b, kPi, x), x));
-  Value result = b.select(
-      reflect,
-      b.unary("negate", b.binary("divide", c(b, kPi * kPi, x), b.binary("multiply", sine, sine))),
-      c(b, 0, x));
-  Value y = b.select(reflect, b.binary("subtract", c(b, 1, x), x), x);
+  Value reflect = b.lt(x, c(b, 0.5, x));
+  Value sine = b.sine(b.multiply(c(b, kPi, x), x));
+  Value result =
+      b.select(reflect, b.negate(b.divide(c(b, kPi * kPi, x), b.multiply(sine, sine))), c(b, 0, x));
+  Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
   for (int i = 0; i < 6; ++i) {
-    result = b.binary("add", result, b.binary("divide", c(b, 1, x), b.binary("multiply", y, y)));
-    y = b.binary("add", y, c(b, 1, x));
+    result = b.add(result, b.divide(c(b, 1, x), b.multiply(y, y)));
+    y = b.add(y, c(b, 1, x));
   }
-  Value ixx = b.binary("divide", c(b, 1, x), b.binary("multiply", y, y));
-  Value series =
-      b.binary("multiply", ixx,
-               b.binary("subtract", c(b, 1.0 / 6, x),
-                        b.binary("multiply", ixx,
-                                 b.binary("subtract", c(b, 1.0 / 30, x),
-                                          b.binary("multiply", ixx, c(b, 1.0 / 42, x))))));
-  Value tail = b.binary(
-      "divide",
-      b.binary("add",
-               b.binary("add", c(b, 1, x),
-                        b.binary("divide", c(b, 1, x), b.binary("multiply", c(b, 2, x), y))),
-               series),
-      y);
-  result = b.binary("add", result, tail);
-  return b.select(reflect, b.unary("negate", result), result);
+  Value ixx = b.divide(c(b, 1, x), b.multiply(y, y));
+  Value series = b.multiply(
+      ixx, b.subtract(
+               c(b, 1.0 / 6, x),
+               b.multiply(ixx, b.subtract(c(b, 1.0 / 30, x), b.multiply(ixx, c(b, 1.0 / 42, x))))));
+  Value tail = b.divide(
+      b.add(b.add(c(b, 1, x), b.divide(c(b, 1, x), b.multiply(c(b, 2, x), y))), series), y);
+  result = b.add(result, tail);
+  return b.select(reflect, b.negate(result), result);
 }
 
 // polygamma(n, self) and polygamma_(self, n): n = 0 is digamma, 1 trigamma.

@@ -25,7 +25,7 @@ Value column_dots(Builder& b, const Value& x, const Value& y) {
   const int64_t r = x.rank();
   Shape shape = x.shape;
   shape[r - 2] = 1;
-  return b.reshape(sum(b, mul(b, x, y), {r - 2}), shape);
+  return b.reshape(sum(b, b.multiply(x, y), {r - 2}), shape);
 }
 
 struct Jacobi {
@@ -48,7 +48,7 @@ Jacobi orthogonalize_columns(Builder& b, const Value& a) {
         Value x = cols_of(q, s[0], 0, h), y = cols_of(q, s[0], h, n2);
         Value alpha = column_dots(q, x, x), beta = column_dots(q, y, y);
         Value gamma = column_dots(q, x, y);
-        Value threshold = mul(q, c(q, tolerance, alpha), q.unary("sqrt", mul(q, alpha, beta)));
+        Value threshold = q.multiply(c(q, tolerance, alpha), q.sqrt(q.multiply(alpha, beta)));
         Rotation rotation = jacobi_rotation(q, alpha, beta, gamma, threshold);
         auto [round, quiet] = next_counters(q, s[2], s[3], rotation.active);
         return std::vector<Value>{rotate_column_pairs(q, s[0], rotation),
@@ -60,10 +60,9 @@ Jacobi orthogonalize_columns(Builder& b, const Value& a) {
 // `x` [..., rows, n] sorted along its columns by `key` [..., 1, n], largest first.
 Value sort_columns(Builder& b, const Value& key, const Value& x) {
   const int64_t last = x.rank() - 1;
-  auto sorted = b.sort({broadcast_to(b, key, x.shape), x}, last, /*stable=*/true,
-                       [](Builder& q, const std::vector<Value>& a) {
-                         return std::vector<Value>{q.compare("GT", a[0], a[1])};
-                       });
+  auto sorted = b.sort(
+      {broadcast_to(b, key, x.shape), x}, last, /*stable=*/true,
+      [](Builder& q, const std::vector<Value>& a) { return std::vector<Value>{q.gt(a[0], a[1])}; });
   return sorted[1];
 }
 
@@ -88,12 +87,12 @@ Svd tall_svd(Builder& b, const Value& a, bool full_matrices, bool compute_uv) {
             splat(b, 0, a.type, s_shape), splat(b, 0, a.type, with_matrix(batch_of(a), 0, 0))};
   }
   Jacobi j = orthogonalize_columns(b, padded);
-  Value norms = b.unary("sqrt", column_dots(b, j.columns, j.columns));  // [..., 1, N2]
+  Value norms = b.sqrt(column_dots(b, j.columns, j.columns));  // [..., 1, N2]
   Value key = norms;
   if (n2 != n) {
     // The padding column is never rotated: V's last row marks it; it sorts last.
     Value marker = rows_of(b, j.rotations, n2 - 1, n2);
-    key = b.select(b.compare("EQ", marker, c(b, 1, marker)), c(b, -1, key), key);
+    key = b.select(b.eq(marker, c(b, 1, marker)), c(b, -1, key), key);
   }
   Value s = cols_of(b, sort_columns(b, key, norms), 0, n);
   Shape s_shape = batch_of(a);
@@ -104,23 +103,22 @@ Svd tall_svd(Builder& b, const Value& a, bool full_matrices, bool compute_uv) {
   Value v = block(b, sort_columns(b, key, j.rotations), 0, n, 0, n);
   Value s_wide = broadcast_to(b, s, columns.shape);
   Value zero = c(b, 0, columns);
-  Value u = b.select(b.compare("GT", s_wide, zero), div(b, columns, s_wide), zero);
+  Value u = b.select(b.gt(s_wide, zero), b.divide(columns, s_wide), zero);
   // Q of u's QR is u up to column signs where s > 0, and completes it everywhere else.
   Reflectors f = householder(b, u);
   Value basis = identity(b, batch_of(a), rows, full_matrices ? rows : n, a.type);
   Value q = apply_reflectors(b, f.packed, f.tau, basis, /*transposed=*/false);
   if (n > 0) {
-    Value on_diagonal = b.compare("EQ", b.iota(f.packed.shape, ElementType::S64, r - 2),
-                                  b.iota(f.packed.shape, ElementType::S64, r - 1));
+    Value on_diagonal = b.eq(b.iota(f.packed.shape, ElementType::S64, r - 2),
+                             b.iota(f.packed.shape, ElementType::S64, r - 1));
     Value diagonal = sum(b, b.select(on_diagonal, f.packed, c(b, 0, f.packed)), {r - 2});
-    Value flip =
-        b.reshape(b.compare("LT", diagonal, c(b, 0, diagonal)), with_matrix(batch_of(a), 1, n));
+    Value flip = b.reshape(b.lt(diagonal, c(b, 0, diagonal)), with_matrix(batch_of(a), 1, n));
     Value sign = b.select(flip, splat(b, -1, a.type, flip.shape), splat(b, 1, a.type, flip.shape));
     if (q.shape[r - 1] > n) {
       sign = b.concatenate(
           {sign, splat(b, 1, a.type, with_matrix(batch_of(a), 1, q.shape[r - 1] - n))}, r - 1);
     }
-    q = mul(b, q, broadcast_to(b, sign, q.shape));
+    q = b.multiply(q, broadcast_to(b, sign, q.shape));
   }
   out.u = q;
   out.vh = matrix_transpose(b, v);
@@ -135,9 +133,9 @@ LOWER({"_linalg_svd", "_linalg_svd.U"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   // CPU's LAPACK refuses a non-finite matrix; here the device checks it, raising at the next
   // sync (matrix_rank and pinv of a NaN matrix answered 0 and zeros).
-  Value magnitude = b.unary("abs", a);
+  Value magnitude = b.abs(a);
   b.check_at_runtime(
-      all_of(b, b.compare("LT", magnitude, splat(b, INFINITY, magnitude.type, magnitude.shape))),
+      all_of(b, b.lt(magnitude, splat(b, INFINITY, magnitude.type, magnitude.shape))),
       Builder::CheckKind::RaisesRuntimeError,
       "a matrix holding non-finite values (linalg.svd: The algorithm failed to converge because "
       "the input matrix contained non-finite values)");

@@ -26,7 +26,7 @@ ElementType interp_math(ElementType type) {
 // wraps what lies outside: bicubic overshoots).
 Value store_as(Builder& b, const Value& x, ElementType type) {
   if (hlo::is_float(type)) return b.convert(x, type);
-  Value rounded = b.unary("round_nearest_even", x);
+  Value rounded = b.round_nearest_even(x);
   if (type == ElementType::U8 || type == ElementType::S8) {
     const bool is_unsigned = type == ElementType::U8;
     rounded = b.clamp(splat(b, is_unsigned ? 0 : -128, x.type, x.shape), rounded,
@@ -61,23 +61,19 @@ AxisPlan plan_axis(Builder& b, int64_t in, int64_t out, Interp mode, bool align_
   double scale = wide ? compute_scale<double>(in, out, corners, scale_opt)
                       : compute_scale<float>(in, out, corners, scale_opt);
   if (mode != Interp::Linear) {
-    Value src = mode == Interp::Nearest
-                    ? b.binary("multiply", i, f(scale))
-                    : b.binary("multiply", b.binary("add", i, f(0.5)), f(scale));
-    Value index = b.convert(b.unary("floor", src), ElementType::S64);
-    index = b.binary("minimum", index, last);
+    Value src =
+        mode == Interp::Nearest ? b.multiply(i, f(scale)) : b.multiply(b.add(i, f(0.5)), f(scale));
+    Value index = b.convert(b.floor(src), ElementType::S64);
+    index = b.minimum(index, last);
     return {index, index, Value()};
   }
-  Value src = align_corners
-                  ? b.binary("multiply", i, f(scale))
-                  : b.binary("subtract", b.binary("multiply", b.binary("add", i, f(0.5)), f(scale)),
-                             f(0.5));
-  if (!align_corners) src = b.binary("maximum", src, f(0));
-  Value low_f = b.unary("floor", src);
-  Value low = b.binary("minimum", b.convert(low_f, ElementType::S64), last);
-  Value high =
-      b.binary("minimum", b.binary("add", low, splat(b, 1, ElementType::S64, shape)), last);
-  Value weight = b.binary("subtract", src, b.convert(low, ft));
+  Value src = align_corners ? b.multiply(i, f(scale))
+                            : b.subtract(b.multiply(b.add(i, f(0.5)), f(scale)), f(0.5));
+  if (!align_corners) src = b.maximum(src, f(0));
+  Value low_f = b.floor(src);
+  Value low = b.minimum(b.convert(low_f, ElementType::S64), last);
+  Value high = b.minimum(b.add(low, splat(b, 1, ElementType::S64, shape)), last);
+  Value weight = b.subtract(src, b.convert(low, ft));
   return {low, high, weight};
 }
 
@@ -93,8 +89,8 @@ Value resample_axis(Builder& b, const Value& x, int64_t dim, const AxisPlan& pla
   if (mode != Interp::Linear) return low;
   Value high = take_slices(b, x, dim, plan.high);
   Value w1 = along(b, plan.high_weight, low, dim);
-  Value w0 = b.binary("subtract", splat(b, 1, low.type, low.shape), w1);
-  return b.binary("add", b.binary("multiply", w0, low), b.binary("multiply", w1, high));
+  Value w0 = b.subtract(splat(b, 1, low.type, low.shape), w1);
+  return b.add(b.multiply(w0, low), b.multiply(w1, high));
 }
 
 Value resample_axis_backward(Builder& b, const Value& grad, int64_t dim, int64_t in,
@@ -102,11 +98,11 @@ Value resample_axis_backward(Builder& b, const Value& grad, int64_t dim, int64_t
   Shape shape = grad.shape;
   shape[dim] = in;
   Value zeros = splat(b, 0, grad.type, shape);
-  if (mode != Interp::Linear) return combine_slices(b, zeros, dim, plan.low, grad, "add");
+  if (mode != Interp::Linear) return combine_slices(b, zeros, dim, plan.low, grad, BinaryOp::Add);
   Value w1 = along(b, plan.high_weight, grad, dim);
-  Value w0 = b.binary("subtract", splat(b, 1, grad.type, grad.shape), w1);
-  Value result = combine_slices(b, zeros, dim, plan.low, b.binary("multiply", w0, grad), "add");
-  return combine_slices(b, result, dim, plan.high, b.binary("multiply", w1, grad), "add");
+  Value w0 = b.subtract(splat(b, 1, grad.type, grad.shape), w1);
+  Value result = combine_slices(b, zeros, dim, plan.low, b.multiply(w0, grad), BinaryOp::Add);
+  return combine_slices(b, result, dim, plan.high, b.multiply(w1, grad), BinaryOp::Add);
 }
 
 // A window of `width` source positions per output position along one axis, with a weight each:
@@ -201,7 +197,7 @@ Value apply_taps(Builder& b, const Value& x, int64_t dim, const Taps& taps) {
   weight_shape[dim] = out;
   weight_shape[dim + 1] = taps.width;
   Value weight = b.reshape(b.constant_values(taps.weight, x.type), weight_shape);
-  return sum(b, b.binary("multiply", window, broadcast_to(b, weight, split)), {dim + 1});
+  return sum(b, b.multiply(window, broadcast_to(b, weight, split)), {dim + 1});
 }
 
 // The transpose of apply_taps: each output's gradient, weighted, added back to its window.
@@ -219,14 +215,14 @@ Value apply_taps_backward(Builder& b, const Value& grad, int64_t dim, int64_t in
   weight_shape[dim] = out;
   weight_shape[dim + 1] = taps.width;
   Value weight = b.reshape(b.constant_values(taps.weight, grad.type), weight_shape);
-  spread = b.binary("multiply", spread, broadcast_to(b, weight, split));
+  spread = b.multiply(spread, broadcast_to(b, weight, split));
   Shape flat = grad.shape;
   flat[dim] = out * taps.width;
   Shape shape = grad.shape;
   shape[dim] = in;
   return combine_slices(b, splat(b, 0, grad.type, shape), dim,
                         b.constant_values(taps.index, ElementType::S64), b.reshape(spread, flat),
-                        "add");
+                        BinaryOp::Add);
 }
 
 std::optional<double> optional_double(const c10::IValue& value) {

@@ -39,7 +39,7 @@ hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int l
   Value value = read_view(b, flat, view_offset(tensor, index, list_index), tensor);
   // A lazily conjugated (x.conj()) or negated view holds the plain values: apply the bit.
   if (tensor.is_conj()) value = b.conj(value);
-  if (tensor.is_neg()) value = b.unary("negate", value);
+  if (tensor.is_neg()) value = b.negate(value);
   return value;
 }
 

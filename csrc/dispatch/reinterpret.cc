@@ -53,7 +53,7 @@ Value reinterpret_real(hlo::Builder& b, Value flat, ElementType to) {
     out = b.bitcast_convert(b.reshape(flat, {n / ratio, ratio}), target);
   }
   if (to == ElementType::Pred) {
-    out = b.compare("NE", out, b.constant_int(0, ElementType::U8, out.shape));
+    out = b.ne(out, b.constant_int(0, ElementType::U8, out.shape));
   }
   return out;
 }

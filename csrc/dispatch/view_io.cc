@@ -24,9 +24,9 @@ hlo::Value linear_indices(hlo::Builder& b, const hlo::Value& offset, const at::T
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t stride = tensor.stride(static_cast<int64_t>(d));
     if (stride == 0 || shape[d] == 1) continue;
-    hlo::Value term = b.binary("multiply", b.iota(shape, type, static_cast<int64_t>(d)),
-                               b.constant_int(stride, type, shape));
-    index = b.binary("add", index, term);
+    hlo::Value term = b.multiply(b.iota(shape, type, static_cast<int64_t>(d)),
+                                 b.constant_int(stride, type, shape));
+    index = b.add(index, term);
   }
   hlo::Shape with_vector = shape;
   with_vector.push_back(1);

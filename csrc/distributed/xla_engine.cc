@@ -35,6 +35,14 @@ void check_inputs(const std::string& kind, const std::vector<at::Tensor>& inputs
   }
 }
 
+// The collective's reducer, which arrives from Python by its StableHLO name ("add", "or").
+hlo::BinaryOp reducer_op(const XlaCollective& c) {
+  std::optional<hlo::BinaryOp> op = hlo::binary_op_named(c.reducer);
+  hlo::require(op.has_value(), c.kind + ": unknown reducer '" + c.reducer +
+                                   "' (add, multiply, minimum, maximum, and, or, xor)");
+  return *op;
+}
+
 // The collective's module: the flat storage buffer in, the flat result out.
 std::string build_module(const XlaCollective& c, const at::Tensor& like, int64_t replicas,
                          hlo::Shape& result_shape) {
@@ -47,11 +55,11 @@ std::string build_module(const XlaCollective& c, const at::Tensor& like, int64_t
   const std::vector<std::vector<int64_t>> groups{group};
   hlo::Value y;
   if (c.kind == "all_reduce") {
-    y = b.all_reduce(x, c.reducer, groups);
+    y = b.all_reduce(x, reducer_op(c), groups);
   } else if (c.kind == "all_gather") {
     y = b.all_gather(x, c.dim, groups);
   } else if (c.kind == "reduce_scatter") {
-    y = b.reduce_scatter(x, c.dim, c.reducer, groups);
+    y = b.reduce_scatter(x, c.dim, reducer_op(c), groups);
   } else if (c.kind == "all_to_all") {
     y = b.all_to_all(x, c.dim, c.dim, replicas, groups);
   } else if (c.kind == "permute") {

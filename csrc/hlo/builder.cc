@@ -265,34 +265,36 @@ Value Builder::iota(const Shape& shape, ElementType type, int64_t dimension) {
   return emit1("iota", {}, "iota_dimension = " + std::to_string(dimension) + " : i64", shape, type);
 }
 
-Value Builder::unary(const std::string& op, const Value& x) {
+Value Builder::unary(UnaryOp op, const Value& x) {
   ElementType type = x.type;
-  if (op == "abs" && type == ElementType::C32) {
+  if (op == UnaryOp::Abs && type == ElementType::C32) {
     return convert(unary(op, retyped(x, ElementType::C64)), ElementType::F16);
   }
-  if (op == "abs" && is_complex(type)) type = component_type(type);  // |z| is real
+  if (op == UnaryOp::Abs && is_complex(type)) type = component_type(type);  // |z| is real
   // stablehlo's abs and sign take no unsigned operands: |x| is x, and sign(x) is x != 0.
-  if (op == "abs" && is_unsigned_int(type)) return x;
-  if (op == "sign" && is_unsigned_int(type)) {
-    return convert(compare("NE", x, constant(0, type, x.shape)), type);
+  if (op == UnaryOp::Abs && is_unsigned_int(type)) return x;
+  if (op == UnaryOp::Sign && is_unsigned_int(type)) {
+    return convert(ne(x, constant(0, type, x.shape)), type);
   }
-  return emit1(op, {x}, "", x.shape, type);
+  return emit1(std::string(stablehlo_name(op)), {x}, "", x.shape, type);
 }
 
-Value Builder::binary(const std::string& op, const Value& a, const Value& b) {
+Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
+  const std::string name(stablehlo_name(op));
   require(a.shape == b.shape,
-          op + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
+          name + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   require(a.type == b.type,
-          op + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
-  return emit1(op, {a, b}, "", a.shape, a.type);
+          name + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
+  return emit1(name, {a, b}, "", a.shape, a.type);
 }
 
-Value Builder::compare(const std::string& direction, const Value& a, const Value& b) {
+Value Builder::compare(Comparison direction, const Value& a, const Value& b) {
   require(a.shape == b.shape && a.type == b.type,
           "compare: operands differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   return emit1("compare", {a, b},
-               "comparison_direction = #stablehlo<comparison_direction " + direction + ">", a.shape,
-               ElementType::Pred);
+               "comparison_direction = #stablehlo<comparison_direction " +
+                   std::string(stablehlo_name(direction)) + ">",
+               a.shape, ElementType::Pred);
 }
 
 Value Builder::select(const Value& predicate, const Value& on_true, const Value& on_false) {
@@ -321,7 +323,7 @@ Value Builder::convert(const Value& x, ElementType type) {
   if (type == ElementType::F8E4M3FN && !is_float8(x.type)) {
     Value wide = is_float(x.type) ? x : convert(x, ElementType::F32);
     Value limit = constant(448.0, wide.type, wide.shape);
-    wide = clamp(unary("negate", limit), wide, limit);
+    wide = clamp(negate(limit), wide, limit);
     return emit1("convert", {wide}, "", x.shape, type);
   }
   return emit1("convert", {x}, "", x.shape, type);
@@ -354,11 +356,10 @@ Value Builder::complex(const Value& re, const Value& im) {
 
 Value Builder::conj(const Value& x) {
   if (!is_complex(x.type)) return x;
-  return complex(real(x), unary("negate", imag(x)));
+  return complex(real(x), negate(imag(x)));
 }
 
-Value Builder::fft(const Value& x, const std::string& fft_type,
-                   const std::vector<int64_t>& lengths) {
+Value Builder::fft(const Value& x, FftType fft_type, const std::vector<int64_t>& lengths) {
   const size_t n = lengths.size();
   require(n >= 1 && n <= 3 && n <= x.shape.size(), "fft: 1 to 3 trailing dimensions");
   if (x.type == ElementType::C32 || x.type == ElementType::F16) {  // computed in complex64
@@ -368,18 +369,19 @@ Value Builder::fft(const Value& x, const std::string& fft_type,
   }
   Shape shape = x.shape;
   ElementType type = x.type;
-  if (fft_type == "RFFT") {
+  if (fft_type == FftType::RFFT) {
     require(is_float(x.type), "fft: RFFT takes a real operand");
     shape.back() = lengths.back() / 2 + 1;
     type = complex_type_of(x.type);
-  } else if (fft_type == "IRFFT") {
+  } else if (fft_type == FftType::IRFFT) {
     require(is_complex(x.type), "fft: IRFFT takes a complex operand");
     shape.back() = lengths.back();
     type = component_type(x.type);
   } else {
     require(is_complex(x.type), "fft: FFT and IFFT take a complex operand");
   }
-  std::string attributes = "fft_type = #stablehlo<fft_type " + fft_type +
+  std::string attributes = "fft_type = #stablehlo<fft_type " +
+                           std::string(stablehlo_name(fft_type)) +
                            ">, fft_length = array<i64: " + join(lengths) + ">";
   return emit1("fft", {x}, attributes, shape, type);
 }
@@ -611,8 +613,8 @@ std::vector<Value> Builder::reduce(const std::vector<Value>& inputs,
 }
 
 Value Builder::reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
-                      const std::string& op) {
-  return reduce({x}, {init}, dims, [&op](Builder& b, const std::vector<Value>& args) {
+                      BinaryOp op) {
+  return reduce({x}, {init}, dims, [op](Builder& b, const std::vector<Value>& args) {
     return std::vector<Value>{b.binary(op, args[0], args[1])};
   })[0];
 }
@@ -621,15 +623,14 @@ Value Builder::reduce_window(const Value& x, const Value& init, const std::vecto
                              const std::vector<int64_t>& strides,
                              const std::vector<int64_t>& base_dilations,
                              const std::vector<int64_t>& window_dilations,
-                             const std::vector<std::pair<int64_t, int64_t>>& padding,
-                             const std::string& op) {
+                             const std::vector<std::pair<int64_t, int64_t>>& padding, BinaryOp op) {
   const size_t rank = x.shape.size();
   require(window.size() == rank && strides.size() == rank && base_dilations.size() == rank &&
               window_dilations.size() == rank && padding.size() == rank,
           "reduce_window: one window/stride/dilation/padding per dimension");
   Shape shape =
       window_output_shape(x.shape, window, strides, base_dilations, window_dilations, padding);
-  std::string body_text = region({init.type, init.type}, [&op](Builder& b, const auto& args) {
+  std::string body_text = region({init.type, init.type}, [op](Builder& b, const auto& args) {
     return std::vector<Value>{b.binary(op, args[0], args[1])};
   });
   std::string attributes =
@@ -748,22 +749,22 @@ std::pair<Value, Value> Builder::rng_bit_generator(const Value& state, const Sha
   return {results[0], results[1]};
 }
 
-std::string Builder::reducer_region(const std::string& op, const std::string& reducer,
-                                    ElementType type) {
-  const bool arithmetic =
-      reducer == "add" || reducer == "multiply" || reducer == "minimum" || reducer == "maximum";
-  const bool bitwise = reducer == "and" || reducer == "or" || reducer == "xor";
-  require(arithmetic || bitwise, op + ": unknown reducer '" + reducer +
-                                     "' (add, multiply, minimum, maximum, and, or, xor)");
-  require(
-      !bitwise || type == ElementType::Pred || is_signed_int(type) || is_unsigned_int(type),
-      op + ": reducer '" + reducer + "' needs an integer or i1 operand, not " + mlir_name(type));
-  return region({type, type}, [&reducer](Builder& b, const std::vector<Value>& args) {
+std::string Builder::reducer_region(const std::string& op, BinaryOp reducer, ElementType type) {
+  const bool arithmetic = reducer == BinaryOp::Add || reducer == BinaryOp::Multiply ||
+                          reducer == BinaryOp::Minimum || reducer == BinaryOp::Maximum;
+  const bool bitwise =
+      reducer == BinaryOp::And || reducer == BinaryOp::Or || reducer == BinaryOp::Xor;
+  const std::string name(stablehlo_name(reducer));
+  require(arithmetic || bitwise,
+          op + ": unknown reducer '" + name + "' (add, multiply, minimum, maximum, and, or, xor)");
+  require(!bitwise || type == ElementType::Pred || is_signed_int(type) || is_unsigned_int(type),
+          op + ": reducer '" + name + "' needs an integer or i1 operand, not " + mlir_name(type));
+  return region({type, type}, [reducer](Builder& b, const std::vector<Value>& args) {
     return std::vector<Value>{b.binary(reducer, args[0], args[1])};
   });
 }
 
-Value Builder::all_reduce(const Value& x, const std::string& reducer,
+Value Builder::all_reduce(const Value& x, BinaryOp reducer,
                           const std::vector<std::vector<int64_t>>& replica_groups) {
   group_size("all_reduce", replica_groups);
   std::string body_text = reducer_region("all_reduce", reducer, x.type);
@@ -783,7 +784,7 @@ Value Builder::all_gather(const Value& x, int64_t dimension,
                shape, x.type);
 }
 
-Value Builder::reduce_scatter(const Value& x, int64_t dimension, const std::string& reducer,
+Value Builder::reduce_scatter(const Value& x, int64_t dimension, BinaryOp reducer,
                               const std::vector<std::vector<int64_t>>& replica_groups) {
   const int64_t size = group_size("reduce_scatter", replica_groups);
   require(dimension >= 0 && dimension < x.rank() && x.shape[dimension] % size == 0,
@@ -882,7 +883,7 @@ Builder::RuntimeCheck Builder::runtime_check_failure() const {
 std::optional<Value> Builder::runtime_checks() {
   if (runtime_checks_.empty()) return std::nullopt;
   Value all = runtime_checks_[0];
-  for (size_t i = 1; i < runtime_checks_.size(); ++i) all = binary("and", all, runtime_checks_[i]);
+  for (size_t i = 1; i < runtime_checks_.size(); ++i) all = and_(all, runtime_checks_[i]);
   return all;
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "csrc/hlo/ops.h"
 #include "csrc/hlo/types.h"
 
 namespace torch_tpu::hlo {
@@ -89,10 +90,24 @@ class Builder {
   Value constant_values(const std::vector<double>& values, ElementType type);
   Value iota(const Shape& shape, ElementType type, int64_t dimension);
 
-  // Elementwise; operands must have equal shapes (broadcast explicitly first).
-  Value unary(const std::string& op, const Value& x);
-  Value binary(const std::string& op, const Value& a, const Value& b);
-  Value compare(const std::string& direction, const Value& a, const Value& b);
+  // Elementwise; operands must have equal shapes (broadcast explicitly first). Each op of
+  // ops.h has its own method, e.g. b.negate(x), b.add(x, y), b.ge(x, y); these take the op as
+  // a value, for kernels that choose it (b.binary(is_max ? BinaryOp::Maximum : ...)).
+  Value unary(UnaryOp op, const Value& x);
+  Value binary(BinaryOp op, const Value& a, const Value& b);
+  Value compare(Comparison direction, const Value& a, const Value& b);
+#define TORCH_TPU_HLO_UNARY_METHOD(value, method, name) \
+  Value method(const Value& x) { return unary(UnaryOp::value, x); }
+#define TORCH_TPU_HLO_BINARY_METHOD(value, method, name) \
+  Value method(const Value& a, const Value& b) { return binary(BinaryOp::value, a, b); }
+#define TORCH_TPU_HLO_COMPARISON_METHOD(value, method, name) \
+  Value method(const Value& a, const Value& b) { return compare(Comparison::value, a, b); }
+  TORCH_TPU_HLO_UNARY_OPS(TORCH_TPU_HLO_UNARY_METHOD)
+  TORCH_TPU_HLO_BINARY_OPS(TORCH_TPU_HLO_BINARY_METHOD)
+  TORCH_TPU_HLO_COMPARISONS(TORCH_TPU_HLO_COMPARISON_METHOD)
+#undef TORCH_TPU_HLO_UNARY_METHOD
+#undef TORCH_TPU_HLO_BINARY_METHOD
+#undef TORCH_TPU_HLO_COMPARISON_METHOD
   Value select(const Value& predicate, const Value& on_true, const Value& on_false);
   Value clamp(const Value& min, const Value& x, const Value& max);
   Value convert(const Value& x, ElementType type);
@@ -105,9 +120,9 @@ class Builder {
   Value complex(const Value& re, const Value& im);
   // Complex conjugate; a real value is its own conjugate.
   Value conj(const Value& x);
-  // stablehlo.fft over the trailing lengths.size() dimensions: "FFT", "IFFT" (scaled by 1/n, as
-  // XLA defines it), "RFFT" (real in, n/2+1 out), "IRFFT" (back to `lengths` real points).
-  Value fft(const Value& x, const std::string& fft_type, const std::vector<int64_t>& lengths);
+  // stablehlo.fft over the trailing lengths.size() dimensions: FFT, IFFT (scaled by 1/n, as
+  // XLA defines it), RFFT (real in, n/2+1 out), IRFFT (back to `lengths` real points).
+  Value fft(const Value& x, FftType fft_type, const std::vector<int64_t>& lengths);
 
   Value reshape(const Value& x, const Shape& shape);
   Value broadcast_in_dim(const Value& x, const Shape& shape, const std::vector<int64_t>& dims);
@@ -131,15 +146,13 @@ class Builder {
 
   std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
                             const std::vector<int64_t>& dims, const Body& body);
-  // Single-input reduction whose body is one binary op ("add", "maximum", ...).
-  Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims,
-               const std::string& op);
+  // Single-input reduction whose body is one binary op (BinaryOp::Add, Maximum, ...).
+  Value reduce(const Value& x, const Value& init, const std::vector<int64_t>& dims, BinaryOp op);
   Value reduce_window(const Value& x, const Value& init, const std::vector<int64_t>& window,
                       const std::vector<int64_t>& strides,
                       const std::vector<int64_t>& base_dilations,
                       const std::vector<int64_t>& window_dilations,
-                      const std::vector<std::pair<int64_t, int64_t>>& padding,
-                      const std::string& op);
+                      const std::vector<std::pair<int64_t, int64_t>>& padding, BinaryOp op);
   std::vector<Value> sort(const std::vector<Value>& inputs, int64_t dimension, bool stable,
                           const Body& comparator);
 
@@ -159,15 +172,15 @@ class Builder {
 
   // Cross-replica collectives (no channel_handle: replica ids, not partitions, index the
   // groups). `replica_groups` lists disjoint groups of equal size; `reducer` is a stablehlo
-  // binary op: add, multiply, minimum, maximum, or (integers and i1 only) and, or, xor. The
+  // binary op: Add, Multiply, Minimum, Maximum, or (integers and i1 only) And, Or, Xor. The
   // XLA CPU plugin compiles and/or on i1 only, and runs no minimum/maximum on complex values.
-  Value all_reduce(const Value& x, const std::string& reducer,
+  Value all_reduce(const Value& x, BinaryOp reducer,
                    const std::vector<std::vector<int64_t>>& replica_groups);
   // Concatenates the group's operands along `dimension` (which grows by the group size).
   Value all_gather(const Value& x, int64_t dimension,
                    const std::vector<std::vector<int64_t>>& replica_groups);
   // Reduces across the group, then replica k keeps block k of `dimension` (size / group size).
-  Value reduce_scatter(const Value& x, int64_t dimension, const std::string& reducer,
+  Value reduce_scatter(const Value& x, int64_t dimension, BinaryOp reducer,
                        const std::vector<std::vector<int64_t>>& replica_groups);
   // Splits `split_dimension` into `split_count` (= group size) blocks, sends block k to the
   // group's k-th replica, and concatenates what arrives along `concat_dimension`.
@@ -233,7 +246,7 @@ class Builder {
   // A region whose block arguments are shaped like `templates`.
   std::string region_like(const std::vector<Value>& templates, const Body& body);
   // A region reducing two scalars of `type` with the binary op `reducer` (checked for `op`).
-  std::string reducer_region(const std::string& op, const std::string& reducer, ElementType type);
+  std::string reducer_region(const std::string& op, BinaryOp reducer, ElementType type);
 
   int next_id_ = 0;
   std::vector<Value> parameters_;

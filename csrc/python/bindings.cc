@@ -115,8 +115,8 @@ std::pair<double, double> bench_bare_execute(const std::string& op, int iteratio
   hlo::Builder b;
   hlo::Value x = b.parameter({4, 4}, hlo::ElementType::F32);
   hlo::Value y = b.parameter({4, 4}, hlo::ElementType::F32);
-  hlo::Value out = op == "matmul" ? b.dot_general(x, y, {}, {}, {1}, {0}, hlo::ElementType::F32)
-                                  : b.binary("add", x, y);
+  hlo::Value out =
+      op == "matmul" ? b.dot_general(x, y, {}, {}, {1}, {0}, hlo::ElementType::F32) : b.add(x, y);
   auto executable =
       runtime.client().compile(b.module({out}), pjrt::single_device_compile_options());
   std::vector<float> host(16, 1.0f);

@@ -91,7 +91,7 @@ float from_bf16(uint16_t half) {
 
 const std::vector<float> kA{1, -2, 3.5f, 8, 0, -1}, kB{4, 5, -6, 0.5f, 2, -3};
 
-std::vector<std::vector<float>> all_reduce_f32(const std::string& reducer) {
+std::vector<std::vector<float>> all_reduce_f32(BinaryOp reducer) {
   std::string module = module_of({2, 3}, ElementType::F32, [&](Builder& b, const Value& x) {
     return b.all_reduce(x, reducer, kBothReplicas);
   });
@@ -106,35 +106,35 @@ std::vector<float> elementwise(const std::function<float(float, float)>& f) {
 
 TEST(AllReduce, SumF32) {
   auto expected = elementwise([](float a, float b) { return a + b; });
-  auto out = all_reduce_f32("add");
+  auto out = all_reduce_f32(BinaryOp::Add);
   EXPECT_EQ(out[0], expected);
   EXPECT_EQ(out[1], expected);
 }
 
 TEST(AllReduce, MaxF32) {
   auto expected = elementwise([](float a, float b) { return a > b ? a : b; });
-  auto out = all_reduce_f32("maximum");
+  auto out = all_reduce_f32(BinaryOp::Maximum);
   EXPECT_EQ(out[0], expected);
   EXPECT_EQ(out[1], expected);
 }
 
 TEST(AllReduce, MinF32) {
   auto expected = elementwise([](float a, float b) { return a < b ? a : b; });
-  auto out = all_reduce_f32("minimum");
+  auto out = all_reduce_f32(BinaryOp::Minimum);
   EXPECT_EQ(out[0], expected);
   EXPECT_EQ(out[1], expected);
 }
 
 TEST(AllReduce, ProductF32) {
   auto expected = elementwise([](float a, float b) { return a * b; });
-  auto out = all_reduce_f32("multiply");
+  auto out = all_reduce_f32(BinaryOp::Multiply);
   EXPECT_EQ(out[0], expected);
   EXPECT_EQ(out[1], expected);
 }
 
 TEST(AllReduce, SumS32) {
   std::string module = module_of({4}, ElementType::S32, [](Builder& b, const Value& x) {
-    return b.all_reduce(x, "add", kBothReplicas);
+    return b.all_reduce(x, BinaryOp::Add, kBothReplicas);
   });
   auto out = run_replicated<int32_t>(module, PJRT_Buffer_Type_S32, {4},
                                      {{1, -2, 1000000, 7}, {10, 20, 2000000, -7}});
@@ -151,7 +151,7 @@ TEST(AllReduce, SumBF16) {
     b16.push_back(to_bf16(b[i]));
   }
   std::string module = module_of({4}, ElementType::BF16, [](Builder& builder, const Value& x) {
-    return builder.all_reduce(x, "add", kBothReplicas);
+    return builder.all_reduce(x, BinaryOp::Add, kBothReplicas);
   });
   auto out = run_replicated<uint16_t>(module, PJRT_Buffer_Type_BF16, {4}, {a16, b16});
   for (int r = 0; r < 2; ++r) {
@@ -163,7 +163,7 @@ TEST(AllReduce, SumBF16) {
 
 TEST(AllReduce, OrPred) {
   std::string module = module_of({4}, ElementType::Pred, [](Builder& b, const Value& x) {
-    return b.all_reduce(x, "or", kBothReplicas);
+    return b.all_reduce(x, BinaryOp::Or, kBothReplicas);
   });
   auto out =
       run_replicated<uint8_t>(module, PJRT_Buffer_Type_PRED, {4}, {{0, 1, 0, 1}, {0, 0, 1, 1}});
@@ -199,7 +199,7 @@ TEST(AllGather, Dim1) {
 
 TEST(ReduceScatter, SumDim0) {
   std::string module = module_of({4, 2}, ElementType::F32, [](Builder& b, const Value& x) {
-    return b.reduce_scatter(x, 0, "add", kBothReplicas);
+    return b.reduce_scatter(x, 0, BinaryOp::Add, kBothReplicas);
   });
   std::vector<float> a{1, 2, 3, 4, 5, 6, 7, 8}, b{10, 20, 30, 40, 50, 60, 70, 80};
   auto out = run_replicated<float>(module, PJRT_Buffer_Type_F32, {4, 2}, {a, b});
@@ -253,7 +253,7 @@ void expect_error(const std::function<void()>& call, const std::string& text) {
 
 TEST(Replicated, WrongReplicaCountIsAnError) {
   std::string module = module_of({4}, ElementType::F32, [](Builder& b, const Value& x) {
-    return b.all_reduce(x, "add", kBothReplicas);
+    return b.all_reduce(x, BinaryOp::Add, kBothReplicas);
   });
   auto executable = client()->compile(module, pjrt::replicated_compile_options(2, device_ids()));
   std::vector<float> host(4, 1);
@@ -270,7 +270,7 @@ TEST(Replicated, WrongReplicaCountIsAnError) {
 // aborted the process (40 s); the check before launching makes these plain errors.
 TEST(Replicated, MisplacedOrMismatchedArgumentsFailBeforeLaunch) {
   std::string module = module_of({4}, ElementType::F32, [](Builder& b, const Value& x) {
-    return b.all_reduce(x, "add", kBothReplicas);
+    return b.all_reduce(x, BinaryOp::Add, kBothReplicas);
   });
   auto executable = client()->compile(module, pjrt::replicated_compile_options(2, device_ids()));
   std::vector<float> host(4, 1);
@@ -296,7 +296,7 @@ TEST(Replicated, CompileOptionsNeedOneDevicePerReplica) {
 
 TEST(CollectiveText, AllReduceHasRegionAndGroups) {
   std::string text = module_of({4}, ElementType::F32, [](Builder& b, const Value& x) {
-    return b.all_reduce(x, "add", kBothReplicas);
+    return b.all_reduce(x, BinaryOp::Add, kBothReplicas);
   });
   EXPECT_NE(text.find("\"stablehlo.all_reduce\"(%arg0) ({"), std::string::npos) << text;
   EXPECT_NE(text.find("\"stablehlo.add\""), std::string::npos) << text;
@@ -307,13 +307,13 @@ TEST(CollectiveText, AllReduceHasRegionAndGroups) {
 TEST(CollectiveText, BadArgumentsAreBuildErrors) {
   Builder b;
   Value x = b.parameter({4, 3}, ElementType::F32);
-  EXPECT_THROW(b.all_reduce(x, "subtract", kBothReplicas), BuildError);
-  EXPECT_THROW(b.all_reduce(x, "or", kBothReplicas), BuildError);  // float operand
-  EXPECT_THROW(b.all_reduce(x, "add", {{0, 1}, {2}}), BuildError);
-  EXPECT_THROW(b.all_reduce(x, "add", {{0, 1}, {1, 2}}), BuildError);
-  EXPECT_THROW(b.all_reduce(x, "add", {}), BuildError);
+  EXPECT_THROW(b.all_reduce(x, BinaryOp::Subtract, kBothReplicas), BuildError);
+  EXPECT_THROW(b.all_reduce(x, BinaryOp::Or, kBothReplicas), BuildError);  // float operand
+  EXPECT_THROW(b.all_reduce(x, BinaryOp::Add, {{0, 1}, {2}}), BuildError);
+  EXPECT_THROW(b.all_reduce(x, BinaryOp::Add, {{0, 1}, {1, 2}}), BuildError);
+  EXPECT_THROW(b.all_reduce(x, BinaryOp::Add, {}), BuildError);
   EXPECT_THROW(b.all_gather(x, 2, kBothReplicas), BuildError);
-  EXPECT_THROW(b.reduce_scatter(x, 1, "add", kBothReplicas), BuildError);  // 3 % 2 != 0
+  EXPECT_THROW(b.reduce_scatter(x, 1, BinaryOp::Add, kBothReplicas), BuildError);  // 3 % 2 != 0
   EXPECT_THROW(b.all_to_all(x, 0, 1, 3, kBothReplicas), BuildError);
   EXPECT_THROW(b.all_to_all(x, 1, 0, 2, kBothReplicas), BuildError);
   EXPECT_THROW(b.collective_permute(x, {{0, 1}, {0, 0}}), BuildError);

@@ -2,6 +2,7 @@
 // the expected numbers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -46,7 +47,7 @@ std::vector<float> run(const std::string& module, const std::vector<std::vector<
 TEST(Builder, TextHasEntryAndTypes) {
   Builder b;
   Value x = b.parameter({2, 3}, ElementType::F32);
-  Value y = b.unary("exponential", x);
+  Value y = b.exponential(x);
   std::string text = b.module({y});
   EXPECT_NE(text.find("func.func public @main(%arg0: tensor<2x3xf32>)"), std::string::npos);
   EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);
@@ -75,11 +76,53 @@ TEST(Builder, CallRunsFunctionsDefinedElsewhereOnce) {
   EXPECT_THROW(b.call("k_main", functions + " ", {x}, {{3}}, {ElementType::F32}), BuildError);
 }
 
+// Every op of ops.h, as its typed method emits it, is one the plugin's parser knows: the table's
+// StableHLO names are spelt right.
+TEST(Builder, EveryOpOfTheTableCompiles) {
+  Builder b;
+  Value f = b.parameter({2}, ElementType::F32);
+  Value i = b.parameter({2}, ElementType::S32);
+  auto on_ints = [](auto op) { return op == UnaryOp::Not || op == UnaryOp::CountLeadingZeros; };
+  std::vector<Value> results;
+#define TORCH_TPU_TEST_UNARY(value, method, name) \
+  results.push_back(on_ints(UnaryOp::value) ? b.method(i) : b.method(f));
+  TORCH_TPU_HLO_UNARY_OPS(TORCH_TPU_TEST_UNARY)
+#undef TORCH_TPU_TEST_UNARY
+  const std::vector<BinaryOp> integer_only{BinaryOp::And,
+                                           BinaryOp::Or,
+                                           BinaryOp::Xor,
+                                           BinaryOp::ShiftLeft,
+                                           BinaryOp::ShiftRightArithmetic,
+                                           BinaryOp::ShiftRightLogical};
+#define TORCH_TPU_TEST_BINARY(value, method, name)                                            \
+  results.push_back(std::count(integer_only.begin(), integer_only.end(), BinaryOp::value) > 0 \
+                        ? b.method(i, i)                                                      \
+                        : b.method(f, f));
+  TORCH_TPU_HLO_BINARY_OPS(TORCH_TPU_TEST_BINARY)
+#undef TORCH_TPU_TEST_BINARY
+#define TORCH_TPU_TEST_COMPARISON(value, method, name) results.push_back(b.method(f, f));
+  TORCH_TPU_HLO_COMPARISONS(TORCH_TPU_TEST_COMPARISON)
+#undef TORCH_TPU_TEST_COMPARISON
+  std::string module = b.module(results);
+  EXPECT_NE(module.find("\"stablehlo.shift_right_logical\""), std::string::npos) << module;
+  EXPECT_NE(module.find("comparison_direction GE>"), std::string::npos) << module;
+  EXPECT_NO_THROW(client()->compile(module, pjrt::single_device_compile_options())) << module;
+}
+
+// Names that arrive as data (a collective's reducer from Python) map back to the same ops.
+TEST(Builder, BinaryOpsAreFoundByTheirStablehloNames) {
+#define TORCH_TPU_TEST_NAMED(value, method, name) \
+  EXPECT_EQ(binary_op_named(stablehlo_name(BinaryOp::value)), BinaryOp::value);
+  TORCH_TPU_HLO_BINARY_OPS(TORCH_TPU_TEST_NAMED)
+#undef TORCH_TPU_TEST_NAMED
+  EXPECT_EQ(binary_op_named("sub"), std::nullopt);
+}
+
 TEST(Builder, ShapeErrorsAreReported) {
   Builder b;
   Value x = b.parameter({2, 3}, ElementType::F32);
   Value y = b.parameter({3, 2}, ElementType::F32);
-  EXPECT_THROW(b.binary("add", x, y), BuildError);
+  EXPECT_THROW(b.add(x, y), BuildError);
   EXPECT_THROW(b.reshape(x, {7}), BuildError);
   EXPECT_THROW(b.dot_general(x, x, {}, {}, {1}, {1 - 1}, ElementType::F32), BuildError);
 }
@@ -90,7 +133,7 @@ TEST(Builder, BroadcastAndArithmetic) {
   Value row = b.parameter({3}, ElementType::F32);
   Value wide = b.broadcast_in_dim(row, {2, 3}, {1});
   Value two = b.constant(2.0, ElementType::F32, {2, 3});
-  Value out = b.binary("multiply", b.binary("add", x, wide), two);
+  Value out = b.multiply(b.add(x, wide), two);
   auto host = run(b.module({out}), {{1, 2, 3, 4, 5, 6}, {10, 20, 30}}, {{2, 3}, {3}});
   EXPECT_EQ(host, (std::vector<float>{22, 44, 66, 28, 50, 72}));
 }
@@ -107,7 +150,7 @@ TEST(Builder, ConstantValuesHoldAHostTable) {
   dims.start_index_map = {0};
   dims.index_vector_dim = 1;
   Value picked = b.gather(x, index, dims, {1});
-  Value out = b.concatenate({b.binary("add", x, table), picked}, 0);
+  Value out = b.concatenate({b.add(x, table), picked}, 0);
   auto host = run(b.module({out}), {{1, 2, 3}}, {{3}});
   EXPECT_EQ(host, (std::vector<float>{1.5, 0.75, 6, 3, 1, 2}));
 }
@@ -126,8 +169,8 @@ TEST(Builder, ReduceAndInfinityConstants) {
   Value x = b.parameter({2, 3}, ElementType::F32);
   Value lowest = b.constant(-std::numeric_limits<double>::infinity(), ElementType::F32);
   Value zero = b.constant(0.0, ElementType::F32);
-  Value max = b.reduce(x, lowest, {1}, "maximum");
-  Value sum = b.reduce(x, zero, {0, 1}, "add");
+  Value max = b.reduce(x, lowest, {1}, BinaryOp::Maximum);
+  Value sum = b.reduce(x, zero, {0, 1}, BinaryOp::Add);
   std::string module = b.module({max, sum});
   EXPECT_EQ(run(module, {{1, 5, 3, -4, -2, -6}}, {{2, 3}}, 0), (std::vector<float>{5, -2}));
   EXPECT_EQ(run(module, {{1, 5, 3, -4, -2, -6}}, {{2, 3}}, 1), (std::vector<float>{-3}));
@@ -140,7 +183,7 @@ TEST(Builder, VariadicReduceGivesArgmax) {
   auto results = b.reduce(
       {x, index}, {b.constant(-INFINITY, ElementType::F32), b.constant(0.0, ElementType::F32)}, {1},
       [](Builder& r, const std::vector<Value>& args) {
-        Value take_left = r.compare("GE", args[0], args[2]);
+        Value take_left = r.ge(args[0], args[2]);
         return std::vector<Value>{r.select(take_left, args[0], args[2]),
                                   r.select(take_left, args[1], args[3])};
       });
@@ -173,7 +216,7 @@ TEST(Builder, ScatterAddAccumulatesDuplicates) {
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = 1;
   Value out = b.scatter(base, indices, updates, dims, [](Builder& r, const auto& args) {
-    return std::vector<Value>{r.binary("add", args[0], args[1])};
+    return std::vector<Value>{r.add(args[0], args[1])};
   });
   auto host = run(b.module({out}), {{0, 0, 0}, {1, 1, 2}, {1, 2, 3}}, {{3}, {3}, {3}});
   EXPECT_EQ(host, (std::vector<float>{0, 3, 3}));
@@ -189,9 +232,9 @@ TEST(Builder, ConvolutionAndPooling) {
   dims.output_spatial = {2, 3};
   ConvParams params{{1, 1}, {1, 1}, {1, 1}, {{0, 0}, {0, 0}}};
   Value conv = b.convolution(image, kernel, dims, params, ElementType::F32);
-  Value pool =
-      b.reduce_window(image, b.constant(-INFINITY, ElementType::F32), {1, 1, 2, 2}, {1, 1, 1, 1},
-                      {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, "maximum");
+  Value pool = b.reduce_window(image, b.constant(-INFINITY, ElementType::F32), {1, 1, 2, 2},
+                               {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1},
+                               {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, BinaryOp::Maximum);
   std::string module = b.module({conv, pool});
   std::vector<float> pixels{1, 2, 3, 4, 5, 6, 7, 8, 9};
   EXPECT_EQ(run(module, {pixels}, {{1, 1, 3, 3}}, 0), (std::vector<float>{12, 16, 24, 28}));
@@ -202,7 +245,7 @@ TEST(Builder, SortAscending) {
   Builder b;
   Value x = b.parameter({4}, ElementType::F32);
   auto sorted = b.sort({x}, 0, true, [](Builder& r, const std::vector<Value>& args) {
-    return std::vector<Value>{r.compare("LT", args[0], args[1])};
+    return std::vector<Value>{r.lt(args[0], args[1])};
   });
   EXPECT_EQ(run(b.module({sorted[0]}), {{3, 1, 4, 2}}, {{4}}), (std::vector<float>{1, 2, 3, 4}));
 }
@@ -214,11 +257,12 @@ TEST(Builder, WhileLoopRunsUntilItsCondition) {
   auto out = b.while_loop(
       {x},
       [](Builder& r, const std::vector<Value>& s) {
-        Value largest = r.reduce(s[0], r.constant(-INFINITY, ElementType::F32), {0}, "maximum");
-        return std::vector<Value>{r.compare("LT", largest, r.constant(100, ElementType::F32))};
+        Value largest =
+            r.reduce(s[0], r.constant(-INFINITY, ElementType::F32), {0}, BinaryOp::Maximum);
+        return std::vector<Value>{r.lt(largest, r.constant(100, ElementType::F32))};
       },
       [](Builder& r, const std::vector<Value>& s) {
-        return std::vector<Value>{r.binary("add", s[0], s[0])};
+        return std::vector<Value>{r.add(s[0], s[0])};
       });
   EXPECT_EQ(run(b.module({out[0]}), {{1, 3, 5}}, {{3}}), (std::vector<float>{32, 96, 160}));
   EXPECT_THROW(b.while_loop(
@@ -232,12 +276,10 @@ TEST(Builder, RngBitsAreUniformInUnitInterval) {
   Value seed = b.convert(b.parameter({2}, ElementType::F32), ElementType::U64);
   auto [state, bits] = b.rng_bit_generator(seed, {1000}, ElementType::U32);
   // Top 23 bits as a mantissa in [1, 2), minus one: the usual uniform float construction.
-  Value mantissa =
-      b.binary("shift_right_logical", bits, b.constant_int(9, ElementType::U32, {1000}));
+  Value mantissa = b.shift_right_logical(bits, b.constant_int(9, ElementType::U32, {1000}));
   Value one_bits = b.constant_int(0x3F800000, ElementType::U32, {1000});
-  Value uniform =
-      b.binary("subtract", b.bitcast_convert(b.binary("or", mantissa, one_bits), ElementType::F32),
-               b.constant(1.0, ElementType::F32, {1000}));
+  Value uniform = b.subtract(b.bitcast_convert(b.or_(mantissa, one_bits), ElementType::F32),
+                             b.constant(1.0, ElementType::F32, {1000}));
   auto host = run(b.module({uniform}), {{42, 7}}, {{2}});
   double mean = 0;
   for (float v : host) {
@@ -263,7 +305,7 @@ TEST(Builder, Complex32CrossesFunctionBoundariesAsItsBits) {
   Builder b;
   Value z = b.parameter({3}, ElementType::C32);
   EXPECT_EQ(z.type, ElementType::C32);
-  Value squared = b.binary("multiply", z, z);
+  Value squared = b.multiply(z, z);
   EXPECT_EQ(b.real(squared).type, ElementType::F16);
   std::string text = b.module({squared});
   EXPECT_NE(text.find("@main(%arg0: tensor<3xui32>) -> (tensor<3xui32>)"), std::string::npos);
@@ -274,7 +316,7 @@ TEST(Builder, Complex32HoldsHalfPartsRealFirst) {
   // f16 real part in the low half, then its imaginary part (torch's layout).
   Builder b;
   Value x = b.parameter({2}, ElementType::F32);
-  Value two_x = b.binary("multiply", x, b.constant(2.0, ElementType::F32, {2}));
+  Value two_x = b.multiply(x, b.constant(2.0, ElementType::F32, {2}));
   Value z = b.convert(b.complex(x, two_x), ElementType::C32);
   auto host = run(b.module({z}), {{1.0f + 1.0f / 4096, 3.0f}}, {{2}});
   ASSERT_EQ(host.size(), 2u);
@@ -288,9 +330,9 @@ TEST(Builder, ComplexPartsAndFft) {
   // -2-2i]; the parts of its conjugate come back as real values.
   Builder b;
   Value x = b.parameter({4}, ElementType::F32);
-  Value z = b.binary("add", b.complex(x, b.constant(0.0, ElementType::F32, {4})),
-                     b.constant(1.0, ElementType::C64, {4}));
-  Value spectrum = b.fft(z, "FFT", {4});
+  Value z = b.add(b.complex(x, b.constant(0.0, ElementType::F32, {4})),
+                  b.constant(1.0, ElementType::C64, {4}));
+  Value spectrum = b.fft(z, FftType::FFT, {4});
   EXPECT_EQ(spectrum.type, ElementType::C64);
   Value conjugate = b.conj(spectrum);
   EXPECT_EQ(b.conj(x).name, x.name);  // a real value is its own conjugate
@@ -302,9 +344,9 @@ TEST(Builder, ComplexPartsAndFft) {
   // RFFT keeps n/2+1 points; IRFFT goes back (XLA scales it by 1/n).
   Builder r;
   Value real_in = r.parameter({4}, ElementType::F32);
-  Value half = r.fft(real_in, "RFFT", {4});
+  Value half = r.fft(real_in, FftType::RFFT, {4});
   EXPECT_EQ(half.shape, (Shape{3}));
-  Value back = r.fft(half, "IRFFT", {4});
+  Value back = r.fft(half, FftType::IRFFT, {4});
   EXPECT_EQ(back.type, ElementType::F32);
   auto round_trip = run(r.module({back}), {{1, 2, 3, 4}}, {{4}});
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(round_trip[i], static_cast<float>(i + 1), 1e-5);
