@@ -70,4 +70,3 @@ def test_off_by_default_no_phase_is_reported() -> None:
     assert not any(key.startswith(("host_us.", "host_calls.")) for key in report["strict"])
     # The counters themselves are unchanged by the timers' absence.
     assert report["strict"]["executions"] == 10
-
