@@ -195,7 +195,7 @@ std::string_view dtype_name(int8_t dtype) {
 
 void write_entry(Writer& out, const Entry& entry, int64_t now) {
   out << "#" << static_cast<int64_t>(entry.sequence) << " " << kind_name(entry.kind) << " "
-      << mode_name(entry.mode) << " tpu:" << static_cast<int64_t>(entry.device) << " "
+      << eager_mode_name(entry.mode) << " tpu:" << static_cast<int64_t>(entry.device) << " "
       << (now - entry.time_ns) / 1000 << "us-ago ";
   if (entry.key_hash != 0) out.hex(entry.key_hash) << " ";
   out << std::string_view(entry.name) << "(";
@@ -347,18 +347,6 @@ std::string_view kind_name(Kind kind) {
       return "execution";
     case Kind::Collective:
       return "collective";
-  }
-  return "?";
-}
-
-std::string_view mode_name(EagerMode mode) {
-  switch (mode) {
-    case EagerMode::Strict:
-      return "strict";
-    case EagerMode::Debug:
-      return "debug";
-    case EagerMode::DeferAndFuse:
-      return "defer_and_fuse";
   }
   return "?";
 }

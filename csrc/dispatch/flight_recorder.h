@@ -93,6 +93,5 @@ using Locator = void (*)(char* out, size_t size);
 void set_locator(Locator locator);
 
 std::string_view kind_name(Kind kind);
-std::string_view mode_name(EagerMode mode);
 
 }  // namespace torch_tpu::flight

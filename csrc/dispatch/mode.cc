@@ -70,7 +70,7 @@ EagerMode parse_eager_mode(const std::string& name) {
                     "'; expected one of 'strict', 'debug', 'defer_and_fuse'");
 }
 
-std::string eager_mode_name(EagerMode mode) {
+std::string_view eager_mode_name(EagerMode mode) {
   switch (mode) {
     case EagerMode::Strict:
       return "strict";

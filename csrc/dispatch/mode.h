@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace torch_tpu {
 
@@ -35,7 +36,7 @@ class RunNowScope {
 // Materializes pending deferred work first, so that switching is always safe.
 void set_eager_mode(EagerMode mode);
 EagerMode parse_eager_mode(const std::string& name);  // "strict", "debug", "defer_and_fuse"
-std::string eager_mode_name(EagerMode mode);
+std::string_view eager_mode_name(EagerMode mode);     // static text: a signal handler reads it
 
 // TORCH_TPU_CHECK_FINITE=1: name the first op whose output holds NaN or Inf.
 bool check_finite_enabled();

@@ -85,7 +85,7 @@ py::dict as_dict(const flight::Entry& entry) {
   out["time_ns"] = entry.time_ns;
   out["kind"] = std::string(flight::kind_name(entry.kind));
   out["name"] = std::string(entry.name);
-  out["mode"] = std::string(flight::mode_name(entry.mode));
+  out["mode"] = std::string(eager_mode_name(entry.mode));
   out["device"] = static_cast<int>(entry.device);
   if (entry.key_hash != 0) {
     char hex[17];

@@ -20,6 +20,7 @@ import pytest
 import torch
 from conftest import TPU
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+from xspace_writer import field, varint
 
 import torch_tpu
 
@@ -169,19 +170,6 @@ def run_fresh(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
     assert proc.returncode == 0, proc.stderr
     return proc
-
-
-def varint(value: int) -> bytes:
-    out = b""
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out += bytes([low | (0x80 if value else 0)])
-        if not value:
-            return out
-
-
-def field(number: int, payload: bytes) -> bytes:  # a length-delimited protobuf field
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def test_a_plugin_profilers_trace_is_written_where_xprof_reads_it(tmp_path: Path) -> None:
