@@ -24,6 +24,18 @@ from torch_tpu.debug import FlightEntry, flight_record
 DUMP = re.compile(r"the last ops dispatched are in (\S+\.txt)\)")
 
 
+@pytest.fixture(autouse=True)
+def exact_sizes() -> Iterator[None]:
+    # Once other tests in this process have met two lengths of a size bucket, ops run (and are
+    # recorded) at the bucket's length: these tests name the exact shapes they dispatch.
+    was_on = torch_tpu._C._size_buckets()
+    torch_tpu._C._set_size_buckets(False)
+    try:
+        yield
+    finally:
+        torch_tpu._C._set_size_buckets(was_on)
+
+
 @pytest.fixture(params=["strict", "defer_and_fuse"])
 def mode(request: pytest.FixtureRequest) -> Iterator[str]:
     with torch_tpu.eager_mode(request.param):  # type: ignore[arg-type]
