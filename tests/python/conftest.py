@@ -178,6 +178,20 @@ def tpu() -> torch.device:
     return TPU
 
 
+@pytest.fixture
+def size_buckets_on() -> Iterator[None]:
+    """Eager size buckets on, with no length met yet (what other tests met is forgotten)."""
+    import torch_tpu
+
+    was_on = torch_tpu._C._size_buckets()
+    torch_tpu._C._set_size_buckets(True)
+    torch_tpu._C._forget_size_bucket_shapes()
+    try:
+        yield
+    finally:
+        torch_tpu._C._set_size_buckets(was_on)
+
+
 @pytest.fixture(autouse=True)
 def seed() -> int:
     """Seeds Python's, torch's CPU and the tpu generators, so each test sees the same data."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from xspace_writer import Event, gpu_xspace, kernel, tpu_xspace
+from xspace_writer import Event, gpu_xspace, kernel, shim_trace_env, tpu_xspace
 
 import torch_tpu
 
@@ -23,7 +23,6 @@ PLUGIN = "plugin"
 NOT_FOUND = "host estimate (not found in the plugin's device trace)"
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIM = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build")) / "node_shim_plugin.so"
 
 
 def match(runs: list[tuple[str, float, float]], xspace: bytes) -> list[tuple[float, float, str]]:
@@ -132,9 +131,7 @@ def test_the_profilers_kernels_take_the_cuda_plugins_times(tmp_path: Path) -> No
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
     env = {
         **base_env,
-        "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
-        "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
-        "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
+        **shim_trace_env(tmp_path / "trace.pb"),
     }
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120

@@ -6,8 +6,6 @@ eager mode, with results equal to CPU's at every step."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
@@ -17,15 +15,7 @@ DEVICE = "tpu"
 MODES = ("strict", "debug", "defer_and_fuse")
 
 
-@pytest.fixture(autouse=True)
-def buckets_on() -> Iterator[None]:
-    was_on = torch_tpu._C._size_buckets()
-    torch_tpu._C._set_size_buckets(True)
-    torch_tpu._C._forget_size_bucket_shapes()  # what other tests met in this process
-    try:
-        yield
-    finally:
-        torch_tpu._C._set_size_buckets(was_on)
+pytestmark = pytest.mark.usefixtures("size_buckets_on")
 
 
 def compiled() -> int:

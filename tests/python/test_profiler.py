@@ -20,13 +20,12 @@ import pytest
 import torch
 from conftest import TPU
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-from xspace_writer import field, varint
+from xspace_writer import field, shim_trace_env, varint
 
 import torch_tpu
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 ROOT = Path(__file__).resolve().parents[2]
-SHIM = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build")) / "node_shim_plugin.so"
 
 
 @pytest.fixture
@@ -177,11 +176,7 @@ def test_a_plugin_profilers_trace_is_written_where_xprof_reads_it(tmp_path: Path
     # XSpace (one plane named for the device, and a hostname), padded by one byte as libtpu's.
     xspace = field(1, varint(1 << 3) + varint(7) + field(2, b"/device:TPU:0")) + field(4, b"shim")
     (tmp_path / "trace.pb").write_bytes(xspace)
-    env = {
-        "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
-        "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
-        "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
-    }
+    env = shim_trace_env(tmp_path / "trace.pb")
     code = (
         "import torch, torch_tpu\n"
         "from torch.profiler import profile, ProfilerActivity, tensorboard_trace_handler\n"
@@ -296,11 +291,7 @@ def test_device_times_come_from_the_plugin_trace_where_its_runs_line_up(
     )
     proc = run_fresh(
         code,
-        {
-            "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
-            "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
-            "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
-        },
+        shim_trace_env(tmp_path / "trace.pb"),
     )
     assert float(proc.stdout.split()[-1]) == pytest.approx(120.0, abs=0.01)  # µs, both matmuls
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]

@@ -20,17 +20,11 @@ DEVICE = "tpu"
 
 
 @pytest.fixture(autouse=True)
-def buckets_on() -> Iterator[None]:
+def buckets_on(size_buckets_on: None) -> Iterator[None]:
     # Buckets are for ops run one by one (Strict, Debug); a deferred graph compiles once for
     # its ops anyway.
-    was_on = torch_tpu._C._size_buckets()
-    torch_tpu._C._set_size_buckets(True)
-    torch_tpu._C._forget_size_bucket_shapes()  # what other tests met in this process
-    try:
-        with torch_tpu.eager_mode("strict"):
-            yield
-    finally:
-        torch_tpu._C._set_size_buckets(was_on)
+    with torch_tpu.eager_mode("strict"):
+        yield
 
 
 def bucket(length: int) -> int:

@@ -13,11 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import torch_tpu
+from xspace_writer import shim_trace_env
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIM = Path(os.environ.get("TORCH_TPU_BUILD_DIR", ROOT / "build")) / "node_shim_plugin.so"
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("xprof") is None,
@@ -57,9 +55,7 @@ def test_xprof_converts_the_xplane_that_tensorboard_trace_handler_writes(tmp_pat
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TPU_", "TPU_"))}
     env = {
         **base,
-        "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
-        "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
-        "TORCH_TPU_SHIM_TRACE": str(tmp_path / "trace.pb"),
+        **shim_trace_env(tmp_path / "trace.pb"),
     }
     code = PROFILE.format(
         tests=str(Path(__file__).parent), tb=str(tmp_path / "tb"), trace=str(tmp_path / "trace.pb")

@@ -6,6 +6,26 @@ and copies whose stats name their module, "/host:CUPTI", "/host:CPU") and libtpu
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
+
+# The test plugin (tests/cpp): the CPU plugin wrapped, with a profiler extension whose trace is
+# the XSpace file TORCH_TPU_SHIM_TRACE names.
+SHIM = (
+    Path(os.environ.get("TORCH_TPU_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
+    / "node_shim_plugin.so"
+)
+
+
+def shim_trace_env(trace: Path) -> dict[str, str]:
+    """The variables that run torch_tpu on the test plugin, handing back `trace` as its XSpace."""
+    import torch_tpu
+
+    return {
+        "TORCH_TPU_PJRT_PLUGIN": str(SHIM),
+        "TORCH_TPU_SHIM_TARGET": str(torch_tpu._plugin.resolve("cpu")[1]),
+        "TORCH_TPU_SHIM_TRACE": str(trace),
+    }
 
 
 def varint(value: int) -> bytes:
