@@ -15,7 +15,8 @@
 # packaging or serving work done. Extra arguments go to pytest in both passes.
 #
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
-# wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
+# wheel in a fresh venv) run only with --full. The examples extra brings torchvision
+# (tests/python/test_torchvision.py and test_pytorch_examples_tool.py). The set-up adds the titan and ray extras, which
 # the recipe tests need, and docs, with which tests/python/test_docs.py builds the documentation
 # site (mkdocs build --strict) and runs the Python blocks of the docs and README; --full also
 # installs xprof (~100 MB), with which tests/python/test_xprof.py opens a trace in XProf (it is
@@ -32,9 +33,9 @@ if [ "${1:-}" = "--full" ]; then
   shift
 fi
 if [ "$FULL" = 1 ]; then
-  bash scripts/setup.sh titan ray docs xprof  # XProf opens a trace in tests/python/test_xprof.py
+  bash scripts/setup.sh titan ray docs examples xprof  # XProf opens a trace in tests/python/test_xprof.py
 else
-  bash scripts/setup.sh titan ray docs
+  bash scripts/setup.sh titan ray docs examples
 fi
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}

@@ -41,6 +41,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -160,23 +161,25 @@ def run_command(
     if image is not None and image.exists():
         image.unlink()  # a stale image must not pass for this run's
     start = time.monotonic()
+    # Its own session, so that a timeout ends the whole group: torchrun's workers, the
+    # examples' DataLoader workers and rpc processes too.
+    process = subprocess.Popen(
+        argv,
+        cwd=folder,
+        env=_environment(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            argv,
-            cwd=folder,
-            env=_environment(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-            start_new_session=True,
-        )
-        ok, output = done.returncode == 0, done.stdout
+        output, _ = process.communicate(timeout=timeout)
+        ok = process.returncode == 0
         if not ok:
-            output += f"\n[exit status {done.returncode}]"
-    except subprocess.TimeoutExpired as error:
-        raw = error.stdout or b""
-        output = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            output += f"\n[exit status {process.returncode}]"
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
         ok, output = False, output + f"\n[timed out after {timeout:.0f} s]"
     seconds = time.monotonic() - start
     data = image.read_bytes() if image is not None and image.exists() else None
