@@ -15,9 +15,9 @@
 # packaging or serving work done. Extra arguments go to pytest in both passes.
 #
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
-# wheel in a fresh venv) run only with --full. The examples extra brings torchvision
-# (tests/python/test_torchvision.py and test_pytorch_examples_tool.py). The set-up adds the titan and ray extras, which
-# the recipe tests need, and docs, with which tests/python/test_docs.py builds the documentation
+# wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
+# the recipe tests need, examples (torchvision, for tests/python/test_torchvision.py and
+# test_pytorch_examples_tool.py), and docs, with which tests/python/test_docs.py builds the documentation
 # site (mkdocs build --strict) and runs the Python blocks of the docs and README; --full also
 # installs xprof (~100 MB), with which tests/python/test_xprof.py opens a trace in XProf (it is
 # skipped, saying so, without it).
