@@ -682,18 +682,35 @@ def examples() -> list[Example]:
 
 
 def write_report(rows: Sequence[Row], out: Path, command: str) -> None:
-    header = (
-        "# PyTorch's own examples on tpu\n\n"
-        "The examples of the pytorch/examples repository that use `torch.accelerator`, run with "
-        "the repository's own commands on tpu (the XLA CPU plugin) and on CPU by "
-        "`tools/pytorch_examples.py`, which also fakes their data offline in the examples' own "
-        "formats. The table below comes from:\n\n"
-        f"    {command}\n\n"
-        "*CPU match* compares the losses the two runs print (or the image they write); where "
-        "the example draws random numbers on the device, the two runs' streams differ and the "
-        "numbers cannot match, which the column says. See the tool's docstring for what each "
-        "example's data is.\n\n"
-    )
+    header = f"""# PyTorch's own examples on tpu
+
+The examples of the pytorch/examples repository that use `torch.accelerator`, run by
+`tools/pytorch_examples.py` with the repository's own commands (those of
+`run_python_examples.sh` and `run_distributed_examples.sh` with `USE_ACCEL=True`, one at a
+time) on tpu (the XLA CPU plugin) and in their CPU form. This table comes from:
+
+    {command}
+
+- **Data.** Nothing is downloaded: the tool writes what each example would fetch, in the
+  example's own format (MNIST's idx files, Cora's `cora.content`/`cora.cites`, image folders, a
+  fast_neural_style model saved from the example's own `TransformerNet`). The data is
+  synthetic, so the losses say nothing about the models; they say whether tpu computes what
+  CPU computes.
+- **CPU match** compares the losses each run prints (or the image it writes). Where the example
+  draws random numbers on the device (dropout, noise, sampling) the two runs' random streams
+  differ and the numbers cannot match; where it draws host random numbers without a seed, two
+  CPU runs differ too. The column says which.
+- **Devices under torchrun.** Each torchrun process drives one chip, numbers it `LOCAL_RANK`
+  and reports `LOCAL_WORLD_SIZE` devices, as a process on a host with that many GPUs does
+  ([Devices under torchrun](guide/distributed.md#devices-under-torchrun)): the examples'
+  `torch.accelerator.device_count() >= 2` checks and their `tpu:LOCAL_RANK` work unchanged,
+  with no setting. Examples that start their own processes (`mp.spawn`, the rpc ones) see the
+  host's devices instead, which on the CPU plugin is `TORCH_TPU_CPU_DEVICE_COUNT=2`.
+- **torchvision** is the registry's 0.28.0 (a CUDA build, the `examples` extra): its Python
+  parts run beside the CPU torch and its C++ operators, which no example here calls, do not
+  load ([the extras](guide/installing.md#the-extras)).
+
+"""
     out.write_text(header + markdown_table(rows))
 
 
