@@ -93,17 +93,20 @@ class Row:
 # ---- losses and comparison ----------------------------------------------------------------
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
-_LOSS_LINE = re.compile(r"loss|nll|ppl|error|psnr", re.IGNORECASE)
+_LOSS_LINE = re.compile(r"\b(loss|nll|ppl|error|psnr)\b", re.IGNORECASE)
+_TIMING = re.compile(r"\btime\b|ms/batch|\bs/it\b", re.IGNORECASE)
 
 
 def loss_values(output: str) -> list[float]:
-    """The numbers after the word "loss" (or a similar measure) on each line that has one."""
+    """The numbers after the word "loss" (or a similar measure) on each line that has one, up
+    to a timing that follows on the same line; warnings are not read."""
     values: list[float] = []
     for line in output.splitlines():
         match = _LOSS_LINE.search(line)
-        if match is None:
+        if match is None or "Warning" in line:
             continue
-        values.extend(float(token) for token in _NUMBER.findall(line[match.end() :]))
+        measures = _TIMING.split(line[match.end() :])[0]
+        values.extend(float(token) for token in _NUMBER.findall(measures))
     return values
 
 

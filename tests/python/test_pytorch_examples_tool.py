@@ -61,6 +61,9 @@ def test_loss_values_reads_the_numbers_after_loss() -> None:
     text = "Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.305\n"
     text += "Test set: Average loss: 0.1562, Accuracy: 16/32\n"
     assert tool.loss_values(text) == [2.305, 0.1562, 16.0, 32.0]
+    # A timing after the loss, and a warning that says "error", are not losses.
+    text = "| epoch 1 | loss 5.50 | ppl 244.69 | time: 12.3s\nUserWarning: error 3 times\n"
+    assert tool.loss_values(text) == [5.50, 244.69]
     assert tool.compare_losses([1.0, 2.0], [1.0, 2.0000001]).startswith("yes")
     assert tool.compare_losses([1.0], [1.5]).startswith("no")
     assert tool.compare_losses([1.0], []).startswith("no: 1 values on tpu, 0 on CPU")
