@@ -3,7 +3,12 @@ CPU with the repository's own commands, and writes a markdown table: per command
 ran on tpu, whether its printed losses match the CPU run's, and how long it took.
 
     .venv/bin/python tools/pytorch_examples.py --examples ~/pytorch-examples \
-        [--only mnist,gcn] [--timeout 600] [--no-cpu] [--out docs/pytorch_examples.md]
+        [--only mnist,gcn] [--full] [--timeout 600] [--no-cpu] [--out docs/pytorch_examples.md]
+
+--full adds the commands that take minutes (word_language_model evaluates all of wikitext-2);
+--only runs the examples whose names start with the words given, long ones included. With
+--out, the rows go to the JSON beside the report too, and a later run of some examples
+replaces their rows and keeps the others'.
 
 The commands are those of the checkout's run_python_examples.sh and
 run_distributed_examples.sh with USE_ACCEL=True, invoked one by one (so one failure does not
@@ -71,6 +76,7 @@ class Example:
     output_image: str = ""  # an image the command writes, compared with the CPU run's
     note: str = ""
     skip: str = ""  # why the tool does not run it
+    long: bool = False  # minutes: runs with --full, or when --only names it
 
 
 @dataclasses.dataclass
@@ -236,25 +242,26 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: Sequence[Row]) -> str:
-    lines = [
-        "| example | command | tpu | CPU match | seconds (tpu / CPU) | note |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        e = row.example
-        if e.skip:
-            result = f"not run: {e.skip}"
-        elif row.tpu.ok:
-            result = "runs"
-        else:
-            result = f"fails: {failure_summary(row.tpu.output)}"
-        seconds = f"{row.tpu.seconds:.0f}"
-        if row.cpu is not None:
-            seconds += f" / {row.cpu.seconds:.0f}"
-        command = f"`{' '.join(e.command)}`"
-        cells = [e.name, command, result, row.match, seconds, e.note]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+HEADINGS = ["example", "command", "tpu", "CPU match", "seconds (tpu / CPU)", "note"]
+
+
+def row_cells(row: Row) -> list[str]:
+    e = row.example
+    if e.skip:
+        result = f"not run: {e.skip}"
+    elif row.tpu.ok:
+        result = "runs"
+    else:
+        result = f"fails: {failure_summary(row.tpu.output)}"
+    seconds = f"{row.tpu.seconds:.0f}"
+    if row.cpu is not None:
+        seconds += f" / {row.cpu.seconds:.0f}"
+    return [e.name, f"`{' '.join(e.command)}`", result, row.match, seconds, e.note]
+
+
+def markdown_table(rows: Sequence[list[str]]) -> str:
+    lines = ["| " + " | ".join(HEADINGS) + " |", "|" + " --- |" * len(HEADINGS)]
+    lines += ["| " + " | ".join(_cell(c) for c in cells) + " |" for cells in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -624,6 +631,8 @@ def examples() -> list[Example]:
                 [PY, "main.py", *flags, "--epochs", "1", "--dry-run"],
                 prepare=wikitext_train,
                 no_compare=dropout,
+                long=True,
+                note="evaluates all of wikitext-2's valid and test text: minutes",
             )
         )
         table.append(
@@ -634,6 +643,7 @@ def examples() -> list[Example]:
                 [PY, "generate.py"],
                 no_compare=f"sampling {DEVICE_RANDOM}",
                 note="generates from the model.pt the CPU training run saved",
+                long=True,
             )
         )
     for folder, script, nproc in [
@@ -685,14 +695,27 @@ def examples() -> list[Example]:
 
 
 def write_report(rows: Sequence[Row], out: Path, command: str) -> None:
+    """Writes the table to `out` and its rows to the JSON beside it; the rows of examples this
+    run left out are kept from the JSON, so a run of some examples updates their rows."""
+    store = out.with_suffix(".json")
+    previous = json.loads(store.read_text()) if store.exists() else {"commands": [], "rows": {}}
+    table: dict[str, list[str]] = previous["rows"]
+    table.update({row.example.name: row_cells(row) for row in rows})
+    order = {e.name: i for i, e in enumerate(examples())}
+    first_seen = {name: i for i, name in enumerate(table)}
+    names = sorted(table, key=lambda name: (order.get(name, len(order)), first_seen[name]))
+    commands = [c for c in previous["commands"] if c != command] + [command]
+    store.write_text(json.dumps({"commands": commands, "rows": table}, indent=1) + "\n")
+    shown = "\n".join(f"    {c}" for c in commands)
     header = f"""# PyTorch's own examples on tpu
 
 The examples of the pytorch/examples repository that use `torch.accelerator`, run by
 `tools/pytorch_examples.py` with the repository's own commands (those of
 `run_python_examples.sh` and `run_distributed_examples.sh` with `USE_ACCEL=True`, one at a
-time) on tpu (the XLA CPU plugin) and in their CPU form. This table comes from:
+time) on tpu (the XLA CPU plugin) and in their CPU form. The table comes from these commands
+(each a row's latest run; the checkout is pytorch/examples at the commit given by `--examples`):
 
-    {command}
+{shown}
 
 - **Data.** Nothing is downloaded: the tool writes what each example would fetch, in the
   example's own format (MNIST's idx files, Cora's `cora.content`/`cora.cites`, image folders, a
@@ -714,7 +737,7 @@ time) on tpu (the XLA CPU plugin) and in their CPU form. This table comes from:
   load ([the extras](guide/installing.md#the-extras)).
 
 """
-    out.write_text(header + markdown_table(rows))
+    out.write_text(header + markdown_table([table[name] for name in names]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -725,10 +748,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU runs")
     parser.add_argument("--out", type=Path, default=None, help=f"report (e.g. {DEFAULT_OUT})")
     parser.add_argument("--log", type=Path, default=None, help="every run's whole output")
+    parser.add_argument("--full", action="store_true", help="also the examples that take minutes")
     args = parser.parse_args(argv)
     checkout = args.examples.resolve()
     wanted = [w for w in args.only.split(",") if w]
     chosen = [e for e in examples() if not wanted or any(e.name.startswith(w) for w in wanted)]
+    if not (args.full or wanted):
+        chosen = [e for e in chosen if not e.long]
     if args.log is not None:
         args.log.write_text("")
     rows = []
@@ -739,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{example.name}: {status}; CPU match {row.match}; {row.tpu.seconds:.0f} s", flush=True
         )
         rows.append(row)
-    table = markdown_table(rows)
+    table = markdown_table([row_cells(row) for row in rows])
     if args.out is not None:
         shown = " ".join(
             ["tools/pytorch_examples.py", *(argv if argv is not None else sys.argv[1:])]

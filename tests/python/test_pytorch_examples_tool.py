@@ -120,3 +120,11 @@ def test_runs_an_example_on_tpu_and_cpu_and_writes_the_table(tmp_path: Path) -> 
         in table[2]
     )
     assert "fails: [timed out after 5 s]" in table[3]
+
+    # A later run of one example replaces its row and keeps the others'.
+    failed.example.note = "rerun"
+    tool.write_report([failed], out, "tools/pytorch_examples.py --only broken")
+    text = out.read_text()
+    assert "tools/pytorch_examples.py --examples X" in text and "--only broken" in text
+    table = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(table) == 4 and table[2].endswith("| rerun |")
