@@ -757,6 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = [e for e in chosen if not e.long]
     if args.log is not None:
         args.log.write_text("")
+    shown = " ".join(["tools/pytorch_examples.py", *(argv if argv is not None else sys.argv[1:])])
     rows = []
     for example in chosen:
         row = run_example(example, checkout, args.timeout, not args.no_cpu, args.log)
@@ -765,14 +766,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{example.name}: {status}; CPU match {row.match}; {row.tpu.seconds:.0f} s", flush=True
         )
         rows.append(row)
-    table = markdown_table([row_cells(row) for row in rows])
-    if args.out is not None:
-        shown = " ".join(
-            ["tools/pytorch_examples.py", *(argv if argv is not None else sys.argv[1:])]
-        )
-        write_report(rows, args.out, f".venv/bin/python {shown}")
-    else:
-        print(table)
+        if args.out is not None:  # after every row: a long run stopped halfway keeps its rows
+            write_report([row], args.out, f".venv/bin/python {shown}")
+    if args.out is None:
+        print(markdown_table([row_cells(row) for row in rows]))
     return 0 if all(row.tpu.ok for row in rows) else 1
 
 
