@@ -4,6 +4,9 @@ ran on tpu, whether its printed losses match the CPU run's, and how long it took
 
     .venv/bin/python tools/pytorch_examples.py --examples ~/pytorch-examples \
         [--only mnist,gcn] [--full] [--timeout 600] [--no-cpu] [--out docs/pytorch_examples.md]
+        [--log FILE]   # every run's whole output
+    .venv/bin/python tools/pytorch_examples.py --render --out docs/pytorch_examples.md
+        # writes the report again from its JSON
 
 --full adds the commands that take minutes (word_language_model evaluates all of wikitext-2);
 --only runs the examples whose names start with the words given, long ones included. With
@@ -642,7 +645,7 @@ def examples() -> list[Example]:
                 [PY, "generate.py", "--accel"],
                 [PY, "generate.py"],
                 no_compare=f"sampling {DEVICE_RANDOM}",
-                note="generates from the model.pt the CPU training run saved",
+                note="generates from the model.pt the command before it saved",
                 long=True,
             )
         )
@@ -694,9 +697,17 @@ def examples() -> list[Example]:
 # ---- command line -------------------------------------------------------------------------
 
 
-def write_report(rows: Sequence[Row], out: Path, command: str) -> None:
+def checkout_commit(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "log", "-1", "--format=%h %cs"], capture_output=True, text=True
+    )
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def write_report(rows: Sequence[Row], out: Path, command: str | None) -> None:
     """Writes the table to `out` and its rows to the JSON beside it; the rows of examples this
-    run left out are kept from the JSON, so a run of some examples updates their rows."""
+    run left out are kept from the JSON, so a run of some examples updates their rows. With no
+    rows and no command, it only writes the report again from the JSON."""
     store = out.with_suffix(".json")
     previous = json.loads(store.read_text()) if store.exists() else {"commands": [], "rows": {}}
     table: dict[str, list[str]] = previous["rows"]
@@ -704,7 +715,8 @@ def write_report(rows: Sequence[Row], out: Path, command: str) -> None:
     order = {e.name: i for i, e in enumerate(examples())}
     first_seen = {name: i for i, name in enumerate(table)}
     names = sorted(table, key=lambda name: (order.get(name, len(order)), first_seen[name]))
-    commands = [c for c in previous["commands"] if c != command] + [command]
+    commands = [c for c in previous["commands"] if c != command]
+    commands += [command] if command is not None else []
     store.write_text(json.dumps({"commands": commands, "rows": table}, indent=1) + "\n")
     shown = "\n".join(f"    {c}" for c in commands)
     header = f"""# PyTorch's own examples on tpu
@@ -713,7 +725,7 @@ The examples of the pytorch/examples repository that use `torch.accelerator`, ru
 `tools/pytorch_examples.py` with the repository's own commands (those of
 `run_python_examples.sh` and `run_distributed_examples.sh` with `USE_ACCEL=True`, one at a
 time) on tpu (the XLA CPU plugin) and in their CPU form. The table comes from these commands
-(each a row's latest run; the checkout is pytorch/examples at the commit given by `--examples`):
+(each row from its latest run; `--examples` named a pytorch/examples checkout):
 
 {shown}
 
@@ -742,14 +754,20 @@ time) on tpu (the XLA CPU plugin) and in their CPU form. The table comes from th
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--examples", type=Path, required=True, help="a pytorch/examples checkout")
+    parser.add_argument("--examples", type=Path, help="a pytorch/examples checkout")
     parser.add_argument("--only", default="", help="comma-separated example names or prefixes")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per command")
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU runs")
     parser.add_argument("--out", type=Path, default=None, help=f"report (e.g. {DEFAULT_OUT})")
     parser.add_argument("--log", type=Path, default=None, help="every run's whole output")
     parser.add_argument("--full", action="store_true", help="also the examples that take minutes")
+    parser.add_argument("--render", action="store_true", help="rewrite --out from its JSON")
     args = parser.parse_args(argv)
+    if args.render and args.out is not None:
+        write_report([], args.out, None)
+        return 0
+    if args.examples is None:
+        parser.error("--examples is required")
     checkout = args.examples.resolve()
     wanted = [w for w in args.only.split(",") if w]
     chosen = [e for e in examples() if not wanted or any(e.name.startswith(w) for w in wanted)]
@@ -757,7 +775,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = [e for e in chosen if not e.long]
     if args.log is not None:
         args.log.write_text("")
-    shown = " ".join(["tools/pytorch_examples.py", *(argv if argv is not None else sys.argv[1:])])
+    words = list(argv if argv is not None else sys.argv[1:])
+    if "--log" in words:  # a local file: not part of how the table was made
+        del words[words.index("--log") : words.index("--log") + 2]
+    shown = " ".join(["tools/pytorch_examples.py", *words])
     rows = []
     for example in chosen:
         row = run_example(example, checkout, args.timeout, not args.no_cpu, args.log)
@@ -767,7 +788,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         rows.append(row)
         if args.out is not None:  # after every row: a long run stopped halfway keeps its rows
-            write_report([row], args.out, f".venv/bin/python {shown}")
+            commit = checkout_commit(checkout)
+            write_report([row], args.out, f".venv/bin/python {shown}  # examples at {commit}")
     if args.out is None:
         print(markdown_table([row_cells(row) for row in rows]))
     return 0 if all(row.tpu.ok for row in rows) else 1
