@@ -1,4 +1,5 @@
-"""Glue that lets libraries which enumerate accelerators by name pick ``tpu`` by themselves."""
+"""Glue for third-party libraries: those that enumerate accelerators by name pick ``tpu`` by
+themselves (accelerate), and torchvision imports without its C++ operators (torchvision)."""
 
 from __future__ import annotations
 
