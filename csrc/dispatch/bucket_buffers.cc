@@ -12,6 +12,7 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/types.h"
+#include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
 
@@ -105,10 +106,30 @@ at::Tensor stand_in(const at::Tensor& like, int64_t bucket,
   return tensor;
 }
 
-std::shared_ptr<pjrt::Buffer> any_bucket(const DeviceStorage& storage, hlo::ElementType type) {
+int64_t bucket_length_of(const DeviceStorage& storage, hlo::ElementType type) {
   DeviceStorage::Contents contents = storage.raw_contents();
-  if (!contents.bucket || contents.pending || contents.type != type) return nullptr;
-  return contents.bucket->dims().size() == 1 ? contents.bucket : nullptr;
+  if (contents.type != type) return 0;
+  if (contents.pending) return contents.pending->bucket;
+  return contents.bucket && contents.bucket->dims().size() == 1 ? contents.bucket->dims()[0] : 0;
+}
+
+at::Tensor bucket_stand_in(const at::Tensor& like, const DeviceStorage& source) {
+  const hlo::ElementType type = to_element_type(like.scalar_type());
+  at::Tensor flat = stand_in(like, bucket_length_of(source, type), nullptr);
+  if (source.raw_contents().pending && share_pending(source, device_storage(flat))) return flat;
+  // Held, or pending a moment ago and run since (another thread's flush).
+  DeviceStorage::Contents contents = source.raw_contents();
+  TORCH_INTERNAL_ASSERT(contents.bucket, "torch_tpu: a bucket stand-in of a storage without one");
+  device_storage(flat).assign(contents.bucket, type);
+  return flat;
+}
+
+void take_as_bucket(const at::Tensor& flat, const at::Tensor& result) {
+  const DeviceStorage& source = device_storage(flat);
+  DeviceStorage& target = device_storage(result);
+  if (share_pending(source, target, flat.numel())) return;
+  DeviceStorage::Contents contents = source.raw_contents();
+  target.assign_bucket(contents.buffer, contents.type);
 }
 
 }  // namespace torch_tpu

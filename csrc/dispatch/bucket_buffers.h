@@ -24,12 +24,21 @@ bool plain(const at::Tensor& tensor, int64_t length);
 // The bucket holding the tensor's elements, where it is one of `bucket` elements of its dtype.
 std::shared_ptr<pjrt::Buffer> bucket_of(const at::Tensor& tensor, int64_t bucket);
 
-// The bucket holding a storage's contents (of `type`) at its start, whatever its length.
-std::shared_ptr<pjrt::Buffer> any_bucket(const DeviceStorage& storage, hlo::ElementType type);
-
 // A flat tensor of the bucket's length, holding `contents` where given (else never written).
 // Its storage is the dispatcher's own, so the allocator's counts and memory history, which
 // tell what the program allocates, leave it out.
 at::Tensor stand_in(const at::Tensor& like, int64_t bucket, std::shared_ptr<pjrt::Buffer> contents);
+
+// The length of the bucket a storage's contents (of `type`) are the start of, whatever it is:
+// held, or pending in a fused graph (DeferAndFuse); 0 where they are the start of none.
+int64_t bucket_length_of(const DeviceStorage& storage, hlo::ElementType type);
+
+// A stand-in over the bucket `source` starts (bucket_length_of is not 0), in `like`'s dtype:
+// the bucket's buffer, or the pending value that will be it.
+at::Tensor bucket_stand_in(const at::Tensor& like, const DeviceStorage& source);
+
+// `result`'s storage becomes the start of the bucket `flat` (a flat tensor of the bucket's
+// length) holds, or will hold when its value is pending.
+void take_as_bucket(const at::Tensor& flat, const at::Tensor& result);
 
 }  // namespace torch_tpu

@@ -10,24 +10,21 @@
 #include "csrc/dispatch/bucket_rule.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
-#include "csrc/dispatch/mode.h"
 
 namespace torch_tpu {
 
 namespace {
 
 // `parts` concatenated along rows of `outer` into a flat buffer of `bucket` elements (zeros
-// past their total): the first part read from `first_bucket` where given (its length then a
-// runtime input).
-at::Tensor cat_into_bucket(const std::vector<at::Tensor>& parts,
-                           std::shared_ptr<pjrt::Buffer> first_bucket, int64_t bucket,
-                           int64_t outer) {
+// past their total): the first part read from its own bucket where `first_in_bucket` (its
+// length then a runtime input).
+at::Tensor cat_into_bucket(const std::vector<at::Tensor>& parts, bool first_in_bucket,
+                           int64_t bucket, int64_t outer) {
   static const c10::FunctionSchema schema = torch::jit::parseSchema(
       "torch_tpu::bucket_cat(Tensor first, Tensor[] rest, Scalar length, int bucket, int outer) "
       "-> Tensor");
   const at::Tensor& first = parts[0];
-  at::Tensor first_flat =
-      first_bucket ? stand_in(first, first_bucket->dims()[0], first_bucket) : first;
+  at::Tensor first_flat = first_in_bucket ? bucket_stand_in(first, device_storage(first)) : first;
   std::vector<at::Tensor> rest(parts.begin() + 1, parts.end());
   return run_lowering("torch_tpu::bucket_cat", find_lowering("@bucket_cat"), schema,
                       {first_flat, c10::List<at::Tensor>(rest), c10::Scalar(first.numel()), bucket,
@@ -42,11 +39,10 @@ std::optional<at::Tensor> grown_in_bucket(const at::Tensor& tensor) {
       !plain(tensor, tensor.numel())) {
     return std::nullopt;
   }
-  std::shared_ptr<pjrt::Buffer> bucket =
-      any_bucket(device_storage(tensor), to_element_type(tensor.scalar_type()));
-  if (!bucket || bucket->dims()[0] < tensor.numel()) return std::nullopt;
-  const int64_t length = bucket->dims()[0];
-  return stand_in(tensor, length, std::move(bucket));
+  const DeviceStorage& storage = device_storage(tensor);
+  const int64_t length = bucket_length_of(storage, to_element_type(tensor.scalar_type()));
+  if (length == 0 || length < tensor.numel()) return std::nullopt;
+  return bucket_stand_in(tensor, storage);
 }
 
 }  // namespace
@@ -81,20 +77,18 @@ std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name
   const int64_t outer = c10::multiply_integers(first.sizes().begin(), first.sizes().begin() + dim);
   if (first.numel() == 0 || bucket > kEagerLargestBucket) return std::nullopt;
   const hlo::ElementType type = to_element_type(first.scalar_type());
-  std::shared_ptr<pjrt::Buffer> first_bucket =
-      plain(first, first.numel()) ? any_bucket(device_storage(first), type) : nullptr;
-  if (first_bucket && first_bucket->dims()[0] > bucket) first_bucket = nullptr;
-  if (!first_bucket && !fill_uses_bucket(op_name, first.scalar_type(), bucket, sizes, length)) {
+  const int64_t first_bucket =
+      plain(first, first.numel()) ? bucket_length_of(device_storage(first), type) : 0;
+  const bool first_in_bucket = first_bucket > 0 && first_bucket <= bucket;
+  if (!first_in_bucket && !fill_uses_bucket(op_name, first.scalar_type(), bucket, sizes, length)) {
     return std::nullopt;
   }
   metrics().size_bucket_ops++;
-  // Under DeferAndFuse too the cat runs now (its parts' pending graph first): its result must
-  // be a bucket's buffer for the next step's graph to read it at the bucket's length.
-  RunNowScope run_now;
-  at::Tensor flat = cat_into_bucket(parts, std::move(first_bucket), bucket, outer);
+  // Under DeferAndFuse the cat joins the pending graph, its result a pending bucket that the
+  // graph's later ops read from (attention, views) and the next step's graph reads once run.
+  at::Tensor flat = cat_into_bucket(parts, first_in_bucket, bucket, outer);
   at::Tensor result = at::empty(sizes, first.options());
-  DeviceStorage::Contents contents = device_storage(flat).raw_contents();
-  device_storage(result).assign_bucket(contents.buffer, contents.type);
+  take_as_bucket(flat, result);
   return std::vector<c10::IValue>{result};
 }
 

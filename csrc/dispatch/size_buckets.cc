@@ -109,11 +109,10 @@ void read_views_from_buckets(const c10::FunctionSchema& schema, std::vector<c10:
         covers_whole_storage(tensor)) {
       return {};
     }
-    std::shared_ptr<pjrt::Buffer> bucket =
-        any_bucket(device_storage(tensor), to_element_type(tensor.scalar_type()));
-    const int64_t length = bucket ? bucket->dims()[0] : 0;
+    const DeviceStorage& storage = device_storage(tensor);
+    const int64_t length = bucket_length_of(storage, to_element_type(tensor.scalar_type()));
     if (length <= storage_elements(tensor)) return {};
-    at::Tensor view = stand_in(tensor, length, std::move(bucket));
+    at::Tensor view = bucket_stand_in(tensor, storage);
     view.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
                                                       tensor.storage_offset());
     return view;

@@ -155,12 +155,39 @@ def test_a_kv_cache_grown_by_cat_compiles_once_per_bucket(mode: str, head_dim: i
             # A bucket holds lengths 33 to 64 (rows of batch * kv_heads * head_dim elements, a
             # power of two): met from length 35 on.
             if keys.shape[2] == 35:
-                warm = compiled()
+                warm, executions = compiled(), torch_tpu.metrics()["executions"]
         assert torch.equal(keys.cpu(), cpu_keys) and torch.equal(values.cpu(), cpu_values)
         assert keys.is_contiguous() and keys.stride() == cpu_keys.stride()
         assert torch.equal(
             keys[:, :, -3:].transpose(2, 3).cpu(), cpu_keys[:, :, -3:].transpose(2, 3)
         )
     assert warm is not None and compiled() == warm, "a new length inside a met bucket compiled"
+    # Per step: the new value's two ops, the two cats and attention; in DeferAndFuse one fused
+    # graph, the cats in it.
+    per_step = (torch_tpu.metrics()["executions"] - executions) / (keys.shape[2] - 35)
+    assert per_step == (1 if mode == "defer_and_fuse" else 5)
     # Exact sizes compiled a cat and an attention per length (80 for 40 steps).
     assert compiled() - start < 30
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reads_and_writes_of_a_grown_kv_cache_match_cpu(mode: str) -> None:
+    """Between cats (in DeferAndFuse inside the same pending graph as the cat that made the
+    bucket): reads of the whole cache, of views of it, and in-place writes into it."""
+    torch.manual_seed(1)
+    cpu_keys = torch.randn(1, 3, 5, 4)
+    news = [torch.randn(1, 3, 1, 4) for _ in range(24)]
+    with torch_tpu.eager_mode(mode):
+        keys = cpu_keys.to(DEVICE)
+        for step, new in enumerate(news):
+            results = []
+            for cache, part in ((keys, new.to(DEVICE)), (cpu_keys, new)):
+                cache = torch.cat([cache, part], dim=2)
+                if step % 5 == 2:
+                    cache[:, :, 1].add_(1.5)  # a write into the grown tensor
+                read = (cache.sum(dim=2), cache[:, 1:, -2:] * 2, cache.transpose(2, 3).exp())
+                results.append((cache, read))
+            (keys, reads), (cpu_keys, cpu_reads) = results
+            for actual, expected in zip(reads, cpu_reads, strict=True):
+                torch.testing.assert_close(actual.cpu(), expected)
+        assert torch.equal(keys.cpu(), cpu_keys)
