@@ -52,6 +52,7 @@ def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 
 def install() -> None:
-    from . import accelerate
+    from . import accelerate, fbgemm
 
     accelerate.install()
+    fbgemm.install()
