@@ -177,7 +177,14 @@ def _jagged_2d_to_dense(values: Tensor, offsets: Tensor, max_sequence_length: in
     return _jagged_to_padded_dense(values, [offsets], [max_sequence_length], 0.0)
 
 
+def _get_infos_metadata(unused: Tensor, batch: int, tables: int) -> tuple[int, int]:
+    """How TBE packs (batch, table) into one int: a function of two integers, so the CPU
+    kernel computes it (the tensor is a dispatch anchor only)."""
+    return torch.ops.fbgemm.get_infos_metadata(torch.empty(0), batch, tables)
+
+
 _KERNELS = {
+    "get_infos_metadata": _get_infos_metadata,
     "asynchronous_complete_cumsum": _complete_cumsum,
     "asynchronous_inclusive_cumsum": _inclusive_cumsum,
     "asynchronous_exclusive_cumsum": _exclusive_cumsum,
@@ -196,9 +203,14 @@ def register(_module: ModuleType | None = None) -> None:
     global _library
     if _library is not None:
         return
+    from . import fbgemm_tbe
+
     library = torch.library.Library("fbgemm", "IMPL")
-    for name, kernel in _KERNELS.items():
+    for name, kernel in {**_KERNELS, **fbgemm_tbe.KERNELS}.items():
         library.impl(name, kernel, "PrivateUse1")
+    for name, kernel in fbgemm_tbe.AUTOGRAD_KERNELS.items():
+        library.impl(name, kernel, "PrivateUse1")
+        library.impl(name, kernel, "AutogradPrivateUse1")
     _library = library
 
 
