@@ -177,6 +177,33 @@ def _jagged_2d_to_dense(values: Tensor, offsets: Tensor, max_sequence_length: in
     return _jagged_to_padded_dense(values, [offsets], [max_sequence_length], 0.0)
 
 
+def _permute_pooled_embs(
+    pooled_embs: Tensor,
+    offset_dim_list: Tensor,
+    permute_list: Tensor,
+    inv_offset_dim_list: Tensor,
+    inv_permute_list: Tensor,
+) -> Tensor:
+    """Column blocks of [B, sum(dims)] pooled embeddings reordered: output block i is input
+    block permute_list[i]. One column gather found on the device, differentiable in the input
+    (its backward is the scatter-add of index_select)."""
+    if pooled_embs.dim() != 2:
+        raise ValueError(f"permute_pooled_embs expects 2-d embeddings, got {pooled_embs.dim()}-d")
+    starts = offset_dim_list.to(device=pooled_embs.device, dtype=torch.long)
+    permute = permute_list.to(device=pooled_embs.device, dtype=torch.long)
+    dims = (starts[1:] - starts[:-1]).index_select(0, permute)
+    ends = torch.cumsum(dims, 0)
+    total = pooled_embs.shape[1]
+    block = _segment_of_positions(ends, total).clamp(max=permute.numel() - 1)
+    columns = torch.arange(total, device=pooled_embs.device, dtype=torch.long)
+    source = (
+        starts.index_select(0, permute.index_select(0, block))
+        + columns
+        - (ends - dims).index_select(0, block)
+    )
+    return pooled_embs.index_select(1, source)
+
+
 def _get_infos_metadata(unused: Tensor, batch: int, tables: int) -> tuple[int, int]:
     """How TBE packs (batch, table) into one int: a function of two integers, so the CPU
     kernel computes it (the tensor is a dispatch anchor only)."""
@@ -208,7 +235,16 @@ def register(_module: ModuleType | None = None) -> None:
     library = torch.library.Library("fbgemm", "IMPL")
     for name, kernel in {**_KERNELS, **fbgemm_tbe.KERNELS}.items():
         library.impl(name, kernel, "PrivateUse1")
-    for name, kernel in fbgemm_tbe.AUTOGRAD_KERNELS.items():
+    differentiable = {
+        name: _permute_pooled_embs
+        for name in (
+            "permute_pooled_embs",
+            "permute_pooled_embs_split",
+            "permute_pooled_embs_auto_grad",
+            "permute_pooled_embs_auto_grad_split",
+        )
+    }
+    for name, kernel in {**fbgemm_tbe.AUTOGRAD_KERNELS, **differentiable}.items():
         library.impl(name, kernel, "PrivateUse1")
         library.impl(name, kernel, "AutogradPrivateUse1")
     _library = library

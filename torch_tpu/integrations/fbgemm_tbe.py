@@ -376,6 +376,40 @@ def bounds_check_indices(
         warning.add_(bad.sum().to(warning.dtype))
 
 
+def dense_lookup(
+    dev_weights: Tensor,
+    weights_offsets: Tensor,
+    D_offsets: Tensor,  # noqa: N803
+    total_D: int,  # noqa: N803
+    max_D: int,  # noqa: N803
+    hash_size_cumsum: Tensor,
+    total_hash_size_bits: int,
+    indices: Tensor,
+    offsets: Tensor,
+    pooling_mode: int,
+    indice_weights: Tensor | None,
+    feature_requires_grad: Tensor | None,
+    output_dtype: int = _FP32,
+    B_offsets: Tensor | None = None,  # noqa: N803
+    vbe_output_offsets_feature_rank: Tensor | None = None,
+    vbe_B_offsets_rank_per_feature: Tensor | None = None,  # noqa: N803
+    max_B: int = -1,  # noqa: N803
+    max_B_feature_rank: int = -1,  # noqa: N803
+    vbe_output_size: int = -1,
+    mixed_D: bool = True,  # noqa: N803
+) -> Tensor:
+    """The dense TBE (TorchRec's data-parallel tables): the same pooled lookup, differentiable
+    in the weights through the ops it is made of; the optimizer is the user's."""
+    _check_supported([B_offsets], output_dtype, None)
+    if pooling_mode not in (_POOL_SUM, _POOL_MEAN):
+        raise NotImplementedError(
+            "TBE on tpu: pooling mode NONE (sequence embeddings) is not supported"
+        )
+    layout = _layout(weights_offsets, D_offsets, hash_size_cumsum)
+    bags = _bags(indices, offsets, len(layout.dims), pooling_mode, indice_weights)
+    return _forward(dev_weights, layout, indices, bags)
+
+
 KERNELS: dict[str, Callable[..., Any]] = {
     "bounds_check_indices": bounds_check_indices,
 }
@@ -384,4 +418,5 @@ KERNELS: dict[str, Callable[..., Any]] = {
 AUTOGRAD_KERNELS: dict[str, Callable[..., Any]] = {
     "split_embedding_codegen_lookup_sgd_function_pt2": lookup_sgd,
     "split_embedding_codegen_lookup_rowwise_adagrad_function_pt2": lookup_rowwise_adagrad,
+    "dense_embedding_codegen_lookup_function": dense_lookup,
 }
