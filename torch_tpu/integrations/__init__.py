@@ -52,7 +52,8 @@ def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 
 def install() -> None:
-    from . import accelerate, fbgemm
+    from . import accelerate, fbgemm, torchrec
 
     accelerate.install()
     fbgemm.install()
+    torchrec.install()

@@ -14,7 +14,6 @@ import torch
 import torch.distributed as dist
 from fbgemm_gpu.split_embedding_configs import EmbOptimType
 from torch.distributed._shard.sharded_tensor import ShardedTensor
-from torch.distributed.remote_device import _remote_device
 from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
 from torchrec.datasets.random import RandomRecDataset
 from torchrec.distributed import DistributedModelParallel
@@ -66,30 +65,31 @@ def initial_state() -> dict[str, torch.Tensor]:
 
 
 def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
-    # TorchRec's planner knows cpu, cuda and mtia; a tpu runs its tables as a CPU would (the
-    # same fbgemm kernels, registered for tpu), so it plans as for the CPU.
+    """The planner's plan with every table sharded `sharding`-wise, for the CPU (TorchRec plans
+    for cpu, cuda and mtia; torch_tpu places a CPU plan's shards on tpu)."""
+    kernel = "dense" if sharding == "data_parallel" else "fused"
     constraints = {
         # min_partition: column-wise shards of half a row, so that each rank holds one.
         config.name: ParameterConstraints(
-            sharding_types=[sharding], compute_kernels=["fused"], min_partition=DIM // 2
+            sharding_types=[sharding], compute_kernels=[kernel], min_partition=DIM // 2
         )
         for config in tables()
     }
     planner = EmbeddingShardingPlanner(
         topology=Topology(world_size=world, compute_device="cpu"), constraints=constraints
     )
-    return planner.collective_plan(dlrm(torch.device("meta")), [sharder("sgd")], pg)
-
-
-def on_tpu(plan: ShardingPlan) -> ShardingPlan:
-    """The plan's shards placed on each rank's tpu (the planner wrote "rank:r/cpu")."""
-    for module in plan.plan.values():
-        for parameter in module.values():  # type: ignore[attr-defined]
-            if parameter.sharding_spec is None:
-                continue
-            for shard in parameter.sharding_spec.shards:
-                rank = shard.placement.rank()
-                shard.placement = _remote_device(f"rank:{rank}/tpu:{rank}")
+    plan = planner.collective_plan(dlrm(torch.device("meta")), [sharder("sgd")], pg)
+    if sharding == "data_parallel":
+        return plan
+    shards = [
+        shard
+        for module in plan.plan.values()
+        for parameter in module.values()  # type: ignore[attr-defined]
+        for shard in parameter.sharding_spec.shards
+    ]
+    if sharding == "column_wise":  # the planner did split rows into column blocks
+        assert {shard.shard_sizes[1] for shard in shards} == {DIM // 2}, shards
+    assert {shard.placement.rank() for shard in shards} == set(range(world)), shards
     return plan
 
 
@@ -129,19 +129,8 @@ def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def train(
     device: torch.device, pg: dist.ProcessGroup, sharding: str, optimizer: str, rank: int
 ) -> tuple[list[float], dict[str, torch.Tensor]]:
-    world = dist.get_world_size(pg)
-    plan = planned(sharding, pg, world)
-    shards = [
-        shard
-        for module in plan.plan.values()
-        for parameter in module.values()  # type: ignore[attr-defined]
-        for shard in parameter.sharding_spec.shards
-    ]
-    if sharding == "column_wise":  # the planner did split rows into column blocks
-        assert {shard.shard_sizes[1] for shard in shards} == {DIM // 2}, shards
-    assert {shard.placement.rank() for shard in shards} == set(range(world)), shards
-    if device.type == "tpu":
-        plan = on_tpu(plan)
+    # "auto": DistributedModelParallel plans by itself (on tpu through torch_tpu's planning).
+    plan = None if sharding == "auto" else planned(sharding, pg, dist.get_world_size(pg))
     model = DistributedModelParallel(
         dlrm(torch.device("meta")),
         env=ShardingEnv.from_process_group(pg),
@@ -150,8 +139,9 @@ def train(
         sharders=[sharder(optimizer)],
     )
     load(model, initial_state())
-    dense = [p for n, p in model.named_parameters() if "embedding_bags" not in n]
-    opt = torch.optim.SGD(dense, lr=0.1)
+    # The fused tables update themselves in backward and leave no gradient for this optimizer;
+    # data-parallel tables are ordinary (all-reduced) parameters.
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     data = iter(
         RandomRecDataset(
             keys=KEYS,
