@@ -119,7 +119,8 @@ def _bags(
 
 def _feature_rows(indices: Tensor, bags: _Bags, t: int, rows: int) -> tuple[Tensor, Tensor]:
     """Feature t's table rows at every position (0 elsewhere) and its positions' factors."""
-    mine = bags.feature == t
+    # A negative index (-1: pruned) reads nothing.
+    mine = (bags.feature == t) & (indices >= 0)
     local = torch.where(mine, indices.to(torch.long), 0).clamp(0, max(rows - 1, 0))
     return local, torch.where(mine, bags.scale, 0.0)
 
@@ -365,7 +366,8 @@ def bounds_check_indices(
     feature = torch.searchsorted(offsets.to(torch.long)[1:], positions, right=True) // batch
     feature = feature.clamp(max=features - 1)
     limit = rows_per_table.to(torch.long).index_select(0, feature)
-    bad = (indices < 0) | (indices.to(torch.long) >= limit)
+    # -1 marks a pruned index, which fbgemm lets through (and TBE reads as nothing).
+    bad = (indices < -1) | (indices.to(torch.long) >= limit)
     if bounds_check_mode in (0, 6):  # FATAL
         count = int(bad.sum().item())
         if count:
