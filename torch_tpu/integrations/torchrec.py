@@ -125,6 +125,30 @@ def _patch_dense_tables(module: ModuleType) -> None:
     dense.__init__ = __init__
 
 
+def _patch_sharded_tensor_device(module: ModuleType) -> None:
+    """A ShardedTensor with no shard on this rank (a table-wise table held by another rank)
+    names its device from the process group: the CPU for Gloo, else ``torch.cuda``'s current
+    device, which fails without CUDA. Where tpu is the accelerator it is the current tpu."""
+    table = module._SHARDED_OPS
+    getter = torch.Tensor.device.__get__  # type: ignore[attr-defined]
+    original = table[getter]
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    @module._sharded_op_impl(getter)
+    def device(types: Any, args: tuple = (), kwargs: Any = None, pg: Any = None) -> Any:
+        sharded = args[0]
+        gloo = pg is not None and pg._get_backend_name() == "gloo"
+        accelerator = torch.accelerator.current_accelerator()
+        if not sharded.local_shards() and not gloo and accelerator is not None:
+            if accelerator.type == "tpu":
+                return torch.device("tpu", torch.tpu.current_device())
+        return original(types, args, kwargs, pg)
+
+    table[getter]._torch_tpu = True
+
+
 def install() -> None:
+    after_import("torch.distributed._shard.sharded_tensor", _patch_sharded_tensor_device)
     after_import("torchrec.distributed.model_parallel", _patch_model_parallel)
     after_import("torchrec.distributed.batched_embedding_kernel", _patch_dense_tables)

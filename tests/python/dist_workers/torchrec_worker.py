@@ -1,8 +1,9 @@
 """torchrun worker: TorchRec's DLRM sharded by DistributedModelParallel over tpu_dist, trained
 on TorchRec's RandomRecDataset, against the same model, plan and batches sharded over Gloo on
 the CPU (fbgemm's CPU kernels): the loss of every step and every local parameter shard at the
-end. Cases come from $TORCHREC_CASES (comma-separated "sharding-optimizer"); each writes one
-JSON line to $DIST_RESULTS.<rank>."""
+end (with "+checkpoint" after the optimizer: read back from a torch.distributed.checkpoint of
+the tpu run into a freshly sharded model). Cases come from $TORCHREC_CASES (comma-separated
+"sharding-optimizer"); each writes one JSON line to $DIST_RESULTS.<rank>."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from fbgemm_gpu.split_embedding_configs import EmbOptimType
 from torch.distributed._shard.sharded_tensor import ShardedTensor
 from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
@@ -94,7 +96,8 @@ def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
 
 
 def sharder(optimizer: str) -> EmbeddingBagCollectionSharder:
-    return EmbeddingBagCollectionSharder(fused_params=dict(OPTIMIZERS[optimizer]))
+    fused = OPTIMIZERS[optimizer.removesuffix("+checkpoint")]
+    return EmbeddingBagCollectionSharder(fused_params=dict(fused))
 
 
 def load(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> None:
@@ -126,18 +129,32 @@ def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def train(
-    device: torch.device, pg: dist.ProcessGroup, sharding: str, optimizer: str, rank: int
-) -> tuple[list[float], dict[str, torch.Tensor]]:
+def sharded_model(
+    device: torch.device, pg: dist.ProcessGroup, sharding: str, optimizer: str
+) -> DistributedModelParallel:
     # "auto": DistributedModelParallel plans by itself (on tpu through torch_tpu's planning).
     plan = None if sharding == "auto" else planned(sharding, pg, dist.get_world_size(pg))
-    model = DistributedModelParallel(
+    return DistributedModelParallel(
         dlrm(torch.device("meta")),
         env=ShardingEnv.from_process_group(pg),
         device=device,
         plan=plan,
         sharders=[sharder(optimizer)],
     )
+
+
+def train(
+    device: torch.device,
+    pg: dist.ProcessGroup,
+    sharding: str,
+    optimizer: str,
+    rank: int,
+    checkpoint: str | None = None,
+) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """STEPS steps; with `checkpoint`, the trained model is saved there (torch.distributed.
+    checkpoint, ShardedTensors and all) and the state returned is a fresh model's after
+    loading it back."""
+    model = sharded_model(device, pg, sharding, optimizer)
     load(model, initial_state())
     # The fused tables update themselves in backward and leave no gradient for this optimizer;
     # data-parallel tables are ordinary (all-reduced) parameters.
@@ -161,12 +178,25 @@ def train(
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses, local_state(model)
+    if checkpoint is None:
+        return losses, local_state(model)
+    dcp.save(model.state_dict(), checkpoint_id=checkpoint, process_group=pg)
+    fresh = sharded_model(device, pg, sharding, optimizer)
+    state = fresh.state_dict()
+    dcp.load(state, checkpoint_id=checkpoint, process_group=pg)
+    fresh.load_state_dict(state)
+    return losses, local_state(fresh)
 
 
 def compare(sharding: str, optimizer: str, rank: int, gloo: Any) -> None:
     want_losses, want_state = train(torch.device("cpu"), gloo, sharding, optimizer, rank)
-    got_losses, got_state = train(torch.device("tpu"), dist.group.WORLD, sharding, optimizer, rank)
+    # "checkpoint": the tpu run's state is read back from a checkpoint of it.
+    checkpoint = None
+    if optimizer.endswith("+checkpoint"):
+        checkpoint = os.path.join(os.environ["DIST_TMP"], f"{sharding}-{optimizer}")
+    got_losses, got_state = train(
+        torch.device("tpu"), dist.group.WORLD, sharding, optimizer, rank, checkpoint
+    )
     torch.testing.assert_close(
         torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-4, atol=1e-5
     )
