@@ -22,6 +22,7 @@ host once per TBE and kept.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,23 +44,30 @@ class _Layout:
     column_offsets: tuple[int, ...]
 
 
-_layouts: dict[tuple[int, int, int, int], _Layout] = {}
+# Host copies of a TBE's small metadata buffers, read once: keyed by the buffers' identity and
+# version, and checked through weak references so that a key reused by new buffers (after the
+# old ones are freed) is not mistaken for them.
+_host_lists: dict[tuple[int, int], tuple[weakref.ref[Tensor], list[int]]] = {}
+
+
+def _host_list(t: Tensor) -> list[int]:
+    key = (id(t), t._version)
+    found = _host_lists.get(key)
+    if found is not None and found[0]() is t:
+        return found[1]
+    values = [int(v) for v in t.cpu().tolist()]
+    if len(_host_lists) > 256:  # drop the entries of buffers that are gone
+        for stale in [k for k, (ref, _) in _host_lists.items() if ref() is None]:
+            del _host_lists[stale]
+    _host_lists[key] = (weakref.ref(t), values)
+    return values
 
 
 def _layout(weights_offsets: Tensor, d_offsets: Tensor, hash_size_cumsum: Tensor) -> _Layout:
-    """The TBE's layout, read once per set of metadata buffers (they do not change)."""
-    key = (
-        weights_offsets.data_ptr(),
-        d_offsets.data_ptr(),
-        hash_size_cumsum.data_ptr(),
-        weights_offsets._version,
-    )
-    found = _layouts.get(key)
-    if found is not None:
-        return found
-    offsets = [int(v) for v in weights_offsets.cpu().tolist()]
-    columns = [int(v) for v in d_offsets.cpu().tolist()]
-    cumsum = [int(v) for v in hash_size_cumsum.cpu().tolist()]
+    """The TBE's layout from its metadata buffers (host copies kept, see _host_list)."""
+    offsets = _host_list(weights_offsets)
+    columns = _host_list(d_offsets)
+    cumsum = _host_list(hash_size_cumsum)
     # hash_size_cumsum has one entry per feature (features of one table repeat its start) and
     # the total last; a table's rows run to the next larger start.
     starts = sorted(set(cumsum))
@@ -68,9 +76,7 @@ def _layout(weights_offsets: Tensor, d_offsets: Tensor, hash_size_cumsum: Tensor
         following = [s for s in starts if s > start]
         rows.append((following[0] if following else start) - start)
     dims = [columns[t + 1] - columns[t] for t in range(len(columns) - 1)]
-    layout = _Layout(tuple(offsets), tuple(dims), tuple(rows), tuple(columns))
-    _layouts[key] = layout
-    return layout
+    return _Layout(tuple(offsets), tuple(dims), tuple(rows), tuple(columns))
 
 
 def _flat_weights(weights: list[Tensor]) -> tuple[Tensor, Tensor]:
@@ -184,8 +190,16 @@ class _Lookup(torch.autograd.Function):
         flat, layout, indices, bags, update, learning_rate = ctx.saved
         with torch.no_grad():
             grads = _row_gradients(grad_output.to(torch.float32), layout, indices, bags)
+            # Features reading one table (TorchRec's shared tables) sum their gradients first:
+            # the optimizer sees each row's whole gradient once, as fbgemm's does.
+            summed: dict[int, Tensor] = {}
+            first_feature: dict[int, int] = {}
             for t, grad in enumerate(grads):
-                update(flat, t, grad, learning_rate)
+                start = layout.weight_offsets[t]
+                first_feature.setdefault(start, t)
+                summed[start] = summed[start] + grad if start in summed else grad
+            for start, grad in summed.items():
+                update(flat, first_feature[start], grad, learning_rate)
         return (None,) * 7
 
 
@@ -223,11 +237,6 @@ def _lookup(
     return _Lookup.apply(placeholder, flat, layout, indices, bags, update, learning_rate)
 
 
-def _sgd_update(flat: Tensor, layout: _Layout, t: int, grad: Tensor, lr: float) -> None:
-    table = _table(flat, layout, t).to(torch.float32)
-    _write_table(flat, layout, t, table - lr * grad)
-
-
 def lookup_sgd(
     placeholder_autograd_tensor: Tensor,
     weights: list[Tensor],
@@ -253,13 +262,13 @@ def lookup_sgd(
     vbe_output: Tensor | None = None,
 ) -> Tensor:
     _check_supported(aux_tensor, output_dtype, vbe_output)
-    layout_holder: dict[str, _Layout] = {}
+    _, weights_offsets = _flat_weights(weights)
+    layout = _layout(weights_offsets, D_offsets, hash_size_cumsum)
 
     def update(flat: Tensor, t: int, grad: Tensor, lr: float) -> None:
-        _sgd_update(flat, layout_holder["layout"], t, grad, lr)
+        table = _table(flat, layout, t).to(torch.float32)
+        _write_table(flat, layout, t, table - lr * grad)
 
-    flat, weights_offsets = _flat_weights(weights)
-    layout_holder["layout"] = _layout(weights_offsets, D_offsets, hash_size_cumsum)
     return _lookup(
         placeholder_autograd_tensor,
         weights,
@@ -311,7 +320,7 @@ def lookup_rowwise_adagrad(
     # one float per row, at element offsets of its own per feature.
     state = momentum1[0]
     state_offsets = momentum1[2] if len(momentum1) == 3 else momentum1[3]
-    starts = [int(v) for v in state_offsets.cpu().tolist()]
+    starts = _host_list(state_offsets)
 
     def update(flat: Tensor, t: int, grad: Tensor, lr: float) -> None:
         rows = layout.rows[t]

@@ -39,11 +39,13 @@ OPTIMIZERS = {
 
 
 def tables() -> list[EmbeddingBagConfig]:
+    """Three tables, the first read by two features (a shared table)."""
+    features = [KEYS[:2], [KEYS[2]], [KEYS[3]]]
     return [
         EmbeddingBagConfig(
-            name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[key]
+            name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=names
         )
-        for i, key in enumerate(KEYS)
+        for i, names in enumerate(features)
     ]
 
 
