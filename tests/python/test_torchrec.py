@@ -263,6 +263,9 @@ def test_repeated_batches_compile_nothing_new() -> None:
         torch.tpu.synchronize()
 
     run_pass()
+    # DeferAndFuse may cut its first fused graphs where later passes do not: one more pass.
+    if torch_tpu.get_eager_mode() == "defer_and_fuse":
+        run_pass()
     compiles = torch_tpu.metrics()["compiles"]
     run_pass()
     assert torch_tpu.metrics()["compiles"] == compiles
