@@ -10,10 +10,12 @@ The shape of a jagged result is the sum of its lengths. Where TorchRec passes th
 ``KeyedJaggedTensor.permute`` does) nothing waits for the device; where it does not, the sum is
 read once (a host sync), as fbgemm's CUDA kernels read it too. The segment every output
 position belongs to is found on the device by a binary search over the output offsets, so the
-executables depend on the lengths' count and the values' length only: a length seen before,
-or one in a size bucket already met (docs/design/buckets.md), compiles nothing new.
+executables depend on the lengths' count and the values' length only, not on the ids: a
+batch whose lengths were met before compiles nothing new; a new length compiles these ops
+once more (they do not run at size buckets yet, docs/guide/recommendation.md).
 
-Registered when ``fbgemm_gpu`` is imported (TorchRec imports it), for the PrivateUse1 key.
+Registered when ``fbgemm_gpu`` is imported (TorchRec imports it), for the PrivateUse1 key (the
+table-batched embedding ops, in :mod:`torch_tpu.integrations.fbgemm_tbe`, with them).
 """
 
 from __future__ import annotations
