@@ -1,5 +1,6 @@
 """Glue for third-party libraries: those that enumerate accelerators by name pick ``tpu`` by
-themselves (accelerate), and torchvision imports without its C++ operators (torchvision)."""
+themselves (accelerate), fbgemm's and TorchRec's ops run on the device (fbgemm, torchrec), and
+torchvision imports without its C++ operators (torchvision)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 
 def install() -> None:
-    from . import accelerate, torchvision
+    from . import accelerate, fbgemm, torchrec, torchvision
 
     accelerate.install()
+    fbgemm.install()
+    torchrec.install()
     torchvision.install()
