@@ -11,7 +11,8 @@ constexpr int64_t kReductionNone = 0, kReductionMean = 1;
 
 // Per-sample picked log-probabilities and weights of nll_loss; self is [N, C] or [C].
 struct NllTerms {
-  Value picked;   // [N]: -w[t] * self[n, t], 0 where ignored
+  Value dot;      // [N]: w[t] * self[n, t], 0 where ignored
+  Value picked;   // [N]: -dot
   Value weights;  // [N]: w[t], 0 where ignored
   Value onehot;   // [N, C]: w[t] where class == t
 };
@@ -35,7 +36,8 @@ NllTerms nll_terms(LoweringContext& ctx, const Value& self2d, const Value& targe
   NllTerms terms;
   terms.onehot = onehot;
   terms.weights = sum(b, onehot, {1});
-  terms.picked = b.negate(sum(b, b.multiply(onehot, self2d), {1}));
+  terms.dot = sum(b, b.multiply(onehot, self2d), {1});
+  terms.picked = b.negate(terms.dot);
   return terms;
 }
 
@@ -47,7 +49,10 @@ Values nll_forward(LoweringContext& ctx, const Value& flat, const Shape& unreduc
   int64_t reduction = ctx.arg(3).toInt();
   Value total_weight = sum(b, t.weights, {0});
   if (reduction == kReductionNone) return {b.reshape(t.picked, unreduced_shape), total_weight};
-  Value total = sum(b, t.picked, {0});
+  // CPU subtracts each term from a zero accumulator, so a loss of zero is +0; the sum of the
+  // negated terms would be -0 (XLA drops the zero init of a one-sample sum), which prints as
+  // "-0.0000e+00" where CPU prints "0.0000e+00".
+  Value total = b.subtract(splat(b, 0, flat.type, {}), sum(b, t.dot, {0}));
   if (reduction == kReductionMean) total = b.divide(total, total_weight);
   return {total, total_weight};
 }

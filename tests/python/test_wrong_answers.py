@@ -225,6 +225,22 @@ def test_nll_loss_uint8_target(mode: str, reduction: str, batched: bool) -> None
         torch.testing.assert_close(actual, expected)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_zero_nll_loss_has_cpus_sign(mode: str, reduction: str) -> None:
+    # imagenet's example printed "Loss -0.0000e+00" on tpu, "0.0000e+00" on CPU: one class, so
+    # log_softmax is 0. CPU's reductions subtract from a zero accumulator (+0); its unreduced
+    # loss is -0. assert_close does not tell the zeros apart, so their signs are compared.
+    logits = torch.tensor([[0.3], [1.5]])
+    target = torch.tensor([0, 0])
+
+    def run(device: str) -> torch.Tensor:
+        return F.cross_entropy(logits.to(device), target.to(device), reduction=reduction).cpu()
+
+    actual, expected = run(TPU), run("cpu")
+    torch.testing.assert_close(actual, expected)
+    assert torch.equal(torch.signbit(actual), torch.signbit(expected)), (actual, expected)
+
+
 def test_legacy_storage_types() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated

@@ -1,4 +1,6 @@
-"""Glue that lets libraries which enumerate accelerators by name pick ``tpu`` by themselves."""
+"""Glue for third-party libraries: those that enumerate accelerators by name pick ``tpu`` by
+themselves (accelerate), fbgemm's and TorchRec's ops run on the device (fbgemm, torchrec), and
+torchvision imports without its C++ operators (torchvision)."""
 
 from __future__ import annotations
 
@@ -52,8 +54,9 @@ def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 
 def install() -> None:
-    from . import accelerate, fbgemm, torchrec
+    from . import accelerate, fbgemm, torchrec, torchvision
 
     accelerate.install()
     fbgemm.install()
     torchrec.install()
+    torchvision.install()
