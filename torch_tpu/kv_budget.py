@@ -54,7 +54,9 @@ def _env_bytes() -> int | None:
     try:
         gib = float(text)
     except ValueError:
-        raise ValueError(f"{ENV}={text!r}: expected the KV cache's size in GiB, e.g. 2 or 0.5")
+        raise ValueError(
+            f"{ENV}={text!r}: expected the KV cache's size in GiB, e.g. 2 or 0.5"
+        ) from None
     if gib <= 0:
         raise ValueError(f"{ENV}={text!r}: the KV cache's size must be positive")
     return int(gib * GiB)
