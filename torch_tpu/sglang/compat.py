@@ -6,6 +6,12 @@
   ``max_total_tokens`` at torch_tpu.kv_budget's budget (min(4 GiB, a quarter of the memory
   available), or ``TORCH_TPU_KV_CACHE_GIB``) unless the user set ``max_total_tokens`` or
   ``mem_fraction_static``. The attention backend defaults to SGLang's ``torch_native``.
+- **A KV pool of whole tensors** (``TpuMHATokenToKVPool``, through the platform's
+  ``get_kv_pool_cls`` hook): SGLang carves each layer's K and V as the two halves of one
+  allocation; on tpu a tensor that is part of its storage is read by gathering from the storage
+  and written by scattering into it, so every attention read and KV write of a step cost a pass
+  over the layer's whole pool (8 tokens took ~2 minutes with the 4 GiB default). The subclass
+  allocates K and V of each layer as tensors of their own; the rest of the pool is SGLang's.
 - **torchvision without its C++ ops** (``torchvision_boot.py``, run at interpreter start by a
   ``.pth`` file of the SGLang environment that scripts/setup_sglang.sh writes):
   ``sglang.srt.configs`` imports torchvision; PyPI's torchvision wheels are CUDA builds whose
@@ -17,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 
 from torch_tpu import kv_budget
 
@@ -43,6 +50,22 @@ def _model_dtype(server_args: Any) -> torch.dtype:
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     return dtype if isinstance(dtype, torch.dtype) else torch.bfloat16
+
+
+class TpuMHATokenToKVPool(MHATokenToKVPool):
+    """SGLang's multi-head-attention KV pool with each layer's K and V in storages of their own
+    (see the module's docstring); other layouts are left to SGLang."""
+
+    def _create_buffers_normal(self) -> None:
+        if self.kv_cache_layout == "vectorized_5d":
+            super()._create_buffers_normal()
+            return
+        k_shape, v_shape = self._kv_buffer_shapes()
+        self.k_buffer = [self._zeros(k_shape) for _ in range(self.layer_num)]
+        self.v_buffer = [self._zeros(v_shape) for _ in range(self.layer_num)]
+
+    def _zeros(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.zeros(shape, dtype=self.store_dtype, device=self.device)
 
 
 def apply_server_args_defaults(server_args: Any) -> None:

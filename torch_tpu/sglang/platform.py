@@ -69,6 +69,13 @@ class TpuSRTPlatform(SRTPlatform):
     def get_default_attention_backend(self) -> str:
         return ATTENTION_BACKEND
 
+    def get_kv_pool_cls(self, *, kind: str) -> type | None:
+        if kind != "mha":
+            return None
+        from torch_tpu.sglang.compat import TpuMHATokenToKVPool
+
+        return TpuMHATokenToKVPool
+
     def get_torch_distributed_backend_str(self) -> str:
         return torch_tpu.distributed.BACKEND_NAME
 
@@ -80,6 +87,13 @@ class TpuSRTPlatform(SRTPlatform):
 
     def get_compile_backend(self, mode: str | None = None) -> str:
         return "tpu"
+
+    def post_load_model(self, model: torch.nn.Module) -> None:
+        elsewhere = {t.device for t in [*model.parameters(), *model.buffers()]} - {
+            torch.device("tpu", torch.tpu.current_device())
+        }
+        if elsewhere:
+            raise RuntimeError(f"SGLang loaded model tensors on {elsewhere}, not on tpu")
 
     def apply_server_args_defaults(self, server_args: Any) -> None:
         from torch_tpu.sglang import compat

@@ -21,13 +21,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 SCHEMAS = {
     "nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
     "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
 }
-_libraries: list[Any] = []
 
 
 def _library_loads(spec: importlib.machinery.ModuleSpec) -> bool:
@@ -46,14 +44,14 @@ def _library_loads(spec: importlib.machinery.ModuleSpec) -> bool:
 
 def define_missing_ops(spec: importlib.machinery.ModuleSpec) -> bool:
     """Defines the schemas where torchvision's library cannot load; True if it did."""
-    if _libraries or _library_loads(spec):
+    if _library_loads(spec):
         return False
     import torch
 
-    library = torch.library.Library("torchvision", "DEF")
     for name, schema in SCHEMAS.items():
-        library.define(name + schema)
-    _libraries.append(library)
+        # torch.library.define keeps its library alive for the process (a Library object's
+        # definitions go when it is collected).
+        torch.library.define(f"torchvision::{name}", schema)
     return True
 
 
