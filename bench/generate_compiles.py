@@ -2,8 +2,9 @@
 answer grows: a tiny Qwen3, with transformers' static cache (its decoding step compiled) and
 its default dynamic cache, in Strict and DeferAndFuse, with eager size buckets on (the default)
 and off (TORCH_TPU_SIZE_BUCKETS=0). generate grows input_ids and positions by torch.cat each
-token; at exact sizes each new length compiles the cat and the ops reading the tensors' ends,
-with buckets a few per power of two of the length. Every run's tokens are checked against CPU.
+token, and the dynamic cache its keys and values; at exact sizes each new length compiles the
+cats, the ops reading the tensors' ends and attention, with buckets a few per power of two of
+the length. Every run's tokens are checked against CPU.
 On a GPU or TPU a compile of even a tiny program costs tens of ms, so these counts are most of
 a first long answer's time there.
 

@@ -73,9 +73,21 @@ for i in "${!extra_requirements[@]}"; do
     unset "extra_requirements[$i]"
   fi
 done
+# torchrec declares fbgemm-gpu (a CUDA build that would also bring its own torch): the torchrec
+# extra names the CPU build, so torchrec itself goes in without its dependencies.
+torchrec_requirement=""
+for i in "${!extra_requirements[@]}"; do
+  if [[ ${extra_requirements[$i]} == torchrec==* ]]; then
+    torchrec_requirement=${extra_requirements[$i]}
+    unset "extra_requirements[$i]"
+  fi
+done
 pip_install "${extra_requirements[@]}"
 if [ -n "$sglang_requirement" ]; then
   pip_install --no-deps "$sglang_requirement"
+fi
+if [ -n "$torchrec_requirement" ]; then
+  pip_install --no-deps "$torchrec_requirement"
 fi
 if [ -n "$vllm_requirement" ] && ! "$PY" -c "import importlib.metadata as m, sys; \
     sys.exit(m.version('vllm') != '${vllm_requirement#vllm==}')" 2>/dev/null; then

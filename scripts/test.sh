@@ -15,8 +15,9 @@
 # packaging or serving work done. Extra arguments go to pytest in both passes.
 #
 # Tests marked full_suite (the 20-step TorchTitan recipes, Ray Train's FSDP2 and Gloo runs, the
-# wheel in a fresh venv) run only with --full. The set-up adds the titan and ray extras, which
-# the recipe tests need, and docs, with which tests/python/test_docs.py builds the documentation
+# wheel in a fresh venv, TorchRec's sharded DLRM beyond its table-wise case) run only with
+# --full. The set-up adds the titan and ray extras, which the recipe tests need, torchrec
+# (tests/python/test_torchrec.py), and docs, with which tests/python/test_docs.py builds the documentation
 # site (mkdocs build --strict) and runs the Python blocks of the docs and README; --full also
 # installs xprof (~100 MB), with which tests/python/test_xprof.py opens a trace in XProf (it is
 # skipped, saying so, without it).
@@ -32,9 +33,9 @@ if [ "${1:-}" = "--full" ]; then
   shift
 fi
 if [ "$FULL" = 1 ]; then
-  bash scripts/setup.sh titan ray docs xprof  # XProf opens a trace in tests/python/test_xprof.py
+  bash scripts/setup.sh titan ray docs torchrec xprof  # XProf opens a trace in tests/python/test_xprof.py
 else
-  bash scripts/setup.sh titan ray docs
+  bash scripts/setup.sh titan ray docs torchrec
 fi
 PY=${TORCH_TPU_VENV:-$PWD/.venv}/bin/python
 WORKERS=${TORCH_TPU_TEST_WORKERS:-auto}

@@ -107,15 +107,15 @@ Value state_of(Builder& b, const Value& seed, const Value& offset) {
   return b.concatenate({half(seed), half(offset)}, 0);
 }
 
-// torch_tpu::attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
-//   -> (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32, seed, offset)
-LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
+// The forward's results (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32, seed,
+// offset) of attention over q, k and v with `mask` and causal masking.
+Values attention_forward(LoweringContext& ctx, const Value& q, const Value& k, const Value& v,
+                         const std::optional<Value>& mask, bool causal, double scale,
+                         double dropout) {
   Builder& b = ctx.b;
-  Value q = ctx.tensor(0), k = ctx.tensor(1), v = ctx.tensor(2);
   AttentionShape s = attention_shape(q, k, v);
   ElementType acc = accumulation_type(q.type);
-  Value scores = masked_scores(b, s, q, k, ctx.optional_tensor(3), ctx.arg(4).toBool(),
-                               ctx.arg(5).toDouble(), acc);
+  Value scores = masked_scores(b, s, q, k, mask, causal, scale, acc);
   Value peak = b.reduce(scores, b.constant(-INFINITY, acc), {4}, BinaryOp::Maximum);
   Value finite_peak = b.select(b.gt(peak, splat(b, -INFINITY, acc, s.grouped_rows())), peak,
                                splat(b, 0, acc, s.grouped_rows()));
@@ -123,7 +123,6 @@ LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
   Value total = b.reduce(b.exponential(shifted), b.constant(0, acc), {4}, BinaryOp::Add);
   Value logsumexp = b.add(b.log(total), finite_peak);
   Value p = probabilities(b, s, scores, logsumexp);
-  double dropout = ctx.arg(6).toDouble();
   Value seed = b.constant_int(0, ElementType::S64), offset = seed;
   if (dropout > 0) {
     Value state = ctx.rng_state();
@@ -136,6 +135,52 @@ LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
       b.convert(b.reshape(out, s.query_heads(s.value_dim)), q.type),
       b.convert(b.reshape(logsumexp, {s.batch, s.kv_heads * s.group, s.q_len}), ElementType::F32),
       seed, offset};
+}
+
+// torch_tpu::attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
+//   -> (output [B, Hq, Lq, Dv], logsumexp [B, Hq, Lq] float32, seed, offset)
+LOWER({"torch_tpu::attention"}, [](LoweringContext& ctx) {
+  return attention_forward(ctx, ctx.tensor(0), ctx.tensor(1), ctx.tensor(2), ctx.optional_tensor(3),
+                           ctx.arg(4).toBool(), ctx.arg(5).toDouble(), ctx.arg(6).toDouble());
+});
+
+// [batch, heads, capacity, width] from a flat buffer whose first elements are a contiguous
+// [batch, heads, length, width] (length a runtime input): rows past length read as zeros.
+Value rows_of_bucket(Builder& b, const Value& flat, const Value& length, int64_t batch,
+                     int64_t heads, int64_t capacity, int64_t width) {
+  const Shape shape{batch, heads, capacity, width};
+  auto constant = [&](int64_t value) {
+    return splat(b, static_cast<double>(value), ElementType::S64, shape);
+  };
+  auto position = [&](int64_t dim) { return b.iota(shape, ElementType::S64, dim); };
+  Value rows = b.broadcast_in_dim(length, shape, {});
+  Value head = b.add(b.multiply(position(0), constant(heads)), position(1));
+  Value index =
+      b.add(b.multiply(b.add(b.multiply(head, rows), position(2)), constant(width)), position(3));
+  index = b.clamp(constant(0), index, constant(flat.shape[0] - 1));
+  Value values =
+      b.reshape(take_slices(b, flat, 0, b.reshape(index, {hlo::num_elements(shape)})), shape);
+  return b.select(b.lt(position(2), rows), values, splat(b, 0, flat.type, shape));
+}
+
+// torch_tpu::bucket_attention(query, key, value, length, kv_heads, value_dim, scale): the
+// attention above (no mask, not causal, no dropout) over keys and values grown in size buckets
+// (dispatch/growing_buckets.h), given as the buckets' flat buffers, `length` of their rows
+// real: the rest masked, so that one executable serves every length of the buckets.
+LOWER({"@bucket_attention"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value q = ctx.tensor(0), key = ctx.tensor(1), value = ctx.tensor(2);
+  Value length = ctx.scalar(3, ElementType::S64);
+  const int64_t kv_heads = ctx.arg(4).toInt(), value_dim = ctx.arg(5).toInt();
+  const int64_t batch = q.shape[0], head_dim = q.shape[3];
+  const int64_t capacity = std::min(key.shape[0] / (batch * kv_heads * head_dim),
+                                    value.shape[0] / (batch * kv_heads * value_dim));
+  Value k = rows_of_bucket(b, key, length, batch, kv_heads, capacity, head_dim);
+  Value v = rows_of_bucket(b, value, length, batch, kv_heads, capacity, value_dim);
+  const Shape mask_shape{1, 1, 1, capacity};
+  Value real =
+      b.lt(b.iota(mask_shape, ElementType::S64, 3), b.broadcast_in_dim(length, mask_shape, {}));
+  return attention_forward(ctx, q, k, v, real, false, ctx.arg(6).toDouble(), 0.0);
 });
 
 // Sums `grad` ([B, Hq, Lq, Lk]) down to the mask's own (broadcast) shape.

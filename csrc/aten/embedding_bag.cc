@@ -1,15 +1,21 @@
 // embedding_bag: the sum, mean or max of the embedding rows of each bag, forward and backward.
 // Bags are spans of the 1-d index list between offsets; an index equal to padding_idx adds
-// nothing (and is not counted by the mean); an empty bag gives zeros. With static sizes the
-// bag membership is a [bags, indices] mask and the reductions are products with it.
+// nothing (and is not counted by the mean); an empty bag gives zeros. Each index finds its bag
+// by a binary search over the offsets; sums are scatter-adds of the gathered rows into their
+// bags (forward) or of the bags' gradients into the rows read (backward), so the work grows
+// with indices x dim, not with bags x indices or table rows x indices (a recommendation
+// model's tables have millions of rows). Max compares within a [bags, indices] mask.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_embedding_bag_dense_backward.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "csrc/aten/arith.h"
+#include "csrc/aten/binary_search.h"
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
@@ -20,7 +26,7 @@ constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
 struct Bags {
   Value indices;     // [L] s64
   Value offset2bag;  // [L] s64: the bag of each index, -1 when it belongs to none
-  Value member;      // [B, L] pred: index l counts in bag b
+  Value counted;     // [L] pred: the index counts in its bag (in one, and not padding_idx)
   int64_t bags, length;
 };
 
@@ -46,18 +52,40 @@ Bags bags_of(Builder& b, const Value& indices_in, const Value& offsets_in, bool 
   Value end = include_last ? b.slice(offsets, {bags}, {bags + 1}, {1})
                            : splat(b, static_cast<double>(length), ElementType::S64, {1});
   Value position = b.iota({length}, ElementType::S64, 0);
-  Value started = b.le(b.broadcast_in_dim(starts, {length, bags}, {1}),
-                       b.broadcast_in_dim(position, {length, bags}, {0}));
-  Value bag = b.subtract(sum(b, b.convert(started, ElementType::S64), {1}),
+  // The bags started at or before each position, less one: the last such bag.
+  Value bag = b.subtract(binary_search(b, starts, position, /*right=*/true, std::nullopt),
                          splat(b, 1, ElementType::S64, {length}));
   Value inside = b.lt(position, broadcast_to(b, end, {length}));
   Value none = splat(b, -1, ElementType::S64, {length});
   Value offset2bag = b.select(inside, bag, none);
   Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
-  Value member = b.and_(b.eq(b.broadcast_in_dim(offset2bag, {bags, length}, {1}),
-                             b.iota({bags, length}, ElementType::S64, 0)),
-                        b.broadcast_in_dim(counted, {bags, length}, {1}));
-  return {indices, offset2bag, member, bags, length};
+  return {indices, offset2bag, counted, bags, length};
+}
+
+// [B, L] pred: index l counts in bag b (max's comparisons).
+Value membership(Builder& b, const Bags& g) {
+  return b.and_(b.eq(b.broadcast_in_dim(g.offset2bag, {g.bags, g.length}, {1}),
+                     b.iota({g.bags, g.length}, ElementType::S64, 0)),
+                b.broadcast_in_dim(g.counted, {g.bags, g.length}, {1}));
+}
+
+// Each counted index's bag, and the spill slot `bags` for the others: a scatter into
+// bags + 1 slots then drops them with the last slot.
+Value bag_or_spill(Builder& b, const Bags& g) {
+  return b.select(g.counted, g.offset2bag,
+                  splat(b, static_cast<double>(g.bags), ElementType::S64, {g.length}));
+}
+
+// sum over each bag's counted positions of `per_index` ([L] or [L, D]), as [B] or [B, D].
+Value sum_into_bags(Builder& b, const Bags& g, const Value& per_index) {
+  Shape shape = per_index.shape;
+  shape[0] = g.bags + 1;
+  Value sums = combine_slices(b, splat(b, 0, per_index.type, shape), 0, bag_or_spill(b, g),
+                              per_index, BinaryOp::Add);
+  std::vector<int64_t> low(shape.size(), 0), high(shape.begin(), shape.end()),
+      step(shape.size(), 1);
+  high[0] = g.bags;
+  return b.slice(sums, low, high, step);
 }
 
 Value as_float(Builder& b, const Value& pred, ElementType type) {
@@ -90,13 +118,12 @@ Values embedding_bag(LoweringContext& ctx) {
   const int64_t dim = weight.shape[1];
   ElementType t = opmath(weight.type);
   Value rows = b.convert(take_slices(b, weight, 0, g.indices), t);  // [L, D]
-  Value member = as_float(b, g.member, t);                          // [B, L]
-  Value bag_size = b.convert(sum(b, member, {1}), ElementType::S64);
+  Value bag_size = sum_into_bags(b, g, as_float(b, g.counted, ElementType::S64));
   Value max_indices = splat(b, 0, ElementType::S64, {g.bags, dim});
   Value output;
   if (mode == kMax) {
     Shape cube{g.bags, g.length, dim};
-    Value in_bag = b.broadcast_in_dim(g.member, cube, {0, 1});
+    Value in_bag = b.broadcast_in_dim(membership(b, g), cube, {0, 1});
     Value candidates =
         b.select(in_bag, b.broadcast_in_dim(rows, cube, {1, 2}), splat(b, -INFINITY, t, cube));
     Value best = b.reduce(candidates, b.constant(-INFINITY, t), {1}, BinaryOp::Maximum);  // [B, D]
@@ -124,7 +151,7 @@ Values embedding_bag(LoweringContext& ctx) {
                   "per_sample_weights is only supported for mode='sum'");
       rows = b.multiply(rows, b.broadcast_in_dim(b.convert(*psw, t), rows.shape, {0}));
     }
-    output = b.dot_general(member, rows, {}, {}, {1}, {0}, t);  // [B, D]
+    output = sum_into_bags(b, g, rows);  // [B, D]
     if (mode == kMean) {
       Value size = b.broadcast_in_dim(b.convert(bag_size, t), output.shape, {0});
       Value one = splat(b, 1, t, output.shape);
@@ -153,21 +180,29 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
         const int64_t num_weights = ctx.arg(5).toInt();
         bool by_frequency = ctx.arg(6).toBool();
         int64_t mode = ctx.arg(7).toInt(), padding_idx = ctx.arg(9).toInt();
-        Value weight_rows = b.iota({num_weights, length}, ElementType::S64, 0);
         Value counted = counted_in_a_bag(b, offset2bag, indices, padding_idx);
-        // [W, L]: index l reads weight row w.
-        Value reads = b.and_(b.eq(weight_rows, b.broadcast_in_dim(indices, weight_rows.shape, {1})),
-                             b.broadcast_in_dim(counted, weight_rows.shape, {1}));
-        Value reads_f = as_float(b, reads, t);
-        Value frequency = sum(b, reads_f, {1});  // [W]
+        Value counted_f = as_float(b, counted, t);
+        // Each index's row, kept in range (an index no bag counts adds zero wherever it lands).
+        Value row = b.clamp(splat(b, 0, ElementType::S64, {length}), indices,
+                            splat(b, static_cast<double>(std::max<int64_t>(num_weights - 1, 0)),
+                                  ElementType::S64, {length}));
+        Value frequency = combine_slices(b, splat(b, 0, t, {num_weights}), 0, row, counted_f,
+                                         BinaryOp::Add);  // [W]
         Value result;
         if (mode == kMax) {
+          // Each (bag, column) gradient goes to the row that gave the maximum; an empty bag
+          // (-1) to a spill slot past the table.
           Value max_indices = b.convert(ctx.tensor(4), ElementType::S64);  // [B, D]
-          Shape cube{num_weights, bags, dim};
-          Value picks = b.eq(b.broadcast_in_dim(max_indices, cube, {1, 2}),
-                             b.iota(cube, ElementType::S64, 0));
-          result = sum(
-              b, b.select(picks, b.broadcast_in_dim(g, cube, {1, 2}), splat(b, 0, t, cube)), {1});
+          Shape grid{bags, dim};
+          Value flat_at = b.add(b.multiply(max_indices, splat(b, dim, ElementType::S64, grid)),
+                                b.iota(grid, ElementType::S64, 1));
+          const double spill = static_cast<double>(num_weights * dim);
+          flat_at = b.select(b.ge(max_indices, splat(b, 0, ElementType::S64, grid)), flat_at,
+                             splat(b, spill, ElementType::S64, grid));
+          Value flat = combine_slices(b, splat(b, 0, t, {num_weights * dim + 1}), 0,
+                                      b.reshape(flat_at, {bags * dim}), b.reshape(g, {bags * dim}),
+                                      BinaryOp::Add);
+          result = b.reshape(b.slice(flat, {0}, {num_weights * dim}, {1}), {num_weights, dim});
         } else {
           // Each counted index receives its bag's gradient (over the bag size for the mean).
           Value safe_bag =
@@ -180,8 +215,10 @@ LOWER({"_embedding_bag_dense_backward", "_embedding_bag_dense_backward.out"},
             scale = b.divide(scale, b.maximum(b.reshape(sizes, {length}), scale));
           }
           if (auto psw = ctx.optional_tensor(8)) scale = b.multiply(scale, b.convert(*psw, t));
+          scale = b.multiply(scale, counted_f);
           per_index = b.multiply(per_index, b.broadcast_in_dim(scale, per_index.shape, {0}));
-          result = b.dot_general(reads_f, per_index, {}, {}, {1}, {0}, t);  // [W, D]
+          result = combine_slices(b, splat(b, 0, t, {num_weights, dim}), 0, row, per_index,
+                                  BinaryOp::Add);  // [W, D]
         }
         if (by_frequency) {
           Value f = b.broadcast_in_dim(b.maximum(frequency, splat(b, 1, t, {num_weights})),

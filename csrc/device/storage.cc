@@ -14,9 +14,13 @@ namespace torch_tpu {
 namespace {
 std::atomic<int64_t> bucketed_storages{0};
 
+// Whether `contents` are (or, pending, will be) the start of a bucket.
+bool in_bucket(const DeviceStorage::Contents& contents) {
+  return contents.bucket || (contents.pending && contents.pending->bucket > 0);
+}
+
 // Counts a storage's bucket as it comes and goes.
-void count_bucket(const std::shared_ptr<pjrt::Buffer>& before,
-                  const std::shared_ptr<pjrt::Buffer>& after) {
+void count_bucket(bool before, bool after) {
   if (!before && after) bucketed_storages.fetch_add(1, std::memory_order_relaxed);
   if (before && !after) bucketed_storages.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -41,7 +45,7 @@ DeviceStorage::~DeviceStorage() {
     pending->owner = nullptr;
   }
   pjrt::release(std::move(contents_.buffer));
-  count_bucket(contents_.bucket, nullptr);
+  count_bucket(in_bucket(contents_), false);
   pjrt::release(std::move(contents_.bucket));
 }
 
@@ -49,9 +53,9 @@ void DeviceStorage::assign_pending(std::shared_ptr<PendingSlot> slot) {
   std::shared_ptr<pjrt::Buffer> previous, previous_bucket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    count_bucket(in_bucket(contents_), slot->bucket > 0);
     previous = std::exchange(contents_.buffer, nullptr);
     previous_bucket = std::exchange(contents_.bucket, nullptr);
-    count_bucket(previous_bucket, nullptr);
     contents_.type = slot->type;
     contents_.pending = std::move(slot);
   }
@@ -83,9 +87,9 @@ void DeviceStorage::assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementTyp
   std::shared_ptr<pjrt::Buffer> previous_bucket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    count_bucket(in_bucket(contents_), false);
     std::swap(contents_.buffer, buffer);
     previous_bucket = std::exchange(contents_.bucket, nullptr);
-    count_bucket(previous_bucket, nullptr);
     contents_.type = type;
     contents_.pending.reset();
   }
@@ -97,8 +101,8 @@ void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::Ele
   std::shared_ptr<pjrt::Buffer> previous;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    count_bucket(in_bucket(contents_), bucket != nullptr);
     previous = std::exchange(contents_.buffer, nullptr);
-    count_bucket(contents_.bucket, bucket);
     std::swap(contents_.bucket, bucket);
     contents_.type = type;
     contents_.pending.reset();

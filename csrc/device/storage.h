@@ -28,6 +28,9 @@ struct PendingSlot {
   int value = -1;      // the value's index in that graph
   hlo::ElementType type = hlo::ElementType::F32;
   DeviceStorage* owner = nullptr;  // cleared (under pending_slots_mutex) when the storage dies
+  // Set where the value is a size bucket's buffer of this many elements, the storage its first
+  // ones (dispatch/growing_buckets.h): it becomes the storage's bucket, not its buffer.
+  int64_t bucket = 0;
   // The buffer the storage held before the graph first wrote it: the graph may write the new
   // value into that buffer's memory (donation) when nothing else holds it.
   std::weak_ptr<pjrt::Buffer> replaces;
@@ -79,7 +82,8 @@ class DeviceStorage {
   mutable Contents contents_;  // contents() makes a bucket's view
 };
 
-// Storages whose contents are the start of a size bucket's buffer (see Contents::bucket).
+// Storages whose contents are the start of a size bucket's buffer (see Contents::bucket), or
+// will be (a pending bucket, PendingSlot::bucket).
 int64_t bucketed_storage_count();
 
 DeviceStorage& device_storage(const c10::Storage& storage);

@@ -335,7 +335,10 @@ void assign_results(const std::vector<std::shared_ptr<PendingSlot>>& live,
   std::lock_guard<std::mutex> lock(pending_slots_mutex());
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& slot = live[i];
-    if (slot->owner != nullptr && slot->owner->contents().pending == slot) {
+    if (slot->owner == nullptr || slot->owner->contents().pending != slot) continue;
+    if (slot->bucket > 0) {
+      slot->owner->assign_bucket(std::move(results[i]), slot->type);
+    } else {
       slot->owner->assign(std::move(results[i]), slot->type);
     }
   }
@@ -524,13 +527,16 @@ bool must_cut(const Graph& g, const CacheEntry& entry, int device) {
           (entry.compiled_graph || g.weight >= kRepeatMinOps));
 }
 
-// Makes `storage` receive graph value `value` when the graph runs.
-void assign_pending(Graph& g, DeviceStorage& storage, int value, hlo::ElementType type) {
+// Makes `storage` receive graph value `value` when the graph runs (as its bucket, of `bucket`
+// elements, where given).
+void assign_pending(Graph& g, DeviceStorage& storage, int value, hlo::ElementType type,
+                    int64_t bucket = 0) {
   auto slot = std::make_shared<PendingSlot>();
   slot->epoch = g.epoch;
   slot->value = value;
   slot->type = type;
   slot->owner = &storage;
+  slot->bucket = bucket;
   DeviceStorage::Contents previous = storage.contents();
   slot->replaces = previous.pending && previous.pending->epoch == g.epoch
                        ? previous.pending->replaces
@@ -539,12 +545,14 @@ void assign_pending(Graph& g, DeviceStorage& storage, int value, hlo::ElementTyp
   g.slots.push_back(slot);
 }
 
-// Flushes `g` if `storage` is pending in it as another type than `type`: a reinterpretation
-// runs on the buffer (see reinterpret.h). Returns whether it flushed.
-bool flush_if_read_as_other_type(Graph& g, const DeviceStorage& storage, hlo::ElementType type) {
+// Flushes `g` if `storage` is pending in it as another type than `type` (a reinterpretation
+// runs on the buffer, see reinterpret.h) or as a bucket (a longer value than the storage, read
+// through a view of its first elements). Returns whether it flushed.
+bool flush_unless_readable_as(Graph& g, const DeviceStorage& storage, hlo::ElementType type) {
   if (g.ops.empty()) return false;
   DeviceStorage::Contents contents = storage.contents();
-  if (contents.pending && contents.pending->epoch == g.epoch && contents.type != type) {
+  if (contents.pending && contents.pending->epoch == g.epoch &&
+      (contents.type != type || contents.pending->bucket > 0)) {
     flush_locked(g);
     return true;
   }
@@ -562,8 +570,8 @@ std::vector<c10::IValue> defer(const std::shared_ptr<CacheEntry>& entry,
   // A storage pending in this graph but read through another dtype is realized first.
   for (const ParamSource& param : entry->params) {
     if (param.kind == ParamSource::Kind::Storage &&
-        flush_if_read_as_other_type(g, device_storage(tensor_of(args, param.arg, param.list_index)),
-                                    param.type)) {
+        flush_unless_readable_as(g, device_storage(tensor_of(args, param.arg, param.list_index)),
+                                 param.type)) {
       break;
     }
   }
@@ -616,8 +624,8 @@ void defer_graph(const std::shared_ptr<CacheEntry>& graph_op, const std::vector<
   if (must_cut(g, *graph_op, device)) flush_locked(g);
   for (const GraphInput& input : inputs) {
     if (input.tensor.defined() &&
-        flush_if_read_as_other_type(g, device_storage(input.tensor),
-                                    to_element_type(input.tensor.scalar_type()))) {
+        flush_unless_readable_as(g, device_storage(input.tensor),
+                                 to_element_type(input.tensor.scalar_type()))) {
       break;
     }
   }
@@ -698,6 +706,15 @@ std::vector<std::shared_ptr<pjrt::Buffer>> run_fused(
 }
 
 void capture_fused_runs(FusedRun* run) { capture = run; }
+
+bool share_pending(const DeviceStorage& from, DeviceStorage& to, int64_t bucket) {
+  Graph& g = graph();
+  std::lock_guard<std::recursive_mutex> lock(g.mutex);
+  DeviceStorage::Contents contents = from.raw_contents();
+  if (!contents.pending || contents.pending->epoch != g.epoch) return false;
+  assign_pending(g, to, contents.pending->value, contents.type, bucket);
+  return true;
+}
 
 bool compiled_graph_pending() { return holds_compiled_graph.load(std::memory_order_relaxed); }
 

@@ -86,6 +86,10 @@ struct GraphResult {
 void defer_graph(const std::shared_ptr<CacheEntry>& graph, const std::vector<GraphInput>& inputs,
                  const std::vector<GraphResult>& results, int device);
 
+// Makes `to` receive the pending value `from` will (as its bucket of `bucket` elements, where
+// given: see dispatch/growing_buckets.h). False where `from` is not pending in the graph.
+bool share_pending(const DeviceStorage& from, DeviceStorage& to, int64_t bucket = 0);
+
 // Whether the pending graph holds a compiled graph's replay: Strict's ops that read no storage
 // (a fill, a factory: autograd's seed for backward, say) join it rather than run alone.
 bool compiled_graph_pending();

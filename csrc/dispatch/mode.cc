@@ -25,13 +25,11 @@ EagerMode initial_mode() {
 
 std::atomic<EagerMode> current{initial_mode()};
 thread_local int record_depth = 0;
-thread_local int run_now_depth = 0;
 
 }  // namespace
 
 EagerMode eager_mode() {
-  if (record_depth > 0) return EagerMode::DeferAndFuse;
-  return run_now_depth > 0 ? EagerMode::Strict : current.load(std::memory_order_relaxed);
+  return record_depth > 0 ? EagerMode::DeferAndFuse : current.load(std::memory_order_relaxed);
 }
 
 bool recording() { return record_depth > 0; }
@@ -52,10 +50,6 @@ RecordScope::~RecordScope() noexcept(false) {
     // The exception already unwinding is the one to report.
   }
 }
-
-RunNowScope::RunNowScope() { ++run_now_depth; }
-
-RunNowScope::~RunNowScope() { --run_now_depth; }
 
 void set_eager_mode(EagerMode mode) {
   materialize_pending();

@@ -10,8 +10,7 @@ namespace torch_tpu {
 
 enum class EagerMode { Strict, Debug, DeferAndFuse };
 
-// DeferAndFuse while this thread records a compiled graph (RecordScope), Strict inside a
-// RunNowScope, else the set mode.
+// DeferAndFuse while this thread records a compiled graph (RecordScope), else the set mode.
 EagerMode eager_mode();
 
 // While alive, this thread's ops are recorded into the pending graph without loop-repeat cuts;
@@ -24,15 +23,6 @@ class RecordScope {
   RecordScope& operator=(const RecordScope&) = delete;
 };
 bool recording();
-// While alive (and not recording), this thread's ops run one by one as in Strict, whatever the
-// set mode: an op whose result must be a real buffer at once (a cat into a size bucket).
-class RunNowScope {
- public:
-  RunNowScope();
-  ~RunNowScope();
-  RunNowScope(const RunNowScope&) = delete;
-  RunNowScope& operator=(const RunNowScope&) = delete;
-};
 // Materializes pending deferred work first, so that switching is always safe.
 void set_eager_mode(EagerMode mode);
 EagerMode parse_eager_mode(const std::string& name);  // "strict", "debug", "defer_and_fuse"

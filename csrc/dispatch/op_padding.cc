@@ -130,6 +130,8 @@ constexpr auto kTable = std::to_array<OpPadding>({
     // Layout: in compiled graphs. An eager cat grows a tensor in its bucket.
     {"_unsafe_view", K::None, K::Layout},
     {"cat", K::Cat, K::Layout},
+    // Our fused attention reads keys and values that eager cats grew in buckets.
+    {"torch_tpu::attention", K::Attention, K::None},
     {"expand", K::None, K::Layout},
     {"permute", K::None, K::Layout},
     {"reshape", K::None, K::Layout},

@@ -25,7 +25,8 @@ enum class BucketKind : uint8_t {
   Reduce,     // a reduction: padding reads as its neutral element first
   Contract,   // a matrix product: padding reads as zero in both operands
   IndexPut,   // self[index] += values, one 1-d index: padded values add the sum's identity
-  Cat,        // a cat whose parts follow each other in memory (sizes before dim all 1)
+  Cat,        // a cat of parts alike but along dim: a growing tensor (growing_buckets.h)
+  Attention,  // fused attention over keys and values grown by Cat: past their length masked
   Own,        // a rule of its own in _bucketing.py (softmax, losses, layer norm, embeddings)
 };
 

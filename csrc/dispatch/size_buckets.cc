@@ -4,19 +4,15 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 
-#include "csrc/device/runtime.h"
 #include "csrc/device/storage.h"
 #include "csrc/device/types.h"
+#include "csrc/dispatch/bucket_buffers.h"
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
+#include "csrc/dispatch/growing_buckets.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/view_io.h"
@@ -25,85 +21,6 @@ namespace torch_tpu {
 
 namespace {
 
-// TORCH_TPU_SIZE_BUCKETS=0 at start-up, or set_size_buckets(false), turns buckets off.
-std::atomic<int>& setting() {
-  static std::atomic<int> on = [] {
-    const char* value = std::getenv("TORCH_TPU_SIZE_BUCKETS");
-    return value == nullptr || std::string_view(value) != "0" ? -1 : 0;  // -1: not yet asked
-  }();
-  return on;
-}
-
-bool enabled() {
-  int on = setting().load(std::memory_order_relaxed);
-  if (on < 0) {
-    on = Runtime::get().client().supports_views() ? 1 : 0;
-    setting().store(on, std::memory_order_relaxed);
-  }
-  return on == 1;
-}
-
-// What fills and uploads have met, by (op, dtype, bucket): the first length, whether a
-// second one came, and how each shape ran.
-struct Met {
-  int64_t first_length = -1;
-  bool two_lengths = false;
-  std::map<std::vector<int64_t>, bool> shapes;  // shape -> ran at the bucket
-};
-std::mutex met_mutex;
-std::map<std::tuple<std::string, int, int64_t>, Met>& met_by_bucket() {
-  static std::map<std::tuple<std::string, int, int64_t>, Met> met;
-  return met;
-}
-
-// A fill runs a shape at its bucket where, when it first met the shape, the bucket had met two
-// lengths of this (op, dtype): a sweep over lengths then shares the bucket's executables, and
-// a shape keeps how it first ran, so that a program repeating its shapes compiles nothing new.
-bool fill_uses_bucket(const std::string& op_name, c10::ScalarType dtype, int64_t bucket,
-                      c10::IntArrayRef sizes, int64_t length) {
-  std::lock_guard<std::mutex> lock(met_mutex);
-  Met& met = met_by_bucket()[{op_name, static_cast<int>(dtype), bucket}];
-  auto [shape, added] = met.shapes.try_emplace(sizes.vec(), met.two_lengths);
-  if (!added) return shape->second;
-  if (met.first_length < 0) met.first_length = length;
-  met.two_lengths = met.two_lengths || met.first_length != length;
-  return shape->second;
-}
-
-// A tensor a bucket can stand in for: dense, on the device, read as stored.
-bool plain(const at::Tensor& tensor, int64_t length) {
-  return tensor.defined() && tensor.is_privateuseone() && tensor.numel() == length &&
-         covers_whole_storage(tensor) && !tensor.is_conj() && !tensor.is_neg();
-}
-
-// The bucket holding the tensor's elements, where it is one of `bucket` elements of its dtype.
-std::shared_ptr<pjrt::Buffer> bucket_of(const at::Tensor& tensor, int64_t bucket) {
-  DeviceStorage::Contents contents = device_storage(tensor).raw_contents();
-  if (!contents.bucket || contents.type != to_element_type(tensor.scalar_type())) return nullptr;
-  const std::vector<int64_t> dims = contents.bucket->dims();
-  return dims.size() == 1 && dims[0] == bucket ? contents.bucket : nullptr;
-}
-
-// A flat tensor of the bucket's length, holding `contents` where given (else never written).
-// Its storage is the dispatcher's own, so the allocator's counts and memory history, which
-// tell what the program allocates, leave it out.
-at::Tensor stand_in(const at::Tensor& like, int64_t bucket,
-                    std::shared_ptr<pjrt::Buffer> contents) {
-  const auto nbytes = static_cast<size_t>(bucket) * like.element_size();
-  auto* storage = new DeviceStorage(nbytes, like.device().index());
-  if (contents) storage->assign(std::move(contents), to_element_type(like.scalar_type()));
-  c10::Storage holder(
-      c10::Storage::use_byte_size_t(), nbytes,
-      c10::DataPtr(
-          storage, storage, [](void* context) { delete static_cast<DeviceStorage*>(context); },
-          like.device()),
-      /*allocator=*/nullptr, /*resizable=*/false);
-  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(holder), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
-  tensor.unsafeGetTensorImpl()->set_sizes_contiguous({bucket});
-  return tensor;
-}
-
 // `tensor` (a bucket's stand-in) with the elements from `length` on replaced by `fill`.
 at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
   static const c10::FunctionSchema schema = torch::jit::parseSchema(
@@ -111,78 +28,6 @@ at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& f
   return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
                       {tensor, c10::Scalar(length), fill})[0]
       .toTensor();
-}
-
-// The bucket holding a storage's contents (of `type`) at its start, whatever its length.
-std::shared_ptr<pjrt::Buffer> any_bucket(const DeviceStorage& storage, hlo::ElementType type) {
-  DeviceStorage::Contents contents = storage.raw_contents();
-  if (!contents.bucket || contents.pending || contents.type != type) return nullptr;
-  return contents.bucket->dims().size() == 1 ? contents.bucket : nullptr;
-}
-
-// `parts` concatenated into a flat buffer of `bucket` elements (zeros past their total): the
-// first part read from `first_bucket` where given (its length then a runtime input).
-at::Tensor cat_into_bucket(const std::vector<at::Tensor>& parts,
-                           std::shared_ptr<pjrt::Buffer> first_bucket, int64_t bucket) {
-  static const c10::FunctionSchema schema = torch::jit::parseSchema(
-      "torch_tpu::bucket_cat(Tensor first, Tensor[] rest, Scalar length, int bucket) -> Tensor");
-  const at::Tensor& first = parts[0];
-  at::Tensor first_flat =
-      first_bucket ? stand_in(first, first_bucket->dims()[0], first_bucket) : first;
-  std::vector<at::Tensor> rest(parts.begin() + 1, parts.end());
-  return run_lowering(
-             "torch_tpu::bucket_cat", find_lowering("@bucket_cat"), schema,
-             {first_flat, c10::List<at::Tensor>(rest), c10::Scalar(first.numel()), bucket})[0]
-      .toTensor();
-}
-
-// torch.cat of parts that follow each other in memory (every size before `dim` is 1, as for
-// generate's [batch 1, length] ids) into a bucket, where the first part holds one or cats of
-// this dtype have met two lengths of the bucket; nullopt where the cat runs at its exact size.
-std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name,
-                                                      const std::vector<c10::IValue>& args) {
-  if (args.size() != 2 || !args[0].isTensorList() || !args[1].isInt()) return std::nullopt;
-  const std::vector<at::Tensor> parts = args[0].toTensorVector();
-  if (parts.size() < 2 || !parts[0].defined()) return std::nullopt;
-  const at::Tensor& first = parts[0];
-  const int64_t rank = first.dim();
-  int64_t dim = args[1].toInt();
-  if (rank == 0 || dim < -rank || dim >= rank) return std::nullopt;
-  if (dim < 0) dim += rank;
-  std::vector<int64_t> sizes = first.sizes().vec();
-  sizes[dim] = 0;
-  int64_t length = 0;
-  for (const at::Tensor& part : parts) {
-    if (!part.defined() || !part.is_privateuseone() || part.dim() != rank ||
-        part.scalar_type() != first.scalar_type() || part.is_conj() || part.is_neg()) {
-      return std::nullopt;
-    }
-    for (int64_t d = 0; d < rank; ++d) {
-      if ((d < dim && part.size(d) != 1) || (d > dim && part.size(d) != first.size(d))) {
-        return std::nullopt;
-      }
-    }
-    sizes[dim] += part.size(dim);
-    length += part.numel();
-  }
-  const int64_t bucket = bucket_length(length);
-  if (first.numel() == 0 || bucket > kEagerLargestBucket) return std::nullopt;
-  const hlo::ElementType type = to_element_type(first.scalar_type());
-  std::shared_ptr<pjrt::Buffer> first_bucket =
-      plain(first, first.numel()) ? any_bucket(device_storage(first), type) : nullptr;
-  if (first_bucket && first_bucket->dims()[0] > bucket) first_bucket = nullptr;
-  if (!first_bucket && !fill_uses_bucket(op_name, first.scalar_type(), bucket, sizes, length)) {
-    return std::nullopt;
-  }
-  metrics().size_bucket_ops++;
-  // Under DeferAndFuse too the cat runs now (its parts' pending graph first): its result must
-  // be a bucket's buffer for the next step's graph to read it at the bucket's length.
-  RunNowScope run_now;
-  at::Tensor flat = cat_into_bucket(parts, std::move(first_bucket), bucket);
-  at::Tensor result = at::empty(sizes, first.options());
-  DeviceStorage::Contents contents = device_storage(flat).raw_contents();
-  device_storage(result).assign_bucket(contents.buffer, contents.type);
-  return std::vector<c10::IValue>{result};
 }
 
 struct Parsed {
@@ -205,21 +50,8 @@ std::string without_trailing_underscore(std::string name) {
 
 }  // namespace
 
-void set_size_buckets(bool on) {
-  TORCH_CHECK(!on || Runtime::get().client().supports_views(),
-              "torch_tpu: size buckets need a plugin that makes views of device buffers");
-  setting().store(on ? 1 : 0);
-}
-
-bool size_buckets() { return enabled(); }
-
-void forget_met_shapes() {
-  std::lock_guard<std::mutex> lock(met_mutex);
-  met_by_bucket().clear();
-}
-
 std::optional<int64_t> upload_bucket(const at::Tensor& dst) {
-  if (!enabled() || eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
+  if (!size_buckets() || eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
   const int64_t length = dst.numel();
   const int64_t bucket = bucket_length(length);
   if (length == 0 || bucket == length || bucket > kEagerLargestBucket || !plain(dst, length) ||
@@ -277,11 +109,10 @@ void read_views_from_buckets(const c10::FunctionSchema& schema, std::vector<c10:
         covers_whole_storage(tensor)) {
       return {};
     }
-    std::shared_ptr<pjrt::Buffer> bucket =
-        any_bucket(device_storage(tensor), to_element_type(tensor.scalar_type()));
-    const int64_t length = bucket ? bucket->dims()[0] : 0;
+    const DeviceStorage& storage = device_storage(tensor);
+    const int64_t length = bucket_length_of(storage, to_element_type(tensor.scalar_type()));
     if (length <= storage_elements(tensor)) return {};
-    at::Tensor view = stand_in(tensor, length, std::move(bucket));
+    at::Tensor view = bucket_stand_in(tensor, storage);
     view.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
                                                       tensor.storage_offset());
     return view;
@@ -311,9 +142,10 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                                                             const c10::FunctionSchema& schema,
                                                             const std::vector<c10::IValue>& args,
                                                             Redispatch redispatch) {
-  if (kind == BucketKind::None || !enabled()) return std::nullopt;
+  if (kind == BucketKind::None || !size_buckets()) return std::nullopt;
   // A recorded graph replays whole, at the shapes it was recorded with.
   if (kind == BucketKind::Cat) return recording() ? std::nullopt : cat_in_bucket(op_name, args);
+  if (kind == BucketKind::Attention) return recording() ? std::nullopt : attention_in_bucket(args);
   if (eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
   // Only fills (and cats) begin a bucket; every other kind needs an input that already is one.
   if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
@@ -434,7 +266,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       inner[1] = index_list;
       break;
     }
-    default:  // None, Cat (above) and the kinds of compiled graphs only
+    default:  // None, Cat and Attention (above) and the kinds of compiled graphs only
       return std::nullopt;
   }
 

@@ -43,12 +43,8 @@ BucketKind remembered_bucket_kind(const std::string& key_prefix);
 // fills; nullopt where it is written at its exact length.
 std::optional<int64_t> upload_bucket(const at::Tensor& dst);
 
-// A tensor that grows by a few elements each step (generate's input_ids and positions:
-// torch.cat([ids, next], -1)) would compile the cat, and every op that reads a view of it, once
-// per length. Once cats of an op and dtype have met two lengths of a bucket, a cat whose parts
-// follow each other in memory writes its result into a bucket's buffer (the first part's
-// bucket, its length a runtime input), so that the next cat, and reads of views of it, see the
-// bucket's length rather than the exact one.
+// A tensor that grows a little each step (growing_buckets.h) has its storage at the start of a
+// bucket's buffer, so that reads of views of it see the bucket's length rather than the exact one.
 //
 // Replaces each argument the op only reads that is a view of a bucketed storage by the same
 // view of the bucket's buffer: its key and parameter then carry the bucket's length, and every

@@ -37,6 +37,8 @@ const char* kind_name(BucketKind kind) {
       return "index_put";
     case BucketKind::Cat:
       return "cat";
+    case BucketKind::Attention:
+      return "attention";
     case BucketKind::Own:
       return "own";
   }

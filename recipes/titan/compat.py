@@ -12,9 +12,11 @@
   PREMUL_SUM it lacks (the factor is 1, so the sums are the same).
 - **torch 2.13.** TorchTitan 0.3.0 was released against torch 2.14. It calls
   ``torch.distributed.set_timeout``, which 2.13 lacks; it is defined here over the group's own
-  method. Its default SPMD backend (``spmd_types``) hands FSDP2 plain parameters with mesh
-  dimensions, which 2.13's ``fully_shard`` refuses (on Gloo as on tpu); the recipe selects its
-  ``full_dtensor`` backend.
+  method. Its pipeline trainer hands the schedule microbatches already split
+  (``step(arg_mbs=, kwarg_mbs=, target_mbs=)``), where 2.13's ``step`` takes the whole batch:
+  such calls go to the schedule's own ``_step_microbatches``. Its default SPMD backend
+  (``spmd_types``) hands FSDP2 plain parameters with mesh dimensions, which 2.13's
+  ``fully_shard`` refuses (on Gloo as on tpu); the recipe selects its ``full_dtensor`` backend.
 - **No Triton.** TorchTitan imports its expert-parallel kernels, written in Triton for CUDA, when
   any model module is imported. Without triton installed (this recipe needs none of them) a
   placeholder stands in whose kernels raise if called.
@@ -40,6 +42,7 @@ def select_device(device: str) -> None:
 
     _stand_in_for_triton_kernels()
     _set_timeout_from_torch_2_14()
+    _pipeline_steps_on_split_microbatches()
 
     if device == "cpu":
         import torch._utils
@@ -111,6 +114,55 @@ def _set_timeout_from_torch_2_14() -> None:
     dist.set_timeout = set_timeout
 
 
+def _pipeline_steps_on_split_microbatches() -> None:
+    """torch 2.14's ``schedule.step(arg_mbs=..., kwarg_mbs=..., target_mbs=...)`` on 2.13: the
+    per-step set-up ``step`` does (each stage's backward flag, its state cleared), then the
+    lists run through the schedule's ``_step_microbatches``, as ``step`` runs its own split."""
+    import inspect
+
+    from torch.distributed.pipelining import schedules
+
+    for schedule in (schedules.PipelineScheduleSingle, schedules.PipelineScheduleMulti):
+        whole_batch_step = schedule.step
+        if "arg_mbs" in inspect.signature(whole_batch_step).parameters:
+            return
+
+        def step(
+            self: Any,
+            *args: Any,
+            arg_mbs: list | None = None,
+            kwarg_mbs: list | None = None,
+            target_mbs: list | None = None,
+            losses: list | None = None,
+            return_outputs: bool = True,
+            loss_kwargs: dict[str, Any] | None = None,
+            whole_batch_step: Any = whole_batch_step,
+            **kwargs: Any,
+        ) -> Any:
+            if arg_mbs is None and kwarg_mbs is None and target_mbs is None:
+                return whole_batch_step(
+                    self,
+                    *args,
+                    losses=losses,
+                    return_outputs=return_outputs,
+                    loss_kwargs=loss_kwargs,
+                    **kwargs,
+                )
+            for stage in getattr(self, "_stages", None) or [self._stage]:
+                stage.has_backward = self._has_backward
+                stage.clear_runtime_states()
+            self._step_microbatches(
+                arg_mbs, kwarg_mbs, target_mbs, losses, return_outputs, loss_kwargs=loss_kwargs
+            )
+            stages = getattr(self, "_stages", None) or [self._stage]
+            for stage in stages:
+                if stage.is_last and return_outputs:
+                    return self._merge_outputs(stage.output_chunks)
+            return None
+
+        schedule.step = step
+
+
 def _stand_in_for_triton_kernels() -> None:
     import importlib.util
     import sys
@@ -134,6 +186,11 @@ def _stand_in_for_triton_kernels() -> None:
 
     placeholder.__getattr__ = kernel  # type: ignore[method-assign]
     sys.modules[name] = placeholder
+
+
+# --parallel's pipeline choices: TorchTitan's schedule names. The interleaved one runs two stages
+# a rank, so it needs layers for twice as many stages.
+PIPELINE_SCHEDULES = {"pp": "1F1B", "pp_interleaved": "Interleaved1F1B"}
 
 
 def debug_model_config(
@@ -176,6 +233,7 @@ def debug_model_config(
     config.training.mixed_precision_param = "float32"
     config.activation_checkpoint = None
     config.validator.enable = False
+    config.training.disable_cuda_graphs = True  # no CUDA graphs on tpu (nor under a pipeline)
     config.metrics.log_freq = 1
     config.debug.seed = 0
     config.debug.deterministic = True
@@ -184,12 +242,16 @@ def debug_model_config(
     parallelism = config.parallelism
     parallelism.pipeline_parallel_degree = 1
     parallelism.spmd_backend = "full_dtensor"  # see the module's note on torch 2.13
+    parallelism.data_parallel_shard_degree = 1
+    parallelism.tensor_parallel_degree = 1
     if parallel == "fsdp":
         parallelism.data_parallel_shard_degree = world
-        parallelism.tensor_parallel_degree = 1
-    else:
-        parallelism.data_parallel_shard_degree = 1
+    elif parallel == "tp":
         parallelism.tensor_parallel_degree = world
+    else:  # pipeline stages on tpu_dist's send/recv, one microbatch a sample
+        parallelism.pipeline_parallel_degree = world
+        parallelism.pipeline_parallel_schedule = PIPELINE_SCHEDULES[parallel]
+        parallelism.pipeline_parallel_microbatch_size = 1
 
     if compile:
         config.compile.enable = True

@@ -6,8 +6,10 @@ Run under torchrun, e.g.::
 
 ``--model`` picks Llama 3's debug model (the default) or DeepSeek V3's, a mixture of experts.
 ``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
-parallel, and ``--compile`` compiles the model and loss with torch_tpu's backend. Each run
-writes ``losses.json`` (the global average loss per step, from rank 0) and ``steps.json`` (when
+parallel, ``pp`` and ``pp_interleaved`` pipeline stages (TorchTitan's 1F1B and Interleaved1F1B
+schedules, one and two stages a rank), and ``--compile`` compiles the model and loss with
+torch_tpu's backend. Each run writes ``losses.json`` (the global average loss per step, from
+rank 0, or under a pipeline the last rank, which holds the last stage) and ``steps.json`` (when
 each was logged, in seconds, and on tpu the running counts of executions and host syncs) into
 ``--out``. ``--checkpoint-at N`` saves a
 torch.distributed.checkpoint there at step N, and a later run with the same ``--out`` resumes
@@ -33,7 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model", choices=["llama3", "deepseek_v3"], default="llama3", help="deepseek_v3: MoE"
     )
-    parser.add_argument("--parallel", choices=["fsdp", "tp"], default="fsdp")
+    parser.add_argument(
+        "--parallel", choices=["fsdp", "tp", "pp", "pp_interleaved"], default="fsdp"
+    )
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--seq-len", type=int, default=128)
@@ -81,7 +85,9 @@ def main(argv: list[str] | None = None) -> None:
         compat.create_seed_checkpoint(config)
         return
     losses, per_step = compat.train(config)
-    if int(os.environ.get("RANK", "0")) == 0:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    reporter = world - 1 if args.parallel in compat.PIPELINE_SCHEDULES else 0
+    if int(os.environ.get("RANK", "0")) == reporter:
         (args.out / "losses.json").write_text(json.dumps(losses))
         (args.out / "steps.json").write_text(json.dumps(per_step))
 

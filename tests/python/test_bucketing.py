@@ -152,11 +152,14 @@ def test_integer_and_bool_reductions_over_padded_dims_are_exact() -> None:
 
 def test_padding_table_rows_name_aten_ops() -> None:
     """A misspelt row of the one padding table both paths read (csrc/dispatch/op_padding.cc)
-    would never match an op: every row names an aten op (or its in-place form)."""
+    would never match an op: every row names an aten op (or its in-place form), or one of
+    torch_tpu's own ops by its qualified name."""
     table = torch_tpu._C._op_padding()
-    assert {"add", "sum", "cat"} <= set(table)
+    assert {"add", "sum", "cat", "torch_tpu::attention"} <= set(table)
     for op in table:
-        assert hasattr(torch.ops.aten, op) or hasattr(torch.ops.aten, op + "_"), op
+        namespace, _, name = op.rpartition("::")
+        ops = getattr(torch.ops, namespace or "aten")
+        assert hasattr(ops, name) or hasattr(ops, name + "_"), op
 
 
 def test_graph_with_an_op_without_padding_rule_runs_exact() -> None:

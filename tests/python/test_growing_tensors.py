@@ -116,3 +116,78 @@ def test_cats_of_every_layout_match_cpu(shape: tuple[int, ...], dim: int) -> Non
         torch.cat([tpu.double(), tpu.narrow(dim, 0, 1)], dim).cpu(),
         torch.cat([cpu.double(), cpu.narrow(dim, 0, 1)], dim),
     )
+
+
+def decode(
+    keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor, new: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A decoding step of attention with a dynamic KV cache, as transformers' DynamicCache and
+    sdpa write it: the step's key and value appended by cat along the length, then one query
+    attends to all of them (grouped-query heads)."""
+    keys = torch.cat([keys, new], dim=2)
+    values = torch.cat([values, new * 0.5 - 1], dim=2)
+    out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, enable_gqa=True)
+    return keys, values, out
+
+
+# A head size of its own for each mode: executables are shared across modes.
+@pytest.mark.parametrize("mode, head_dim", list(zip(MODES, (8, 4, 2), strict=True)), ids=MODES)
+def test_a_kv_cache_grown_by_cat_compiles_once_per_bucket(mode: str, head_dim: int) -> None:
+    """Keys and values [batch, heads, L, d] grow along L: their rows interleave in memory, so
+    the cat gathers into the bucket, and attention reads the buckets with the positions past L
+    masked. Equal to CPU at every step; no compile inside a met bucket."""
+    torch.manual_seed(0)
+    batch, kv_heads, heads = 2, 2, 4
+    cpu_keys = torch.randn(batch, kv_heads, 9, head_dim)
+    cpu_values = torch.randn(batch, kv_heads, 9, head_dim)
+    steps = [
+        (torch.randn(batch, heads, 1, head_dim), torch.randn(batch, kv_heads, 1, head_dim))
+        for _ in range(40)
+    ]
+    with torch_tpu.eager_mode(mode):
+        keys, values = cpu_keys.to(DEVICE), cpu_values.to(DEVICE)
+        start = compiled()
+        warm = None
+        for query, new in steps:
+            keys, values, out = decode(keys, values, query.to(DEVICE), new.to(DEVICE))
+            cpu_keys, cpu_values, cpu_out = decode(cpu_keys, cpu_values, query, new)
+            torch.testing.assert_close(out.cpu(), cpu_out)
+            # A bucket holds lengths 33 to 64 (rows of batch * kv_heads * head_dim elements, a
+            # power of two): met from length 35 on.
+            if keys.shape[2] == 35:
+                warm, executions = compiled(), torch_tpu.metrics()["executions"]
+        assert torch.equal(keys.cpu(), cpu_keys) and torch.equal(values.cpu(), cpu_values)
+        assert keys.is_contiguous() and keys.stride() == cpu_keys.stride()
+        assert torch.equal(
+            keys[:, :, -3:].transpose(2, 3).cpu(), cpu_keys[:, :, -3:].transpose(2, 3)
+        )
+    assert warm is not None and compiled() == warm, "a new length inside a met bucket compiled"
+    # Per step: the new value's two ops, the two cats and attention; in DeferAndFuse one fused
+    # graph, the cats in it.
+    per_step = (torch_tpu.metrics()["executions"] - executions) / (keys.shape[2] - 35)
+    assert per_step == (1 if mode == "defer_and_fuse" else 5)
+    # Exact sizes compiled a cat and an attention per length (80 for 40 steps).
+    assert compiled() - start < 30
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reads_and_writes_of_a_grown_kv_cache_match_cpu(mode: str) -> None:
+    """Between cats (in DeferAndFuse inside the same pending graph as the cat that made the
+    bucket): reads of the whole cache, of views of it, and in-place writes into it."""
+    torch.manual_seed(1)
+    cpu_keys = torch.randn(1, 3, 5, 4)
+    news = [torch.randn(1, 3, 1, 4) for _ in range(24)]
+    with torch_tpu.eager_mode(mode):
+        keys = cpu_keys.to(DEVICE)
+        for step, new in enumerate(news):
+            results = []
+            for cache, part in ((keys, new.to(DEVICE)), (cpu_keys, new)):
+                cache = torch.cat([cache, part], dim=2)
+                if step % 5 == 2:
+                    cache[:, :, 1].add_(1.5)  # a write into the grown tensor
+                read = (cache.sum(dim=2), cache[:, 1:, -2:] * 2, cache.transpose(2, 3).exp())
+                results.append((cache, read))
+            (keys, reads), (cpu_keys, cpu_reads) = results
+            for actual, expected in zip(reads, cpu_reads, strict=True):
+                torch.testing.assert_close(actual.cpu(), expected)
+        assert torch.equal(keys.cpu(), cpu_keys)

@@ -52,6 +52,8 @@ def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 
 def install() -> None:
-    from . import accelerate
+    from . import accelerate, fbgemm, torchrec
 
     accelerate.install()
+    fbgemm.install()
+    torchrec.install()
