@@ -1,13 +1,16 @@
 """Serving on tpu, timed: `vllm serve` with torch_tpu's platform plugin under 1, 8 and 32
-concurrent streamed completions (output tokens/s and time to first token), next to
-transformers' `generate` on tpu with the same model and batch; and the compiles the server made
-during the measured runs (0: the worker compiles every step shape at start, torch_tpu/vllm/
+concurrent streamed completions (output tokens/s and time to first token), next to SGLang's
+server on tpu (torch_tpu.sglang, from its own environment) under the same loads and
+transformers' `generate` on tpu with the same model and batch; and the compiles the vLLM server
+made during the measured runs (0: the worker compiles every step shape at start, torch_tpu/vllm/
 warm_up.py; `--warmup 0` skips the bench's own passes of the same loads and shows it).
 
     .venv-serving/bin/python bench/serving.py [--tokens 32] [--layers 4 --hidden 256]
+        [--sglang-python .venv-sglang/bin/python]   # "" leaves SGLang out
 
-Needs the serving set-up (``bash scripts/setup_serving.sh``). The model is a Llama built from a
-config with seeded weights (torch_tpu.testing.tiny_llama), written to a temporary folder.
+Needs the serving set-up (``bash scripts/setup_serving.sh``; for SGLang's rows
+``bash scripts/setup_sglang.sh``). The model is a Llama built from a config with seeded weights
+(torch_tpu.testing.tiny_llama), written to a temporary folder.
 """
 
 from __future__ import annotations
@@ -132,6 +135,69 @@ def hf_generate(model_dir: Path, concurrency: int, tokens: int) -> tuple[float, 
     return concurrency * tokens / elapsed, 1000 * run(1)
 
 
+def wait_healthy(server: subprocess.Popen[bytes], url: str, name: str, log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        if server.poll() is not None:
+            raise SystemExit(f"{name} exited; see {log}")
+        try:
+            urllib.request.urlopen(url + "/health", timeout=5)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name} did not start in 300 s; see {log}") from None
+            time.sleep(1)
+
+
+def sglang_loads(
+    python: str, model_dir: Path, work: Path, tokens: int, warmup: int
+) -> dict[int, tuple[float, float]]:
+    """SGLang's server on tpu under the same loads: (output tokens/s, median TTFT ms)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = work / "sglang.log"
+    server = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            str(model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--device",
+            "tpu",
+            "--served-model-name",
+            "bench",
+            "--dtype",
+            "float32",
+            "--context-length",
+            "512",
+            "--max-running-requests",
+            "32",
+            "--max-total-tokens",
+            str(32 * 512),
+        ],  # fmt: skip
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_healthy(server, url, "sglang.launch_server", log)
+        for _ in range(warmup):
+            for concurrency in CONCURRENCY:
+                server_load(url, concurrency, tokens)
+        return {c: server_load(url, c, tokens) for c in CONCURRENCY}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
@@ -139,6 +205,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument(
         "--warmup", type=int, default=1, help="passes of the same loads before the measured one"
+    )
+    parser.add_argument(
+        "--sglang-python",
+        default=str(ROOT / ".venv-sglang" / "bin" / "python"),
+        help="the SGLang environment's python (scripts/setup_sglang.sh); empty: no SGLang rows",
     )
     args = parser.parse_args()
 
@@ -177,17 +248,7 @@ def main() -> None:
         env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"},
     )
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"vllm serve exited; see {work / 'serve.log'}")
-            try:
-                urllib.request.urlopen(url + "/health", timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("vllm serve did not start in 300 s") from None
-                time.sleep(1)
+        wait_healthy(server, url, "vllm serve", work / "serve.log")
         for _ in range(args.warmup):  # the same loads, warming the server's Python paths
             for concurrency in CONCURRENCY:
                 server_load(url, concurrency, args.tokens)
@@ -200,6 +261,11 @@ def main() -> None:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
+    sglang = (
+        sglang_loads(args.sglang_python, model_dir, work, args.tokens, args.warmup)
+        if args.sglang_python and Path(args.sglang_python).exists()
+        else None
+    )
     generated = {c: hf_generate(model_dir, c, args.tokens) for c in CONCURRENCY}
 
     print(
@@ -207,15 +273,21 @@ def main() -> None:
         f"tokens per request, greedy; eager mode of the server's worker: defer_and_fuse"
     )
     print("| concurrent requests | vllm serve tok/s | TTFT ms (median) | "
-          "HF generate on tpu tok/s | HF TTFT ms | serve / HF |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+          "SGLang server tok/s | SGLang TTFT ms | "
+          "HF generate on tpu tok/s | HF TTFT ms | vllm / HF | SGLang / HF |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for c in CONCURRENCY:
         rate, ttft = served[c]
         hf_rate, hf_ttft = generated[c]
+        sg_rate, sg_ttft = sglang[c] if sglang else (float("nan"), float("nan"))
         print(
-            f"| {c} | {rate:.0f} | {ttft:.1f} | {hf_rate:.0f} | {hf_ttft:.1f} | "
-            f"{rate / hf_rate:.2f}x |"
+            f"| {c} | {rate:.0f} | {ttft:.1f} | {sg_rate:.0f} | {sg_ttft:.1f} | {hf_rate:.0f} | "
+            f"{hf_ttft:.1f} | {rate / hf_rate:.2f}x | {sg_rate / hf_rate:.2f}x |"
         )
+    if sglang is None:
+        print("SGLang: not measured (no SGLang environment: bash scripts/setup_sglang.sh)")
+    else:
+        print("SGLang's server: Strict eager mode, torch_native attention (torch_tpu.sglang)")
     print(
         f"compiles in the server during the measured runs (after {args.warmup} warm-up passes "
         f"of the same loads): {compiles_during}"

@@ -45,9 +45,10 @@ fi
 # 3. What the extras name: the XLA CPU PJRT plugin (cpu), jax (kernels), the Hugging Face stack
 # (hf; models are built from configs), and the extras asked for. pip skips what is installed.
 EXTRAS=(cpu jax hf "$@")
-if [[ " $* " == *" serving "* ]]; then
+if [[ " $* " == *" serving "* || " $* " == *" sglang "* ]]; then
   # vLLM 0.32 pins transformers below the hf extra's release, so serving has its own environment
-  # (scripts/setup_serving.sh) with vLLM's transformers and without the hf stack.
+  # (scripts/setup_serving.sh) with vLLM's transformers and without the hf stack; SGLang too
+  # (scripts/setup_sglang.sh), with its own pins.
   EXTRAS=(cpu "$@")
 fi
 if [[ " ${EXTRAS[*]} " == *" tpu "* ]] && ! compgen -G "/dev/accel*" >/dev/null \
@@ -58,11 +59,17 @@ if [[ " ${EXTRAS[*]} " == *" tpu "* ]] && ! compgen -G "/dev/accel*" >/dev/null 
 fi
 mapfile -t extra_requirements < <("$PY" scripts/extra_requirements.py "${EXTRAS[@]}")
 say "extras ${EXTRAS[*]}: ${extra_requirements[*]}"
-# vLLM is built from its sdist (below): its PyPI wheels are CUDA builds.
+# vLLM is built from its sdist (below): its PyPI wheels are CUDA builds. sglang is installed
+# without its declared dependencies (mostly CUDA kernel packages); the sglang extra lists what
+# its runtime imports.
 vllm_requirement=""
+sglang_requirement=""
 for i in "${!extra_requirements[@]}"; do
   if [[ ${extra_requirements[$i]} == vllm==* ]]; then
     vllm_requirement=${extra_requirements[$i]}
+    unset "extra_requirements[$i]"
+  elif [[ ${extra_requirements[$i]} == sglang==* ]]; then
+    sglang_requirement=${extra_requirements[$i]}
     unset "extra_requirements[$i]"
   fi
 done
@@ -76,6 +83,9 @@ for i in "${!extra_requirements[@]}"; do
   fi
 done
 pip_install "${extra_requirements[@]}"
+if [ -n "$sglang_requirement" ]; then
+  pip_install --no-deps "$sglang_requirement"
+fi
 if [ -n "$torchrec_requirement" ]; then
   pip_install --no-deps "$torchrec_requirement"
 fi
@@ -109,4 +119,11 @@ say "building torch_tpu"
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
   | quiet
 "$PY" -c "import torch_tpu._C" || { echo "[setup] torch_tpu failed to build" >&2; exit 1; }
+if [ -n "$sglang_requirement" ]; then
+  # torchvision (a CUDA build on PyPI) imports without its C++ ops: a finder that runs at every
+  # interpreter start of this environment (torch_tpu/sglang/torchvision_boot.py says why).
+  site=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "import runpy; runpy.run_path('$ROOT/torch_tpu/sglang/torchvision_boot.py')" \
+    > "$site/torch_tpu_sglang_torchvision.pth"
+fi
 say "done"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import time
@@ -16,6 +17,7 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 
 import torch_tpu
+from torch_tpu.kv_budget import KvBudget, kv_cache_budget
 from torch_tpu.vllm.model_runner import TpuModelRunner
 
 # The eager mode the model runs in (TORCH_TPU_VLLM_EAGER_MODE overrides): DeferAndFuse gathers a
@@ -28,7 +30,24 @@ DEFAULT_EAGER_MODE = "defer_and_fuse"
 logger = init_logger(f"vllm.{__name__}")
 
 
+def _default_memory_utilization() -> float:
+    """vLLM's own default for gpu_memory_utilization: a value that differs was set by the user."""
+    from vllm.config import CacheConfig
+
+    return float(CacheConfig().gpu_memory_utilization)
+
+
+def _kv_tensors(caches: Any) -> list[torch.Tensor]:
+    if isinstance(caches, torch.Tensor):
+        return [caches]
+    if isinstance(caches, dict):
+        caches = list(caches.values())
+    return [t for item in caches for t in _kv_tensors(item)]
+
+
 class TpuWorker(Worker):
+    kv_budget: KvBudget | None = None
+
     def init_device(self) -> None:
         self.device = torch.device("tpu", self.local_rank)
         torch.tpu.set_device(self.device)
@@ -53,26 +72,43 @@ class TpuWorker(Worker):
         return TpuModelRunner(self.vllm_config, self.device)
 
     def determine_available_memory(self) -> int:
-        """Bytes for the KV cache: ``kv_cache_memory_bytes`` when given, otherwise
-        ``gpu_memory_utilization`` of the device's memory less the peak of a profiling run at
-        the largest batch (which also compiles that batch's executables)."""
+        """Bytes for the KV cache, after a profiling run at the largest batch (which also
+        compiles that batch's executables): see torch_tpu.kv_budget. ``kv_cache_memory_bytes``
+        when given, then TORCH_TPU_KV_CACHE_GIB, then ``gpu_memory_utilization`` of the device's
+        memory less the run's peak; where the device's memory is the host's (the CPU plugin),
+        vLLM's default utilization is not applied: the cache gets min(4 GiB, a quarter of the
+        memory available), and an explicitly set utilization is honoured."""
         torch.tpu.reset_peak_memory_stats(self.device)
         with set_current_vllm_config(self.vllm_config):
             self.model_runner.profile_run()
         torch.tpu.synchronize(self.device)
-        requested = self.cache_config.kv_cache_memory_bytes
-        if requested:
-            return int(requested)
-        _, total = torch.tpu.mem_get_info(self.device)
-        peak = torch.tpu.max_memory_allocated(self.device)
-        available = int(total * self.cache_config.gpu_memory_utilization) - peak
-        if available <= 0:
-            raise ValueError(
-                f"no device memory left for the KV cache: the profiling run peaked at {peak} "
-                f"bytes of {total}; raise gpu_memory_utilization or set kv_cache_memory_bytes"
-            )
-        logger.info("KV cache gets %.2f GiB of tpu memory", available / 2**30)
-        return available
+        fraction = self.cache_config.gpu_memory_utilization
+        self.kv_budget = kv_cache_budget(
+            self.device,
+            explicit_bytes=self.cache_config.kv_cache_memory_bytes,
+            fraction=fraction,
+            fraction_is_explicit=fraction != _default_memory_utilization(),
+            peak=torch.tpu.max_memory_allocated(self.device),
+        )
+        logger.info(
+            "KV cache gets %.2f GiB of %s memory (%s)",
+            self.kv_budget.bytes / 2**30,
+            "host" if self.kv_budget.host_memory else "tpu",
+            self.kv_budget.source,
+        )
+        return self.kv_budget.bytes
+
+    def kv_cache_report(self) -> dict[str, Any]:
+        """The KV cache's budget (bytes, the setting that chose it, whether the device's memory
+        is the host's) and the bytes its tensors hold: ``LLM.collective_rpc("kv_cache_report")``."""
+        if self.kv_budget is None:
+            raise RuntimeError("the KV cache is sized when the engine starts; it has not yet")
+        storages = {
+            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in _kv_tensors(self.model_runner.kv_caches)
+        }
+        held = sum(storages.values())
+        return {**dataclasses.asdict(self.kv_budget), "allocated": held}
 
     def compile_or_warm_up_model(self) -> Any:
         """Compiles every step shape traffic can make (warm_up.py) before the server takes
