@@ -119,11 +119,4 @@ say "building torch_tpu"
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
   | quiet
 "$PY" -c "import torch_tpu._C" || { echo "[setup] torch_tpu failed to build" >&2; exit 1; }
-if [ -n "$sglang_requirement" ]; then
-  # torchvision (a CUDA build on PyPI) imports without its C++ ops: a finder that runs at every
-  # interpreter start of this environment (torch_tpu/sglang/torchvision_boot.py says why).
-  site=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-  echo "import runpy; runpy.run_path('$ROOT/torch_tpu/sglang/torchvision_boot.py')" \
-    > "$site/torch_tpu_sglang_torchvision.pth"
-fi
 say "done"

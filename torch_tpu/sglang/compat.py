@@ -12,10 +12,9 @@
   and written by scattering into it, so every attention read and KV write of a step cost a pass
   over the layer's whole pool (8 tokens took ~2 minutes with the 4 GiB default). The subclass
   allocates K and V of each layer as tensors of their own; the rest of the pool is SGLang's.
-- **torchvision without its C++ ops** (``torchvision_boot.py``, run at interpreter start by a
-  ``.pth`` file of the SGLang environment that scripts/setup_sglang.sh writes):
-  ``sglang.srt.configs`` imports torchvision; PyPI's torchvision wheels are CUDA builds whose
-  ``_C`` library does not load beside the CPU torch wheel, and torchvision then fails at import.
+- **torchvision without its C++ ops:** ``sglang.srt.configs`` imports torchvision, whose PyPI
+  wheels are CUDA builds; ``torch_tpu.integrations.torchvision`` (installed when torch loads
+  torch_tpu) lets it import without them.
 """
 
 from __future__ import annotations
