@@ -22,7 +22,8 @@ std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name
 // torch_tpu::attention (query, key, value, attn_mask, is_causal, scale, dropout_p) whose key and
 // value were grown into buckets by cat_in_bucket: computed over the buckets with the positions
 // past the keys' length masked, so one executable serves every length. nullopt where the call
-// does not qualify (a mask, causal, dropout, keys not in buckets) and runs at exact sizes.
+// does not qualify (more than one query a sequence, a mask, causal, dropout, keys not in
+// buckets) and runs at exact sizes.
 std::optional<std::vector<c10::IValue>> attention_in_bucket(const std::vector<c10::IValue>& args);
 
 }  // namespace torch_tpu
