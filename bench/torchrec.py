@@ -10,7 +10,10 @@
     .venv/bin/python bench/torchrec.py          # launches itself under torchrun (2 ranks)
 
 Batches cycle through a few generated ones (RandomRecDataset's num_generated_batches), so the
-warm steps meet lengths already compiled for; the count of compiles per warm step says so.
+warm steps meet lengths already compiled for; the count of compiles per warm step says so. The
+"jagged" rows give every step a new batch of 1 to 8 ids a feature per sample (TorchRec's
+default gives every sample exactly `ids_per_feature`), so each step meets new index counts:
+their compiles per step are what size buckets leave (docs/design/buckets.md, Jagged indices).
 """
 
 from __future__ import annotations
@@ -84,9 +87,12 @@ def sharded(device: torch.device, pg: dist.ProcessGroup, sharding: str) -> torch
     )
 
 
-def step_seconds(device: torch.device, pg: dist.ProcessGroup, sharding: str) -> dict[str, float]:
+def step_seconds(
+    device: torch.device, pg: dist.ProcessGroup, sharding: str, jagged: bool = False
+) -> dict[str, float]:
     model = sharded(device, pg, sharding)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    cycle = WARMUP + STEPS if jagged else CYCLE
     data = iter(
         RandomRecDataset(
             keys=[f"f{i}" for i in range(TABLES)],
@@ -95,14 +101,15 @@ def step_seconds(device: torch.device, pg: dist.ProcessGroup, sharding: str) -> 
             ids_per_feature=IDS,
             num_dense=DENSE_IN,
             manual_seed=dist.get_rank(),
-            num_generated_batches=CYCLE,
+            num_generated_batches=cycle,
+            min_ids_per_feature=1 if jagged else None,
         )
     )
-    batches = [next(data).to(device) for _ in range(CYCLE)]
+    batches = [next(data).to(device) for _ in range(cycle)]
 
     def step(i: int) -> None:
         opt.zero_grad()
-        loss, _ = model(batches[i % CYCLE])
+        loss, _ = model(batches[i % cycle])
         loss.backward()
         opt.step()
 
@@ -112,7 +119,7 @@ def step_seconds(device: torch.device, pg: dist.ProcessGroup, sharding: str) -> 
     sync()
     before = torch_tpu.metrics()
     samples = []
-    for i in range(STEPS):
+    for i in range(WARMUP, WARMUP + STEPS):
         dist.barrier(pg)
         start = time.perf_counter()
         step(i)
@@ -130,15 +137,16 @@ def training_table(gloo: dist.ProcessGroup) -> list[str]:
         header + f"{'samples/s':>10} {'vs Gloo':>8} {'exec/step':>10} {'syncs/step':>11}"
         f" {'compiles/step':>14}"
     ]
-    for sharding in SHARDINGS:
-        cpu = step_seconds(torch.device("cpu"), gloo, sharding)
-        tpu = step_seconds(torch.device("tpu"), dist.group.WORLD, sharding)
+    for sharding, jagged in [(s, False) for s in SHARDINGS] + [("table_wise", True)]:
+        name = sharding + (", jagged" if jagged else "")
+        cpu = step_seconds(torch.device("cpu"), gloo, sharding, jagged)
+        tpu = step_seconds(torch.device("tpu"), dist.group.WORLD, sharding, jagged)
         tpu_rate, cpu_rate = world * BATCH / tpu["seconds"], world * BATCH / cpu["seconds"]
         lines.append(
-            f"{'tpu, tpu_dist, ' + sharding:<58}{tpu_rate:>10.0f} {tpu_rate / cpu_rate:>7.2f}x"
+            f"{'tpu, tpu_dist, ' + name:<58}{tpu_rate:>10.0f} {tpu_rate / cpu_rate:>7.2f}x"
             f" {tpu['executions']:>10.0f} {tpu['host_syncs']:>11.0f} {tpu['compiles']:>14.1f}"
         )
-        lines.append(f"{'cpu, Gloo, ' + sharding:<58}{cpu_rate:>10.0f} {1.0:>7.2f}x")
+        lines.append(f"{'cpu, Gloo, ' + name:<58}{cpu_rate:>10.0f} {1.0:>7.2f}x")
     return lines
 
 

@@ -132,6 +132,11 @@ constexpr auto kTable = std::to_array<OpPadding>({
     {"cat", K::Cat, K::Layout},
     // Our fused attention reads keys and values that eager cats grew in buckets.
     {"torch_tpu::attention", K::Attention, K::None},
+    // A recommendation model's jagged indices, uploaded into buckets (jagged_buckets.h).
+    {"_embedding_bag", K::Bags, K::None},
+    {"_embedding_bag_dense_backward", K::Bags, K::None},
+    {"_embedding_bag_forward_only", K::Bags, K::None},
+    {"_embedding_bag_per_sample_weights_backward", K::Bags, K::None},
     {"expand", K::None, K::Layout},
     {"permute", K::None, K::Layout},
     {"reshape", K::None, K::Layout},

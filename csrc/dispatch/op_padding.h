@@ -27,6 +27,7 @@ enum class BucketKind : uint8_t {
   IndexPut,   // self[index] += values, one 1-d index: padded values add the sum's identity
   Cat,        // a cat of parts alike but along dim: a growing tensor (growing_buckets.h)
   Attention,  // fused attention over keys and values grown by Cat: past their length masked
+  Bags,       // embedding_bag over jagged indices: positions past their count in no bag
   Own,        // a rule of its own in _bucketing.py (softmax, losses, layer norm, embeddings)
 };
 

@@ -13,6 +13,7 @@
 #include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/growing_buckets.h"
+#include "csrc/dispatch/jagged_buckets.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/view_io.h"
@@ -87,6 +88,8 @@ BucketKind bucket_kind(const std::string& op_name) {
       return overload.empty() && !in_place ? kind : BucketKind::None;
     case BucketKind::Cat:
       return (overload.empty() || overload == "default") && !in_place ? kind : BucketKind::None;
+    case BucketKind::Bags:
+      return overload.empty() || overload == "default" ? kind : BucketKind::None;
     default:
       return kind;
   }
@@ -146,6 +149,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   // A recorded graph replays whole, at the shapes it was recorded with.
   if (kind == BucketKind::Cat) return recording() ? std::nullopt : cat_in_bucket(op_name, args);
   if (kind == BucketKind::Attention) return recording() ? std::nullopt : attention_in_bucket(args);
+  if (kind == BucketKind::Bags) return recording() ? std::nullopt : bags_in_bucket(op_name, args);
   if (eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
   // Only fills (and cats) begin a bucket; every other kind needs an input that already is one.
   if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
@@ -266,7 +270,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       inner[1] = index_list;
       break;
     }
-    default:  // None, Cat and Attention (above) and the kinds of compiled graphs only
+    default:  // None, Cat, Attention and Bags (above) and the kinds of compiled graphs only
       return std::nullopt;
   }
 

@@ -39,6 +39,8 @@ const char* kind_name(BucketKind kind) {
       return "cat";
     case BucketKind::Attention:
       return "attention";
+    case BucketKind::Bags:
+      return "bags";
     case BucketKind::Own:
       return "own";
   }

@@ -219,3 +219,110 @@ def test_buckets_can_be_turned_off() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "0"
+
+
+def jagged_batch(seed: int, low: int, high: int) -> tuple[torch.Tensor, ...]:
+    """Two features' indices in one buffer, as a recommendation model's batch holds them:
+    feature 0 reads a table of 10 rows, feature 1 one of 40; each has 4 bags of low..high-1
+    indices. (lengths, indices, per-sample weights)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high, (2, 4), generator=g)
+    first = torch.randint(0, 10, (int(lengths[0].sum()),), generator=g)
+    second = torch.randint(0, 40, (int(lengths[1].sum()),), generator=g)
+    indices = torch.cat([first, second])
+    return lengths, indices, torch.rand(indices.shape, generator=g)
+
+
+def pooled_bags(
+    tables: list[torch.Tensor], batch: tuple[torch.Tensor, ...], mode: str, include_last: bool
+) -> list[torch.Tensor]:
+    """embedding_bag of each feature over its run of the shared buffers (views), on the device
+    the batch is on."""
+    lengths, indices, weights = batch
+    outputs, start = [], 0
+    for feature, table in enumerate(tables):
+        count = int(lengths[feature].sum())
+        offsets = torch.cat([lengths.new_zeros(1), lengths[feature].cumsum(0)])
+        if not include_last:
+            offsets = offsets[:-1]
+        outputs.append(
+            torch.nn.functional.embedding_bag(
+                indices[start : start + count],
+                table,
+                offsets.to(indices.device),
+                mode=mode,
+                per_sample_weights=weights[start : start + count] if mode == "sum" else None,
+                include_last_offset=include_last,
+                padding_idx=3 if mode == "mean" else None,
+            )
+        )
+        start += count
+    return outputs
+
+
+@pytest.mark.parametrize(
+    "mode,include_last", [("sum", True), ("mean", False), ("max", True)], ids=str
+)
+def test_embedding_bags_over_jagged_indices_share_executables(
+    mode: str, include_last: bool
+) -> None:
+    """A recommendation model's batch: each feature's indices a run of one uploaded buffer, a
+    different count each batch. Once the uploads met two lengths of a bucket, each new count
+    runs embedding_bag and its backwards at its bucket, computing nothing new; the window past
+    a feature's run holds the other feature's indices, out of this table's range, which must
+    not count (or raise)."""
+    torch.manual_seed(0)
+    cpu_tables = [torch.randn(10, 4, requires_grad=True), torch.randn(40, 4, requires_grad=True)]
+    tpu_tables = [t.detach().to(DEVICE).requires_grad_() for t in cpu_tables]
+
+    def step(seed: int, weights_grad: bool) -> None:
+        # 20..28 indices a feature (the 32 bucket), 40..56 in all (the 64 bucket).
+        batch = jagged_batch(seed, 5, 8)
+        grad = weights_grad and mode == "sum"
+        cpu_batch = tuple(t.clone().requires_grad_(grad and t.is_floating_point()) for t in batch)
+        tpu_batch = tuple(
+            t.to(DEVICE).requires_grad_(grad and t.is_floating_point()) for t in batch
+        )
+        want = pooled_bags(cpu_tables, cpu_batch, mode, include_last)
+        got = pooled_bags(tpu_tables, tpu_batch, mode, include_last)
+        grads = [torch.randn_like(w) for w in want]
+        torch.autograd.backward(want, grads)
+        torch.autograd.backward(got, [g.to(DEVICE) for g in grads])
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g.cpu(), w)
+        for g, w in zip(tpu_tables, cpu_tables, strict=True):
+            torch.testing.assert_close(g.grad.cpu(), w.grad)
+        if grad:
+            torch.testing.assert_close(tpu_batch[2].grad.cpu(), cpu_batch[2].grad)
+
+    # Meets lengths of the uploads' bucket and the windows' executables. (The weights' gradient
+    # of a run accumulates into their whole buffer's at its exact length: checked here only.)
+    for seed in range(4):
+        step(seed, weights_grad=True)
+    start, before = compiled(), bucket_ops()
+    for seed in range(4, 8):
+        step(seed, weights_grad=False)
+    assert bucket_ops() > before
+    assert compiled() == start
+
+
+def test_an_out_of_range_index_in_a_jagged_run_still_raises() -> None:
+    indices = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 30, 1, 2])
+    table = torch.randn(10, 4, device=DEVICE)
+
+    def upload(n: int) -> torch.Tensor:
+        return torch.zeros(n, dtype=torch.long).to(DEVICE)
+
+    start_bucket(upload, 20)
+    on_tpu = indices.to(DEVICE)
+    offsets = torch.tensor([0, 4], device=DEVICE)
+    before = bucket_ops()
+    # The first run is in range (what lies past it, 30 included, is in no bag): no error.
+    fine = torch.nn.functional.embedding_bag(on_tpu[:9], table, offsets)
+    torch.testing.assert_close(
+        fine.cpu(), torch.nn.functional.embedding_bag(indices[:9], table.cpu(), offsets.cpu())
+    )
+    assert bucket_ops() > before
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.embedding_bag(on_tpu[9:], table, offsets)
+        torch.tpu.synchronize()

@@ -302,12 +302,9 @@ def test_dense_tbe_matches_cpu() -> None:
         same(tpu.weights.grad, cpu.weights.grad)
 
 
-@pytest.mark.parametrize("mode", ["sum", "mean"])
-def test_fused_tbe_matches_cpu(mode: str) -> None:
-    """fbgemm's training TBE on tpu (what sharded tables run) against the same on the CPU: the
-    pooled lookup (weighted for sum) and the tables after the fused SGD update of each step,
-    with two features reading one table. (Row-wise Adagrad is held against the CPU by the
-    sharded cases: fbgemm's CPU kernel refuses this direct set-up.)"""
+def fused_tbes(mode: str, rows: list[int], table_of_feature: list[int]) -> tuple[Any, Any]:
+    """fbgemm's training TBE (SGD fused into its backward) over tables of `rows` rows of 8, on
+    the CPU and on tpu, holding the same tables."""
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
@@ -316,10 +313,6 @@ def test_fused_tbe_matches_cpu(mode: str) -> None:
         SplitTableBatchedEmbeddingBagsCodegen,
     )
 
-    pooling = PoolingMode.SUM if mode == "sum" else PoolingMode.MEAN
-    rows, batch = [20, 12], 5
-    table_of_feature = [0, 1, 0]
-
     def tbe(device: torch.device) -> SplitTableBatchedEmbeddingBagsCodegen:
         specs = [(n, 8, EmbeddingLocation.HOST, ComputeDevice.CPU) for n in rows]
         return SplitTableBatchedEmbeddingBagsCodegen(
@@ -327,7 +320,7 @@ def test_fused_tbe_matches_cpu(mode: str) -> None:
             feature_table_map=table_of_feature,
             optimizer=EmbOptimType.EXACT_SGD,
             learning_rate=0.1,
-            pooling_mode=pooling,
+            pooling_mode=PoolingMode.SUM if mode == "sum" else PoolingMode.MEAN,
             device=device,
         )
 
@@ -336,27 +329,100 @@ def test_fused_tbe_matches_cpu(mode: str) -> None:
         pairs = zip(cpu.split_embedding_weights(), tpu.split_embedding_weights(), strict=True)
         for want, got in pairs:
             got.copy_(want)
+    return cpu, tpu
+
+
+def tbe_batch(
+    g: torch.Generator,
+    rows: list[int],
+    table_of_feature: list[int],
+    batch: int,
+    low: int,
+    high: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """indices, offsets and per-sample weights of `batch` bags a feature, low..high-1 ids each."""
+    lengths = torch.randint(low, high, (len(table_of_feature) * batch,), generator=g)
+    indices = torch.cat(
+        [
+            torch.randint(0, rows[table_of_feature[bag // batch]], (int(n),), generator=g)
+            for bag, n in enumerate(lengths.tolist())
+        ]
+    )
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+    return indices, offsets, torch.rand(indices.shape, generator=g)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_fused_tbe_matches_cpu(mode: str) -> None:
+    """fbgemm's training TBE on tpu (what sharded tables run) against the same on the CPU: the
+    pooled lookup (weighted for sum) and the tables after the fused SGD update of each step,
+    with two features reading one table. (Row-wise Adagrad is held against the CPU by the
+    sharded cases: fbgemm's CPU kernel refuses this direct set-up.)"""
+    rows, table_of_feature = [20, 12], [0, 1, 0]
+    cpu, tpu = fused_tbes(mode, rows, table_of_feature)
     g = torch.Generator().manual_seed(6)
     for _ in range(3):
-        lengths = torch.randint(0, 4, (len(table_of_feature) * batch,), generator=g)
-        indices = torch.cat(
-            [
-                torch.randint(0, rows[table_of_feature[bag // batch]], (int(n),), generator=g)
-                for bag, n in enumerate(lengths.tolist())
-            ]
-        )
-        offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
-        weights = torch.rand(indices.shape, generator=g) if mode == "sum" else None
-        want = cpu(indices, offsets, weights)
-        got = tpu(indices.to(TPU), offsets.to(TPU), None if weights is None else weights.to(TPU))
+        tbe_step(cpu, tpu, tbe_batch(g, rows, table_of_feature, 5, 0, 4), weighted=mode == "sum")
+
+
+def tbe_step(cpu: Any, tpu: Any, batch: tuple, weighted: bool) -> None:
+    """A lookup and its fused update on both, compared: the pooled rows, then the tables."""
+    indices, offsets, weights = batch
+    want = cpu(indices, offsets, weights if weighted else None)
+    got = tpu(indices.to(TPU), offsets.to(TPU), weights.to(TPU) if weighted else None)
+    same(got, want)
+    grad = torch.randn_like(want)
+    want.backward(grad)
+    got.backward(grad.to(TPU))
+    for got_table, want_table in zip(
+        tpu.split_embedding_weights(), cpu.split_embedding_weights(), strict=True
+    ):
+        same(got_table, want_table)
+
+
+@pytest.mark.parametrize("module", ["ebc", "tbe"])
+def test_new_batch_lengths_compile_nothing_in_a_met_bucket(
+    module: str, size_buckets_on: None
+) -> None:
+    """Each batch a new count of indices (a jagged batch), every feature's count in one bucket:
+    once the uploads met two lengths of it, the lookups and their gradients (and the TBE's
+    bounds check and fused update) run at the bucket (docs/design/buckets.md, Jagged indices),
+    equal to the CPU's, and new counts compile nothing."""
+    keys, rows, table_of_feature = ["f0", "f1", "f2"], [30, 30], [0, 1, 1]
+    g = torch.Generator().manual_seed(7)
+    if module == "ebc":
+        cpu = EmbeddingBagCollection(ebc_tables(PoolingType.SUM), is_weighted=True, device="cpu")
+        tpu = EmbeddingBagCollection(ebc_tables(PoolingType.SUM), is_weighted=True, device=TPU)
+        tpu.load_state_dict(cpu.state_dict())
+    else:
+        cpu, tpu = fused_tbes("sum", rows, table_of_feature)
+
+    def step() -> None:
+        # 24..28 indices a feature (the 32 bucket), 72..84 in all (the 128 bucket).
+        batch = tbe_batch(g, rows, table_of_feature, 4, 6, 8)
+        if module == "tbe":
+            tbe_step(cpu, tpu, batch, weighted=True)
+            return
+        indices, offsets, weights = batch
+        lengths = offsets[1:] - offsets[:-1]
+        want = cpu(kjt(keys, (lengths, indices, weights), True)).values()
+        got = tpu(kjt(keys, (lengths, indices, weights), True).to(TPU)).values()
         same(got, want)
-        grad = torch.randn_like(want)
-        want.backward(grad)
-        got.backward(grad.to(TPU))
-        for got_table, want_table in zip(
-            tpu.split_embedding_weights(), cpu.split_embedding_weights(), strict=True
-        ):
-            same(got_table, want_table)
+        want.sum().backward()
+        got.sum().backward()
+
+    with torch_tpu.eager_mode("strict"):  # buckets are for ops run one by one
+        for _ in range(4):
+            step()
+        start = torch_tpu.metrics()["compiles"]
+        for _ in range(4):
+            step()
+        assert torch_tpu.metrics()["compiles"] == start
+    if module == "ebc":
+        pairs = zip(cpu.named_parameters(), tpu.named_parameters(), strict=True)
+        for (name, want), (_, got) in pairs:
+            assert got.grad is not None, name
+            same(got.grad, want.grad)
 
 
 # --- Sharded: DistributedModelParallel over tpu_dist vs Gloo on the CPU ------------------

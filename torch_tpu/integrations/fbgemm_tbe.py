@@ -92,12 +92,14 @@ def _flat_weights(weights: list[Tensor]) -> tuple[Tensor, Tensor]:
 
 @dataclass
 class _Bags:
-    """Each index position's feature, bag within the batch and pooling factor."""
+    """What each feature's pooling reads besides its table: the bags' offsets into the
+    indices, and each position's weight (its per-sample weight, 1 without; 0 for a pruned
+    index, -1)."""
 
-    feature: Tensor  # int64 [L]
-    bag: Tensor  # int64 [L], 0..B-1
-    scale: Tensor  # float [L]: per-sample weight, over the bag's length for mean
+    offsets: Tensor  # [T * B + 1], the indices' dtype
+    weights: Tensor  # float32 [L]
     batch: int
+    mean: bool
 
 
 def _bags(
@@ -106,29 +108,38 @@ def _bags(
     bags = offsets.numel() - 1
     if features == 0 or bags % features != 0:
         raise ValueError(f"TBE offsets: {bags} bags do not split into {features} features")
-    batch = bags // features
-    offsets64 = offsets.to(torch.long)
-    positions = torch.arange(indices.numel(), device=indices.device, dtype=torch.long)
-    # Positions past offsets[-1] (none in TorchRec's batches) land past the last bag: clamped
-    # into it but given a zero factor below.
-    global_bag = torch.searchsorted(offsets64[1:], positions, right=True)
-    inside = global_bag < bags
-    global_bag = global_bag.clamp(max=bags - 1)
-    scale = inside.to(torch.float32)
-    if weights is not None:
-        scale = scale * weights.to(torch.float32)
-    if pooling_mode == _POOL_MEAN:
-        lengths = (offsets64[1:] - offsets64[:-1]).clamp(min=1).to(torch.float32)
-        scale = scale / lengths.index_select(0, global_bag)
-    return _Bags(global_bag // batch, global_bag % batch, scale, batch)
+    present = indices >= 0
+    # where, not a dtype conversion: positionwise ops run at the indices' size bucket.
+    weights = torch.where(present, 1.0 if weights is None else weights.to(torch.float32), 0.0)
+    return _Bags(offsets.to(indices.dtype), weights, bags // features, pooling_mode == _POOL_MEAN)
 
 
-def _feature_rows(indices: Tensor, bags: _Bags, t: int, rows: int) -> tuple[Tensor, Tensor]:
-    """Feature t's table rows at every position (0 elsewhere) and its positions' factors."""
-    # A negative index (-1: pruned) reads nothing.
-    mine = (bags.feature == t) & (indices >= 0)
-    local = torch.where(mine, indices.to(torch.long), 0).clamp(0, max(rows - 1, 0))
-    return local, torch.where(mine, bags.scale, 0.0)
+@dataclass
+class _Pooled:
+    """Feature t's pooling, as its backward needs it."""
+
+    rows: Tensor  # [L]: the feature's table rows (0 at other features' positions)
+    offset2bag: Tensor
+    bag_size: Tensor
+    lengths: Tensor | None  # float32 [B]: the bags' lengths, for the mean
+
+
+def _pool(table: Tensor, indices: Tensor, bags: _Bags, t: int) -> tuple[Tensor, _Pooled]:
+    """Feature t's [B, D] pooled rows: embedding_bag over all positions with the feature's bags'
+    offsets, so the positions of other features lie in none of its bags and nothing depends on
+    the indices' values on the host (the indices are read at their size bucket on tpu)."""
+    rows = table.shape[0]
+    local = torch.where((indices >= 0) & (indices < rows), indices, 0)
+    offsets = bags.offsets.narrow(0, t * bags.batch, bags.batch + 1)
+    pooled, offset2bag, bag_size, _ = torch.ops.aten._embedding_bag(
+        table, local, offsets, False, 0, False, bags.weights, True, -1
+    )
+    lengths = None
+    if bags.mean:
+        # fbgemm's mean divides by the bag's length, pruned indices included.
+        lengths = (offsets[1:] - offsets[:-1]).clamp(min=1).to(torch.float32)
+        pooled = pooled / lengths[:, None]
+    return pooled, _Pooled(local, offset2bag, bag_size, lengths)
 
 
 def _table(flat: Tensor, layout: _Layout, t: int) -> Tensor:
@@ -136,30 +147,41 @@ def _table(flat: Tensor, layout: _Layout, t: int) -> Tensor:
     return flat.narrow(0, layout.weight_offsets[t], rows * dim).view(rows, dim)
 
 
-def _forward(flat: Tensor, layout: _Layout, indices: Tensor, bags: _Bags) -> Tensor:
-    blocks = []
+def _forward(
+    flat: Tensor, layout: _Layout, indices: Tensor, bags: _Bags
+) -> tuple[Tensor, list[_Pooled]]:
+    blocks, pooled = [], []
     for t in range(len(layout.dims)):
-        table = _table(flat, layout, t).to(torch.float32)
-        local, factor = _feature_rows(indices, bags, t, layout.rows[t])
-        picked = table.index_select(0, local) * factor[:, None]
-        out = torch.zeros(bags.batch, layout.dims[t], dtype=torch.float32, device=flat.device)
-        blocks.append(out.index_add(0, bags.bag, picked))
-    return torch.cat(blocks, dim=1)
+        block, kept = _pool(_table(flat, layout, t).to(torch.float32), indices, bags, t)
+        blocks.append(block)
+        pooled.append(kept)
+    return torch.cat(blocks, dim=1), pooled
 
 
 def _row_gradients(
-    grad_output: Tensor, layout: _Layout, indices: Tensor, bags: _Bags
+    grad_output: Tensor, layout: _Layout, bags: _Bags, pooled: list[_Pooled]
 ) -> list[Tensor]:
     """Each feature's [rows, D] weight gradient (zero on rows no bag read)."""
     grads = []
-    for t in range(len(layout.dims)):
-        local, factor = _feature_rows(indices, bags, t, layout.rows[t])
+    for t, kept in enumerate(pooled):
         block = grad_output.narrow(1, layout.column_offsets[t], layout.dims[t])
-        per_position = block.index_select(0, bags.bag) * factor[:, None]
-        zeros = torch.zeros(
-            layout.rows[t], layout.dims[t], dtype=torch.float32, device=grad_output.device
+        if kept.lengths is not None:
+            block = block / kept.lengths[:, None]
+        empty = torch.empty(0, dtype=torch.long, device=grad_output.device)
+        grads.append(
+            torch.ops.aten._embedding_bag_dense_backward(
+                block,
+                kept.rows,
+                kept.offset2bag,
+                kept.bag_size,
+                empty,
+                layout.rows[t],
+                False,
+                0,
+                bags.weights,
+                -1,
+            )
         )
-        grads.append(zeros.index_add(0, local, per_position))
     return grads
 
 
@@ -182,14 +204,15 @@ class _Lookup(torch.autograd.Function):
         update: _Update,
         learning_rate: float,
     ) -> Tensor:
-        ctx.saved = (flat, layout, indices, bags, update, learning_rate)
-        return _forward(flat, layout, indices, bags)
+        output, pooled = _forward(flat, layout, indices, bags)
+        ctx.saved = (flat, layout, bags, pooled, update, learning_rate)
+        return output
 
     @staticmethod
     def backward(ctx: Any, grad_output: Tensor) -> tuple[None, ...]:
-        flat, layout, indices, bags, update, learning_rate = ctx.saved
+        flat, layout, bags, pooled, update, learning_rate = ctx.saved
         with torch.no_grad():
-            grads = _row_gradients(grad_output.to(torch.float32), layout, indices, bags)
+            grads = _row_gradients(grad_output.to(torch.float32), layout, bags, pooled)
             # Features reading one table (TorchRec's shared tables) sum their gradients first:
             # the optimizer sees each row's whole gradient once, as fbgemm's does.
             summed: dict[int, Tensor] = {}
@@ -371,12 +394,17 @@ def bounds_check_indices(
     if features == 0 or indices.numel() == 0:
         return
     batch = bags // features
-    positions = torch.arange(indices.numel(), device=indices.device, dtype=torch.long)
-    feature = torch.searchsorted(offsets.to(torch.long)[1:], positions, right=True) // batch
-    feature = feature.clamp(max=features - 1)
-    limit = rows_per_table.to(torch.long).index_select(0, feature)
+    rows = _host_list(rows_per_table)
+    # Each feature's positions compared with its bounds: every op positionwise over the
+    # indices, so that it runs at their size bucket (a searchsorted or gather over all
+    # positions would compile at every count of indices).
+    positions = torch.ones_like(indices, dtype=torch.long).cumsum(0) - 1
+    bounds = offsets.to(torch.long)[::batch]
     # -1 marks a pruned index, which fbgemm lets through (and TBE reads as nothing).
-    bad = (indices < -1) | (indices.to(torch.long) >= limit)
+    bad = indices < -1
+    for t in range(features):
+        inside = (positions >= bounds[t]) & (positions < bounds[t + 1])
+        bad |= inside & (indices >= rows[t])
     if bounds_check_mode in (0, 6):  # FATAL
         count = int(bad.sum().item())
         if count:
@@ -418,7 +446,7 @@ def dense_lookup(
         )
     layout = _layout(weights_offsets, D_offsets, hash_size_cumsum)
     bags = _bags(indices, offsets, len(layout.dims), pooling_mode, indice_weights)
-    return _forward(dev_weights, layout, indices, bags)
+    return _forward(dev_weights, layout, indices, bags)[0]
 
 
 KERNELS: dict[str, Callable[..., Any]] = {
