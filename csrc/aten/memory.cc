@@ -95,6 +95,10 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
   raise_async_error();
   raise_failed_runtime_checks();
   raise_if_result_of_failed_check(*buffer);
+  // A tensor at a size bucket reads a view of the bucket: the execution's result is the bucket.
+  if (auto bucket = device_storage(tensor).raw_contents().bucket) {
+    raise_if_result_of_failed_check(*bucket);
+  }
 }
 
 // A host read of a tensor without elements reads nothing, but is a sync point all the same:
@@ -126,8 +130,9 @@ void download(const at::Tensor& tensor, void* dst) {
     return;
   }
   // Read again after its op's check failed: raise before a compacting copy makes a new buffer.
-  if (auto buffer = device_storage(tensor).contents().buffer) {
-    raise_if_result_of_failed_check(*buffer);
+  const DeviceStorage::Contents contents = device_storage(tensor).contents();
+  for (const auto& buffer : {contents.buffer, contents.bucket}) {
+    if (buffer) raise_if_result_of_failed_check(*buffer);
   }
   if (download_whole_storage(tensor)) {
     auto host_options = tensor.options().device(c10::kCPU);
@@ -165,6 +170,16 @@ void replace_storage_by_upload(const at::Tensor& dst, const at::Tensor& host, Up
   }
 }
 
+// `src` (dense, of dst's dtype) into a bucket of `bucket` elements that dst's storage starts.
+void upload_into_bucket(const at::Tensor& dst, const at::Tensor& src, int64_t bucket) {
+  // Our own padded copy: the upload may read it after returning.
+  at::Tensor padded = at::zeros({bucket}, src.options());
+  padded.narrow(0, 0, src.numel()).copy_(src.reshape({-1}));
+  replace_storage_by_upload(dst, padded, [&](pjrt::Client& client, auto... args) {
+    return client.upload_async(args..., [keep = padded.storage()]() {});
+  });
+}
+
 void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_blocking) {
   // The host values as they read (conjugate and negative bits applied).
   at::Tensor src =
@@ -182,12 +197,7 @@ void upload_into(const at::Tensor& dst, const at::Tensor& src_cpu, bool non_bloc
   // caller promised not to touch it until a sync (pinned memory), or where it is our own copy:
   // pageable memory may be written again as soon as the call returns.
   if (std::optional<int64_t> bucket = upload_bucket(dst)) {
-    // Our own padded copy: the upload may read it after returning.
-    at::Tensor padded = at::zeros({*bucket}, src.options());
-    padded.narrow(0, 0, src.numel()).copy_(src.reshape({-1}));
-    replace_storage_by_upload(dst, padded, [&](pjrt::Client& client, auto... args) {
-      return client.upload_async(args..., [keep = padded.storage()]() {});
-    });
+    upload_into_bucket(dst, src, *bucket);
     return;
   }
   const bool async =
@@ -206,6 +216,12 @@ void adopt_host_values(const at::Tensor& dst, at::Tensor host) {
       host.is_neg() || !covers_whole_storage(dst) || dst.is_conj() || dst.is_neg() ||
       dst.numel() == 0) {
     const_cast<at::Tensor&>(dst).copy_(host);
+    return;
+  }
+  // A collective's jagged result (an all_to_all of a batch's indices) joins the size buckets
+  // as an upload would.
+  if (std::optional<int64_t> bucket = upload_bucket(dst)) {
+    upload_into_bucket(dst, host, *bucket);
     return;
   }
   replace_storage_by_upload(dst, host, [&](pjrt::Client& client, auto... args) {

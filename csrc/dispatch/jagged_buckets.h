@@ -4,6 +4,7 @@
 // executable serves every count of a bucket.
 #pragma once
 
+#include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
 #include <optional>
@@ -17,8 +18,9 @@ namespace torch_tpu {
 // offset2bag) are 1-d runs of storages held in buckets: computed over a window of the indices'
 // bucket length, the positions past their count in no bag. offset2bag and the weights'
 // gradient come back as tensors over buckets. nullopt where the call does not qualify and runs
-// at its exact sizes.
+// at its exact sizes. ATen's argument checks (meta_checks.h) run first, as for the exact op.
 std::optional<std::vector<c10::IValue>> bags_in_bucket(const std::string& op_name,
+                                                       const c10::FunctionSchema& schema,
                                                        const std::vector<c10::IValue>& args);
 
 }  // namespace torch_tpu

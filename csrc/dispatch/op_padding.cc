@@ -137,6 +137,9 @@ constexpr auto kTable = std::to_array<OpPadding>({
     {"_embedding_bag_dense_backward", K::Bags, K::None},
     {"_embedding_bag_forward_only", K::Bags, K::None},
     {"_embedding_bag_per_sample_weights_backward", K::Bags, K::None},
+    // Jagged batches permuted by position (fbgemm's permute_2D_sparse_data on tpu).
+    {"index_select", K::Lookup, K::None},
+    {"searchsorted", K::Lookup, K::None},
     {"expand", K::None, K::Layout},
     {"permute", K::None, K::Layout},
     {"reshape", K::None, K::Layout},

@@ -28,6 +28,7 @@ enum class BucketKind : uint8_t {
   Cat,        // a cat of parts alike but along dim: a growing tensor (growing_buckets.h)
   Attention,  // fused attention over keys and values grown by Cat: past their length masked
   Bags,       // embedding_bag over jagged indices: positions past their count in no bag
+  Lookup,     // each position of an index (or searched value) looked up in a whole tensor
   Own,        // a rule of its own in _bucketing.py (softmax, losses, layer norm, embeddings)
 };
 

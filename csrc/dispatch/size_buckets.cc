@@ -90,6 +90,9 @@ BucketKind bucket_kind(const std::string& op_name) {
       return (overload.empty() || overload == "default") && !in_place ? kind : BucketKind::None;
     case BucketKind::Bags:
       return overload.empty() || overload == "default" ? kind : BucketKind::None;
+    case BucketKind::Lookup:  // index_select's plain form, searchsorted's tensor one
+      return overload.empty() || overload == "default" || overload == "Tensor" ? kind
+                                                                               : BucketKind::None;
     default:
       return kind;
   }
@@ -149,7 +152,8 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   // A recorded graph replays whole, at the shapes it was recorded with.
   if (kind == BucketKind::Cat) return recording() ? std::nullopt : cat_in_bucket(op_name, args);
   if (kind == BucketKind::Attention) return recording() ? std::nullopt : attention_in_bucket(args);
-  if (kind == BucketKind::Bags) return recording() ? std::nullopt : bags_in_bucket(op_name, args);
+  if (kind == BucketKind::Bags)
+    return recording() ? std::nullopt : bags_in_bucket(op_name, schema, args);
   if (eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
   // Only fills (and cats) begin a bucket; every other kind needs an input that already is one.
   if (kind != BucketKind::Fill && bucketed_storage_count() == 0) return std::nullopt;
@@ -162,8 +166,10 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
     return alias != nullptr && alias->isWrite();
   };
   // The length: the first tensor argument's, but the indices' for a scatter (its target keeps
-  // its own exact length).
-  const int first = kind == BucketKind::IndexPut ? 2 : 0;
+  // its own exact length) and for a lookup (index_select's index, searchsorted's values).
+  int first = 0;
+  if (kind == BucketKind::IndexPut) first = 2;
+  if (kind == BucketKind::Lookup) first = op_name.find("searchsorted") != std::string::npos ? 1 : 2;
   if (static_cast<int>(args.size()) <= first || !args[first].isTensor()) return std::nullopt;
   const at::Tensor& leader = args[first].toTensor();
   const int64_t length = leader.numel();
@@ -269,6 +275,47 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       index_list.push_back(masked_index);
       inner[1] = index_list;
       break;
+    }
+    case BucketKind::Lookup: {
+      // A 1-d tensor looked up at each position of a 1-d index: the result is positionwise in
+      // it. Past the length the index reads as 0 (in range of any non-empty tensor); a search
+      // there finds what it finds, and both are cut off with the bucket.
+      const at::Tensor& whole = args[0].toTensor();
+      if (leader.dim() != 1 || whole.dim() != 1 || whole.numel() == 0 ||
+          !whole.is_privateuseone()) {
+        return std::nullopt;
+      }
+      const bool search = first == 1;
+      // index_select's own checks stay with its exact form: an index of another dtype, a dim
+      // other than the one.
+      if (!search && (!args[1].isInt() || (args[1].toInt() != 0 && args[1].toInt() != -1) ||
+                      (leader.scalar_type() != at::kLong && leader.scalar_type() != at::kInt))) {
+        return std::nullopt;
+      }
+      if (search && args.size() > 5 && !args[5].isNone()) return std::nullopt;  // a sorter
+      if (!stand_in_for(first, true)) return std::nullopt;
+      if (search) break;
+      inner[first] = masked(*stand_ins[first], length, c10::Scalar(0));
+      // A looked-up tensor in a bucket of its own (a jagged batch's values) is read from it,
+      // its length a runtime input, so that its new lengths compile nothing either.
+      const DeviceStorage& storage = device_storage(whole);
+      if (!plain(whole, whole.numel()) ||
+          bucket_length_of(storage, to_element_type(whole.scalar_type())) <= whole.numel()) {
+        break;
+      }
+      static const c10::FunctionSchema bucketed = torch::jit::parseSchema(
+          "torch_tpu::bucket_index_select(Tensor self, Scalar length, Tensor index) -> Tensor");
+      metrics().size_bucket_ops++;
+      at::Tensor flat =
+          run_lowering(
+              // Keyed and named as the op called: a failed index check names it.
+              "aten::index_select (at a size bucket)", find_lowering("@bucket_index_select"),
+              bucketed,
+              {bucket_stand_in(whole, storage), c10::Scalar(whole.numel()), inner[first]})[0]
+              .toTensor();
+      at::Tensor exact = at::empty(sizes, flat.options());
+      take_as_bucket(flat, exact);
+      return std::vector<c10::IValue>{exact};
     }
     default:  // None, Cat, Attention and Bags (above) and the kinds of compiled graphs only
       return std::nullopt;

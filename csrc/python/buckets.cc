@@ -41,6 +41,8 @@ const char* kind_name(BucketKind kind) {
       return "attention";
     case BucketKind::Bags:
       return "bags";
+    case BucketKind::Lookup:
+      return "lookup";
     case BucketKind::Own:
       return "own";
   }

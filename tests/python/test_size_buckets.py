@@ -326,3 +326,61 @@ def test_an_out_of_range_index_in_a_jagged_run_still_raises() -> None:
     with pytest.raises(RuntimeError):
         torch.nn.functional.embedding_bag(on_tpu[9:], table, offsets)
         torch.tpu.synchronize()
+
+
+def test_lookups_at_jagged_positions_share_executables() -> None:
+    """A jagged batch reordered on the device (fbgemm's permute_2D_sparse_data on tpu): each
+    position's segment searched in the segments' ends, the values gathered from where they
+    come from. Once the uploads met two lengths of a bucket, searchsorted and index_select run
+    at it, reading the values from their own bucket, and new lengths compile nothing."""
+
+    def permuted(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        # The segments in reverse order.
+        device = values.device
+        starts = lengths.cumsum(0) - lengths
+        flipped = lengths.flip(0)
+        out_ends = flipped.cumsum(0)
+        positions = torch.ones(values.numel(), dtype=torch.long, device=device).cumsum(0) - 1
+        segment = torch.searchsorted(out_ends, positions, right=True)
+        source = (
+            starts.flip(0).index_select(0, segment)
+            + positions
+            - (out_ends - flipped).index_select(0, segment)
+        )
+        return values.index_select(0, source)
+
+    def step(seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        total = 40 + 3 * seed  # a new length each step, all in the 64 bucket
+        lengths = torch.full((8,), total // 8)
+        lengths[: total % 8] += 1
+        lengths = lengths[torch.randperm(8, generator=g)]
+        values = torch.randn(total, generator=g)
+        want = permuted(values, lengths)
+        got = permuted(values.to(DEVICE), lengths.to(DEVICE))
+        torch.testing.assert_close(got.cpu(), want)
+
+    for seed in range(4):
+        step(seed)
+    start, before = compiled(), bucket_ops()
+    for seed in range(4, 8):
+        step(seed)
+    assert bucket_ops() > before
+    assert compiled() == start
+
+
+def test_an_index_past_a_bucketed_tensors_length_still_raises() -> None:
+    def upload(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.arange(n, dtype=dtype).to(DEVICE)
+
+    start_bucket(upload, 20)
+    start_bucket(lambda n: upload(n, torch.long), 20)
+    values = upload(20)  # its bucket holds 32 elements: 20..31 are not its
+    index = torch.arange(19, -1, -1).to(DEVICE)
+    before = bucket_ops()
+    got = values.index_select(0, index)
+    torch.testing.assert_close(got.cpu(), torch.arange(20.0).flip(0))
+    assert bucket_ops() > before
+    with pytest.raises(IndexError):
+        values.index_select(0, index + 1)  # 20 is past the end
+        torch.tpu.synchronize()

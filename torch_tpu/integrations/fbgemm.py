@@ -46,12 +46,18 @@ def _exclusive_cumsum(t: Tensor) -> Tensor:
     return (torch.cumsum(t, dim=0) - t).to(t.dtype)
 
 
-def _segment_of_positions(ends: Tensor, total: int) -> Tensor:
-    """For every position 0..total-1, the index of the segment holding it, given each segment's
+def _positions(total: int, device: torch.device) -> Tensor:
+    """0..total-1 (int64) as a jagged batch's positions: counted up from ones rather than by
+    arange, so that a batch's new length runs at its size bucket (docs/design/buckets.md) as
+    the ops reading the positions then do."""
+    return torch.ones(total, device=device, dtype=torch.long).cumsum(0) - 1
+
+
+def _segment_of_positions(ends: Tensor, positions: Tensor) -> Tensor:
+    """For every position, the index of the segment holding it, given each segment's
     (inclusive-cumsum) end. Empty segments share their end with the one before and are skipped
     by the right-sided search."""
-    positions = torch.arange(total, device=ends.device, dtype=ends.dtype)
-    return torch.searchsorted(ends, positions, right=True)
+    return torch.searchsorted(ends.to(torch.long), positions, right=True)
 
 
 def _total(lengths: Tensor, given: int | None) -> int:
@@ -90,8 +96,8 @@ def _permute_sparse(
     src_starts = in_starts.index_select(0, permute).reshape(-1)
     out_ends = torch.cumsum(flat, 0)
     out_starts = out_ends - flat
-    segment = _segment_of_positions(out_ends, total)
-    positions = torch.arange(total, device=values.device, dtype=torch.long)
+    positions = _positions(total, values.device)
+    segment = _segment_of_positions(out_ends, positions)
     source = src_starts.index_select(0, segment) + positions - out_starts.index_select(0, segment)
     permuted_values = values.index_select(0, source)
     permuted_weights = None if weights is None else weights.index_select(0, source)
@@ -131,7 +137,7 @@ def _segment_sum_csr(batch_size: int, csr_seg: Tensor, values: Tensor) -> Tensor
         raise ValueError("segment_sum_csr expects 1-d csr_seg with at least one offset")
     segments = csr_seg.numel() - 1
     ends = csr_seg[1:].to(torch.long) * batch_size
-    segment = _segment_of_positions(ends, values.shape[0])
+    segment = _segment_of_positions(ends, _positions(values.shape[0], values.device))
     # Positions past the last end land in a spill slot that is cut off.
     out = torch.zeros(segments + 1, *values.shape[1:], dtype=values.dtype, device=values.device)
     return out.index_add(0, segment, values).narrow(0, 0, segments)
@@ -140,8 +146,8 @@ def _segment_sum_csr(batch_size: int, csr_seg: Tensor, values: Tensor) -> Tensor
 def _offsets_range(offsets: Tensor, range_size: int) -> Tensor:
     """For each position 0..range_size-1, its distance from the start of its segment."""
     ends = torch.cat([offsets[1:], offsets.new_full((1,), range_size)]).to(torch.long)
-    segment = _segment_of_positions(ends, range_size)
-    positions = torch.arange(range_size, device=offsets.device, dtype=torch.long)
+    positions = _positions(range_size, offsets.device)
+    segment = _segment_of_positions(ends, positions)
     starts = offsets.to(torch.long).index_select(0, segment.clamp(max=offsets.numel() - 1))
     return (positions - starts).to(offsets.dtype)
 
@@ -196,8 +202,8 @@ def _permute_pooled_embs(
     dims = (starts[1:] - starts[:-1]).index_select(0, permute)
     ends = torch.cumsum(dims, 0)
     total = pooled_embs.shape[1]
-    block = _segment_of_positions(ends, total).clamp(max=permute.numel() - 1)
     columns = torch.arange(total, device=pooled_embs.device, dtype=torch.long)
+    block = _segment_of_positions(ends, columns).clamp(max=permute.numel() - 1)
     source = (
         starts.index_select(0, permute.index_select(0, block))
         + columns

@@ -21,6 +21,7 @@ from torchrec.datasets.random import RandomRecDataset
 from torchrec.distributed import DistributedModelParallel
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+from torchrec.distributed.sharding_plan import construct_module_sharding_plan, row_wise
 from torchrec.distributed.types import ShardingEnv, ShardingPlan
 from torchrec.models.dlrm import DLRM, DLRMTrain
 from training_common import finish, start
@@ -70,7 +71,19 @@ def initial_state() -> dict[str, torch.Tensor]:
 
 def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
     """The planner's plan with every table sharded `sharding`-wise, for the CPU (TorchRec plans
-    for cpu, cuda and mtia; torch_tpu places a CPU plan's shards on tpu)."""
+    for cpu, cuda and mtia; torch_tpu places a CPU plan's shards on tpu). Row-wise, which the
+    planner offers for cuda and mtia only, is TorchRec's own row_wise() plan for the CPU."""
+    if sharding == "row_wise":
+        ebc = dlrm(torch.device("meta")).model.sparse_arch.embedding_bag_collection
+        module_plan = construct_module_sharding_plan(
+            ebc,
+            {config.name: row_wise() for config in tables()},
+            sharder("sgd"),
+            local_size=world,
+            world_size=world,
+            device_type="cpu",
+        )
+        return ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan})
     kernel = "dense" if sharding == "data_parallel" else "fused"
     constraints = {
         # min_partition: column-wise shards of half a row, so that each rank holds one.
