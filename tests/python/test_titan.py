@@ -109,3 +109,46 @@ def test_pipeline_schedules_follow_gloo(
     losses = train(tmp_path / "tpu", "--device", "tpu", *recipe)
     assert len(losses) == 4 and min(losses) > 0 and losses[-1] < losses[0]
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
+
+
+KERNEL_OVERRIDES = [
+    "--override",
+    "torch_tpu.integrations.torchtitan.jax_rms_norm",
+    "--override",
+    "torch_tpu.integrations.torchtitan.pallas_attention",
+]
+
+
+@pytest.mark.full_suite
+def test_kernels_swapped_in_by_configuration_keep_the_losses(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # TorchTitan's override.imports swaps every RMSNorm for torch_tpu's jax kernel and the flex
+    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2 the
+    # losses stay those of the stock model on tpu and on CPU with Gloo.
+    steps, layers = 4, 2
+    seed = seed_checkpoint("llama3", tmp_path_factory, layers)
+    recipe = ["--parallel", "fsdp", "--steps", str(steps), "--seed-checkpoint", seed]
+    reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
+    stock = train(tmp_path / "tpu", "--device", "tpu", *recipe)
+    run = tmp_path / "kernels"
+    losses = train(run, "--device", "tpu", *recipe, *KERNEL_OVERRIDES)
+    assert len(losses) == steps and losses[-1] < losses[0]
+    torch.testing.assert_close(losses, stock, rtol=1e-4, atol=0)
+    torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
+    # The kernels ran in every layer of every step, forward and backward: each block's two
+    # norms and attention, and the final norm.
+    runs = json.loads((run / "kernel_runs.json").read_text())
+    norms, attentions = steps * (2 * layers + 1), steps * layers
+    assert runs["torch_tpu_layers::rms_norm"] == {"forward": norms, "backward": norms}
+    assert runs["torch_tpu_layers::masked_attention"] == {
+        "forward": attentions,
+        "backward": attentions,
+    }
+
+
+def test_torch_tpu_kernels_are_refused_on_the_cpu_reference(tmp_path: Path) -> None:
+    # The CPU reference runs without torch_tpu loaded: asking it for torch_tpu's kernels is an
+    # error that says so, not a silent run without them.
+    with pytest.raises(AssertionError, match="swap in with --device tpu"):
+        train(tmp_path / "cpu", "--device", "cpu", "--steps", "1", *KERNEL_OVERRIDES, nproc=1)

@@ -61,6 +61,10 @@ class JaxOp:
             raise ValueError(f"torch_tpu.kernels: an op name is 'namespace::name', got {name!r}")
         functools.update_wrapper(self, fn)
         self._kernels: dict[tuple[Any, ...], _lowering.LoweredKernel] = {}
+        # How many times the op ran eagerly (a compiled graph's replays run it without this
+        # count); tests read it to tell that a configured kernel really took a layer's place.
+        self.runs = 0
+        self.backward_op: JaxOp | None = None
         self._op = torch.library.custom_op(self.name, mutates_args=(), schema=_SCHEMA)(self._run)
         self._op.register_fake(self._fake)
         if differentiable:
@@ -69,6 +73,7 @@ class JaxOp:
                 self.name + "_backward",
                 differentiable=False,
             )
+            self.backward_op = self._backward
             self._op.register_autograd(self._autograd_backward, setup_context=_save_for_backward)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -117,6 +122,7 @@ class JaxOp:
 
     def _run(self, inputs: list[torch.Tensor], spec: str) -> list[torch.Tensor]:
         device = _device_of(inputs, self.name)
+        self.runs += 1
         if device.type == "tpu":
             kernel = self._kernel(inputs, spec)
             return torch.ops.torch_tpu.jax_call(inputs, kernel.key)
