@@ -120,15 +120,17 @@ KERNEL_OVERRIDES = [
 
 
 @pytest.mark.full_suite
+@pytest.mark.parametrize("parallel", ["fsdp", "tp"])
 def test_kernels_swapped_in_by_configuration_keep_the_losses(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    parallel: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # TorchTitan's override.imports swaps every RMSNorm for torch_tpu's jax kernel and the flex
-    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2 the
-    # losses stay those of the stock model on tpu and on CPU with Gloo.
+    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2, and
+    # under tensor (and sequence) parallel, where they run on each rank's shards, the losses
+    # stay those of the stock model on tpu and on CPU with Gloo.
     steps, layers = 4, 2
     seed = seed_checkpoint("llama3", tmp_path_factory, layers)
-    recipe = ["--parallel", "fsdp", "--steps", str(steps), "--seed-checkpoint", seed]
+    recipe = ["--parallel", parallel, "--steps", str(steps), "--seed-checkpoint", seed]
     reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
     stock = train(tmp_path / "tpu", "--device", "tpu", *recipe)
     run = tmp_path / "kernels"

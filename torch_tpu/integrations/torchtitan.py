@@ -16,8 +16,10 @@ On TorchTitan's command line::
         torch_tpu.integrations.torchtitan.pallas_attention
 
 or in Python ``config.override.imports = [...]``. The parameters keep their names and shapes,
-so checkpoints move between the stock and the swapped model. The kernels take plain tensors:
-FSDP2 and pipeline stages hand them those; tensor parallel's DTensors are refused.
+so checkpoints move between the stock and the swapped model. Under TorchTitan's DTensor
+parallelism the kernels run on each rank's local shards: RMSNorm's rows (FSDP's batch shards,
+sequence parallel's sequence shards) through ``local_map``, attention's heads through the
+``local_map`` TorchTitan already wraps its inner attention in.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ __all__ = ["JaxRMSNorm", "PallasAttention", "jax_rms_norm", "pallas_attention"]
 def _plain(name: str, *tensors: torch.Tensor | None) -> None:
     if any(isinstance(t, DTensor) for t in tensors):
         raise NotImplementedError(
-            f"torch_tpu.integrations.torchtitan: {name} takes plain tensors (FSDP2, pipeline "
-            "stages); tensor parallel hands it DTensors: leave this override out under TP"
+            f"torch_tpu.integrations.torchtitan: {name} takes the local tensors TorchTitan's "
+            "local_map hands an inner attention (its sharding config); got DTensors"
         )
 
 
