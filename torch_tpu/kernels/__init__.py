@@ -18,7 +18,8 @@ The backward is ``jax.vjp`` of the same function, lowered the same way, unless
 ``backward=`` is given: ``backward(cotangents, *args, **kwargs)`` written in jax, taking the
 forward's arguments and a tuple with one cotangent per output, returning one gradient (or
 None) per tensor argument. On CPU tensors the op runs the jax function with jax's own CPU
-runtime, so the same op serves both devices.
+runtime, so the same op serves both devices. ``op.runs`` counts the op's eager runs (its
+backward's: ``op.backward_op.runs``). Ready layer kernels live in ``torch_tpu.kernels.layers``.
 """
 
 from __future__ import annotations
