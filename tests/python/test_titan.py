@@ -120,26 +120,32 @@ KERNEL_OVERRIDES = [
 
 
 @pytest.mark.full_suite
-@pytest.mark.parametrize("parallel", ["fsdp", "tp"])
+@pytest.mark.parametrize(
+    "parallel, compile",
+    [("fsdp", False), ("tp", False), ("fsdp", True)],
+    ids=["fsdp", "tp", "fsdp-compiled"],
+)
 def test_kernels_swapped_in_by_configuration_keep_the_losses(
-    parallel: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    parallel: str, compile: bool, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # TorchTitan's override.imports swaps every RMSNorm for torch_tpu's jax kernel and the flex
-    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2, and
-    # under tensor (and sequence) parallel, where they run on each rank's shards, the losses
-    # stay those of the stock model on tpu and on CPU with Gloo.
+    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2, under
+    # tensor (and sequence) parallel, where they run on each rank's shards, and in compiled
+    # blocks, the losses stay those of the stock model on tpu and on CPU with Gloo.
     steps, layers = 4, 2
     seed = seed_checkpoint("llama3", tmp_path_factory, layers)
     recipe = ["--parallel", parallel, "--steps", str(steps), "--seed-checkpoint", seed]
     reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
-    stock = train(tmp_path / "tpu", "--device", "tpu", *recipe)
+    on_tpu = ["--device", "tpu", *recipe, *(["--compile"] if compile else [])]
+    stock = train(tmp_path / "tpu", *on_tpu)
     run = tmp_path / "kernels"
-    losses = train(run, "--device", "tpu", *recipe, *KERNEL_OVERRIDES)
+    losses = train(run, *on_tpu, *KERNEL_OVERRIDES)
     assert len(losses) == steps and losses[-1] < losses[0]
     torch.testing.assert_close(losses, stock, rtol=1e-4, atol=0)
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
     # The kernels ran in every layer of every step, forward and backward: each block's two
-    # norms and attention, and the final norm.
+    # norms and attention, and the final norm (with --compile too: each step reaches the ops'
+    # implementation, as the recipe's compiled blocks are recorded again every step).
     runs = json.loads((run / "kernel_runs.json").read_text())
     norms, attentions = steps * (2 * layers + 1), steps * layers
     assert runs["torch_tpu_layers::rms_norm"] == {"forward": norms, "backward": norms}
