@@ -144,8 +144,8 @@ def test_kernels_swapped_in_by_configuration_keep_the_losses(
     torch.testing.assert_close(losses, stock, rtol=1e-4, atol=0)
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
     # The kernels ran in every layer of every step, forward and backward: each block's two
-    # norms and attention, and the final norm (with --compile too: each step reaches the ops'
-    # implementation, as the recipe's compiled blocks are recorded again every step).
+    # norms and attention, and the final norm (with --compile too: in this recipe each compiled
+    # step still reaches the ops' implementation, which a replayed graph would skip).
     runs = json.loads((run / "kernel_runs.json").read_text())
     norms, attentions = steps * (2 * layers + 1), steps * layers
     assert runs["torch_tpu_layers::rms_norm"] == {"forward": norms, "backward": norms}
