@@ -1,8 +1,10 @@
 """The training-framework recipes, timed: TorchTitan's Llama debug model on 2 processes (steps/s
-on tpu in Strict and DeferAndFuse and with compiled blocks, next to the same recipe on CPU with
-Gloo; FSDP2 and tensor parallel), and Ray Train's time to recover from a killed worker.
+on tpu in Strict and DeferAndFuse, with compiled blocks, and with torch_tpu's RMSNorm and
+attention kernels swapped in by TorchTitan's override.imports, next to the same recipe on CPU
+with Gloo; FSDP2 and tensor parallel), Diffusers' DiT under FSDP2 (recipes/diffusion), and Ray
+Train's time to recover from a killed worker.
 
-    .venv/bin/python bench/recipes.py [--steps 20] [--skip-ray]
+    .venv/bin/python bench/recipes.py [--steps 20] [--skip-ray] [--skip-dit]
 
 Steps/s counts the steps after the third (compiles and warm-up excluded). Needs the titan and
 ray extras (``bash scripts/setup.sh titan ray``).
@@ -21,13 +23,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TITAN = ROOT / "recipes" / "titan" / "train.py"
 RAY = ROOT / "recipes" / "ray" / "train.py"
+DIT = ROOT / "recipes" / "diffusion" / "train_dit.py"
 WARM_UP = 3
+KERNELS = tuple(
+    arg
+    for name in ("jax_rms_norm", "pallas_attention")
+    for arg in ("--override", f"torch_tpu.integrations.torchtitan.{name}")
+)
 
 
-def torchrun(nproc: int, *args: str, env: dict[str, str] | None = None) -> None:
+def torchrun(
+    nproc: int, *args: str, env: dict[str, str] | None = None, script: Path = TITAN
+) -> None:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     subprocess.run(
-        [*command, f"--nproc-per-node={nproc}", str(TITAN), *args],
+        [*command, f"--nproc-per-node={nproc}", str(script), *args],
         check=True,
         capture_output=True,
         timeout=900,
@@ -41,6 +51,12 @@ def titan_steps(
     """Steps/s after the warm-up, and on tpu the executions and host syncs per step."""
     common = ("--out", str(out), "--steps", str(steps), "--seed-checkpoint", str(seed))
     torchrun(2, *common, *args, env=env)
+    return step_rate(out)
+
+
+def step_rate(out: Path) -> tuple[float, str]:
+    """From a run's steps.json: steps/s after the warm-up, and on tpu the executions and host
+    syncs per step."""
     per_step = json.loads((out / "steps.json").read_text())
     logged = per_step["logged_at"]
     measured = len(logged) - WARM_UP
@@ -57,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-dit", action="store_true")
     args = parser.parse_args()
     defer = {"TPU_DEFER_AND_FUSE": "1"}
     columns = {
@@ -64,6 +81,7 @@ def main() -> None:
         "tpu Strict": (("--device", "tpu"), None),
         "tpu DeferAndFuse": (("--device", "tpu"), defer),
         "tpu compiled": (("--device", "tpu", "--compile"), None),
+        "tpu kernels": (("--device", "tpu", *KERNELS), None),
     }
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -91,6 +109,8 @@ def main() -> None:
             )
             rates = [rate for rate, _ in results]
             print(f"| {parallel} | {cells} | {max(rates[1:]) / rates[0]:.2f}x |", flush=True)
+        if not args.skip_dit:
+            dit(root, args.steps)
         if args.skip_ray:
             return
         out = subprocess.run(
@@ -109,6 +129,29 @@ def main() -> None:
             recovery = result.get("recovery_s")
             recovered = "" if recovery is None else f"{recovery:.1f}"
             print(f"| {name} | {result['seconds']:.1f} | {recovered} |")
+
+
+def dit(root: Path, steps: int) -> None:
+    """Diffusers' DiT under FSDP2, 2 processes: CPU with Gloo and tpu Strict / DeferAndFuse."""
+    columns = {
+        "CPU + Gloo": ("cpu", None),
+        "tpu Strict": ("tpu", None),
+        "tpu DeferAndFuse": ("tpu", {"TPU_DEFER_AND_FUSE": "1"}),
+    }
+    results = []
+    for i, (device, env) in enumerate(columns.values()):
+        out = root / f"dit-{i}"
+        args = ("--device", device, "--steps", str(steps), "--out", str(out))
+        torchrun(2, *args, env=env, script=DIT)
+        results.append(step_rate(out))
+    print("\nDiffusers DiT (2 layers, 16x16x4 latents, batch 4 per rank), FSDP2, 2 processes:")
+    print(f"| model | {' | '.join(columns)} | best tpu / CPU |")
+    print("| --- |" + " ---: |" * (len(columns) + 1))
+    cells = " | ".join(
+        f"{rate:.2f} ({counts})" if counts else f"{rate:.2f}" for rate, counts in results
+    )
+    rates = [rate for rate, _ in results]
+    print(f"| DiT | {cells} | {max(rates[1:]) / rates[0]:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def select_device(device: str) -> None:
         os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     import torch
 
-    _stand_in_for_triton_kernels()
+    stand_in_for_triton_kernels()
     _set_timeout_from_torch_2_14()
     _pipeline_steps_on_split_microbatches()
 
@@ -163,7 +163,7 @@ def _pipeline_steps_on_split_microbatches() -> None:
         schedule.step = step
 
 
-def _stand_in_for_triton_kernels() -> None:
+def stand_in_for_triton_kernels() -> None:
     import importlib.util
     import sys
     import types
@@ -208,6 +208,7 @@ def debug_model_config(
     checkpoint_at: int,
     seed_checkpoint: Path | None,
     create_seed_checkpoint: bool = False,
+    overrides: list[str] | None = None,
 ) -> Any:
     """TorchTitan's own debug-model config for ``model`` (``llama3``; ``deepseek_v3``, whose
     layers after the first are mixture-of-experts), sized for a test and pointed at our files."""
@@ -225,6 +226,12 @@ def debug_model_config(
     config.hf_assets_path = str(tokenizer_dir)
     config.dump_folder = str(dump_folder)
     config.dataloader.dataset_path = str(dataset_dir)
+
+    if overrides:
+        # The CPU reference runs without torch_tpu loaded (see select_device).
+        if _device_type() != "tpu" and any(o.startswith("torch_tpu.") for o in overrides):
+            raise ValueError("recipes/titan: torch_tpu's kernels swap in with --device tpu")
+        config.override.imports = list(overrides)
 
     config.training.steps = steps
     config.training.seq_len = seq_len
@@ -270,6 +277,16 @@ def debug_model_config(
         checkpoint.initial_load_path = str(seed_checkpoint.resolve())
         checkpoint.initial_load_model_only = True
     return config
+
+
+def kernel_runs() -> dict[str, dict[str, int]]:
+    """How many times each of torch_tpu's layer kernels ran eagerly, forward and backward."""
+    from torch_tpu.kernels import layers
+
+    return {
+        op.name: {"forward": op.runs, "backward": op.backward_op.runs if op.backward_op else 0}
+        for op in (layers.rms_norm, layers.masked_attention)
+    }
 
 
 def create_seed_checkpoint(config: Any) -> None:

@@ -13,7 +13,11 @@ rank 0, or under a pipeline the last rank, which holds the last stage) and ``ste
 each was logged, in seconds, and on tpu the running counts of executions and host syncs) into
 ``--out``. ``--checkpoint-at N`` saves a
 torch.distributed.checkpoint there at step N, and a later run with the same ``--out`` resumes
-from the newest. Runs that are to be compared start from one seed checkpoint:
+from the newest. ``--override MODULE.FUNCTION`` (repeatable) is TorchTitan's own
+``override.imports``: ``torch_tpu.integrations.torchtitan.jax_rms_norm`` and ``.pallas_attention``
+swap RMSNorm and attention for torch_tpu's kernels, and the run then also writes
+``kernel_runs.json`` (how many times each kernel ran, forward and backward). Runs that are to
+be compared start from one seed checkpoint:
 
     torchrun --nproc-per-node 1 recipes/titan/train.py --device cpu --create-seed-checkpoint \
         --out /tmp/seed        # then: --seed-checkpoint /tmp/seed/checkpoint/step-0
@@ -54,6 +58,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="only write --out/checkpoint/step-0 (one process, --device cpu)",
     )
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="MODULE.FUNCTION",
+        help="TorchTitan's override.imports: swap layers, e.g. "
+        "torch_tpu.integrations.torchtitan.jax_rms_norm (repeatable)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)
 
@@ -80,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint_at=args.checkpoint_at,
         seed_checkpoint=args.seed_checkpoint,
         create_seed_checkpoint=args.create_seed_checkpoint,
+        overrides=args.override,
     )
     if args.create_seed_checkpoint:
         compat.create_seed_checkpoint(config)
@@ -90,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     if int(os.environ.get("RANK", "0")) == reporter:
         (args.out / "losses.json").write_text(json.dumps(losses))
         (args.out / "steps.json").write_text(json.dumps(per_step))
+        if args.override:
+            (args.out / "kernel_runs.json").write_text(json.dumps(compat.kernel_runs()))
 
 
 if __name__ == "__main__":

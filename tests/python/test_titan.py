@@ -109,3 +109,56 @@ def test_pipeline_schedules_follow_gloo(
     losses = train(tmp_path / "tpu", "--device", "tpu", *recipe)
     assert len(losses) == 4 and min(losses) > 0 and losses[-1] < losses[0]
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
+
+
+KERNEL_OVERRIDES = [
+    "--override",
+    "torch_tpu.integrations.torchtitan.jax_rms_norm",
+    "--override",
+    "torch_tpu.integrations.torchtitan.pallas_attention",
+]
+
+
+@pytest.mark.full_suite
+@pytest.mark.parametrize(
+    "parallel, compile",
+    [("fsdp", False), ("tp", False), ("fsdp", True)],
+    ids=["fsdp", "tp", "fsdp-compiled"],
+)
+def test_kernels_swapped_in_by_configuration_keep_the_losses(
+    parallel: str, compile: bool, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # TorchTitan's override.imports swaps every RMSNorm for torch_tpu's jax kernel and the flex
+    # attention for its Pallas kernel (torch_tpu.integrations.torchtitan); under FSDP2, under
+    # tensor (and sequence) parallel, where they run on each rank's shards, and in compiled
+    # blocks, the losses stay those of the stock model on tpu and on CPU with Gloo.
+    steps, layers = 4, 2
+    seed = seed_checkpoint("llama3", tmp_path_factory, layers)
+    recipe = ["--parallel", parallel, "--steps", str(steps), "--seed-checkpoint", seed]
+    reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
+    on_tpu = ["--device", "tpu", *recipe, *(["--compile"] if compile else [])]
+    stock = train(tmp_path / "tpu", *on_tpu)
+    run = tmp_path / "kernels"
+    losses = train(run, *on_tpu, *KERNEL_OVERRIDES)
+    assert len(losses) == steps and losses[-1] < losses[0]
+    torch.testing.assert_close(losses, stock, rtol=1e-4, atol=0)
+    torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
+    # The kernels ran in every layer of every step, forward and backward: each block's two
+    # norms and attention, and the final norm. A compiled graph that replays runs its ops without
+    # reaching their implementation, so compiled runs count at least one step's.
+    runs = json.loads((run / "kernel_runs.json").read_text())
+    counted = steps if not compile else 1
+    norms, attentions = counted * (2 * layers + 1), counted * layers
+    for name, least in (("rms_norm", norms), ("masked_attention", attentions)):
+        got = runs[f"torch_tpu_layers::{name}"]
+        if compile:
+            assert min(got.values()) >= least, (name, got)
+        else:
+            assert got == {"forward": least, "backward": least}, name
+
+
+def test_torch_tpu_kernels_are_refused_on_the_cpu_reference(tmp_path: Path) -> None:
+    # The CPU reference runs without torch_tpu loaded: asking it for torch_tpu's kernels is an
+    # error that says so, not a silent run without them.
+    with pytest.raises(AssertionError, match="swap in with --device tpu"):
+        train(tmp_path / "cpu", "--device", "cpu", "--steps", "1", *KERNEL_OVERRIDES, nproc=1)

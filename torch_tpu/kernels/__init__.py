@@ -18,7 +18,8 @@ The backward is ``jax.vjp`` of the same function, lowered the same way, unless
 ``backward=`` is given: ``backward(cotangents, *args, **kwargs)`` written in jax, taking the
 forward's arguments and a tuple with one cotangent per output, returning one gradient (or
 None) per tensor argument. On CPU tensors the op runs the jax function with jax's own CPU
-runtime, so the same op serves both devices.
+runtime, so the same op serves both devices. ``op.runs`` counts the op's eager runs (its
+backward's: ``op.backward_op.runs``). Ready layer kernels live in ``torch_tpu.kernels.layers``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class JaxOp:
             raise ValueError(f"torch_tpu.kernels: an op name is 'namespace::name', got {name!r}")
         functools.update_wrapper(self, fn)
         self._kernels: dict[tuple[Any, ...], _lowering.LoweredKernel] = {}
+        # How many times the op ran eagerly (a compiled graph's replays run it without this
+        # count); tests read it to tell that a configured kernel really took a layer's place.
+        self.runs = 0
+        self.backward_op: JaxOp | None = None
         self._op = torch.library.custom_op(self.name, mutates_args=(), schema=_SCHEMA)(self._run)
         self._op.register_fake(self._fake)
         if differentiable:
@@ -69,6 +74,7 @@ class JaxOp:
                 self.name + "_backward",
                 differentiable=False,
             )
+            self.backward_op = self._backward
             self._op.register_autograd(self._autograd_backward, setup_context=_save_for_backward)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -117,6 +123,7 @@ class JaxOp:
 
     def _run(self, inputs: list[torch.Tensor], spec: str) -> list[torch.Tensor]:
         device = _device_of(inputs, self.name)
+        self.runs += 1
         if device.type == "tpu":
             kernel = self._kernel(inputs, spec)
             return torch.ops.torch_tpu.jax_call(inputs, kernel.key)
