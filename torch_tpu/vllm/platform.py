@@ -109,6 +109,13 @@ class TpuPlatform(Platform):
         return False
 
     @classmethod
+    def check_runner_kv_caches_multi_layer(cls) -> None:
+        # A draft model's layers share layer indices with the target's. The runner's list of
+        # caches in layer order is read here only for the cache's size report (worker.py);
+        # attention reads each layer's own cache, bound by name.
+        return
+
+    @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         from vllm.config import CompilationMode, CUDAGraphMode
 
