@@ -118,27 +118,48 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     ) -> TpuAttentionMetadata:
         meta = common_attn_metadata
         num_reqs = meta.num_reqs
-        if meta.positions is None:
-            raise NotImplementedError("tpu paged attention needs the tokens' positions")
         # The runner pads the step's tokens to a bucket (padding.padded_count), but
         # hands over positions and slots for its real tokens only, and the real count changes
         # at every step. Passed at the buffers' full length, every step's tensors have the same
         # shapes, and forward() reads its padded count from their front: its graph is compiled
         # once per token and page bucket, not once per token count.
-        positions = whole_buffer(meta.positions)
         slots = whole_buffer(meta.slot_mapping)
+        positions = None if meta.positions is None else whole_buffer(meta.positions)
         starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
-        token_request = np.full(min(len(positions), len(slots)), -1, dtype=np.int64)
+        length = len(slots) if positions is None else min(len(positions), len(slots))
+        token_request = np.full(length, -1, dtype=np.int64)
         token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
         table = meta.block_table_tensor
+        requests = torch.from_numpy(token_request).to(table.device)
+        if positions is None:
+            positions = _positions_from_lengths(meta, starts, token_request, requests)
         pages = pages_for(meta.max_seq_len, self.block_size, table.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=meta.num_actual_tokens,
-            token_request=torch.from_numpy(token_request).to(table.device),
+            token_request=requests,
             token_position=positions.to(torch.int64),
             slot_mapping=slots,
             block_table=_all_rows(table)[:, :pages],
         )
+
+
+def _positions_from_lengths(
+    meta: CommonAttentionMetadata,
+    starts: np.ndarray,
+    token_request: np.ndarray,
+    requests: torch.Tensor,
+) -> torch.Tensor:
+    """Each token's position where the metadata carries none (a drafter's steps): a request's
+    query is the last tokens of its sequence, so a token k places before its query's end sits
+    at the sequence length less k + 1. The lengths stay on the device (drafters update them
+    there); the places before the end are host arithmetic. Padding tokens get position 0."""
+    real = token_request >= 0
+    before_end = np.zeros(len(token_request), dtype=np.int64)
+    ends = starts[1:][token_request[real]]
+    before_end[real] = ends - 1 - np.flatnonzero(real)
+    lengths = meta.seq_lens.to(torch.int64)[requests.clamp(min=0)]
+    offsets = torch.from_numpy(before_end + 1).to(lengths.device)
+    return torch.where(requests >= 0, lengths - offsets, 0)
 
 
 class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):

@@ -1,5 +1,6 @@
 """PyTorch versions of the Triton kernels vLLM's model runner launches on its common path (and
-the rejection sampler's, rejection_kernels.py), registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides)."""
+speculative decoding's: the rejection sampler's, rejection_kernels.py, and the drafters',
+draft_kernels.py), registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def compute_slot_mapping(
 def register() -> None:
     from vllm.triton_utils.dispatcher import register_kernels
 
-    from torch_tpu.vllm import rejection_kernels
+    from torch_tpu.vllm import draft_kernels, rejection_kernels
 
-    register_kernels({SLOT_MAPPING: compute_slot_mapping, **rejection_kernels.KERNELS})
+    register_kernels(
+        {SLOT_MAPPING: compute_slot_mapping, **rejection_kernels.KERNELS, **draft_kernels.KERNELS}
+    )
