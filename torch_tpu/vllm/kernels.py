@@ -39,7 +39,16 @@ def compute_slot_mapping(
         slot_mapping[num_tokens:max_num_tokens] = PAD_ID
 
 
+_registered = False
+
+
 def register() -> None:
+    """Installs the overrides, once a process: they replace module attributes, which stay
+    replaced for every later engine (vLLM calls this at each engine's start, and its rescan of
+    every module chokes on some that a first engine imports, numba's among them)."""
+    global _registered
+    if _registered:
+        return
     from vllm.triton_utils.dispatcher import register_kernels
 
     from torch_tpu.vllm import draft_kernels, rejection_kernels
@@ -47,3 +56,4 @@ def register() -> None:
     register_kernels(
         {SLOT_MAPPING: compute_slot_mapping, **rejection_kernels.KERNELS, **draft_kernels.KERNELS}
     )
+    _registered = True
