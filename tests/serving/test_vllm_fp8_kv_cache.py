@@ -72,7 +72,7 @@ def _logprobs_close(reference: Run, tested: Run) -> list[int | None]:
     first_differences = []
     for (ids_0, lps_0), (ids_1, lps_1) in zip(reference, tested, strict=True):
         first = None
-        for position, (token_0, token_1) in enumerate(zip(ids_0, ids_1)):
+        for position, (token_0, token_1) in enumerate(zip(ids_0, ids_1, strict=False)):
             if token_0 != token_1:
                 assert token_0 in lps_1[position] and token_1 in lps_0[position], (ids_0, ids_1)
                 first = position

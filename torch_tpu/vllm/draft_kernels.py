@@ -39,9 +39,7 @@ def eagle_step_slot_mapping_metadata_kernel(
     clamped = torch.where(exceeds, 0, position)
     block_number = (clamped // block_size).clamp(max=n_blocks_per_req - 1)
     rows = torch.arange(batch_size, device=position.device)
-    flat_table = block_table_ptr.as_strided(
-        (block_table_ptr.shape[0] * block_table_stride,), (1,)
-    )
+    flat_table = block_table_ptr.as_strided((block_table_ptr.shape[0] * block_table_stride,), (1,))
     block = flat_table[rows * block_table_stride + block_number].to(torch.int64)
     slots = torch.where(exceeds, PAD_ID, block * block_size + clamped % block_size)
     seq_lens = seq_lens_ptr[:batch_size]
@@ -144,7 +142,6 @@ def copy_and_expand_eagle_inputs_kernel(
     request = torch.searchsorted(out_start + slots, out, right=True).clamp(max=requests - 1)
     j = out - out_start[request]
     valid_j = valid[request]
-    in_valid = j < valid_j
     is_bonus = j == valid_j
     is_parallel = (j > valid_j) & (j < valid_j + pad)
     is_rejected = j >= valid_j + pad
@@ -152,7 +149,7 @@ def copy_and_expand_eagle_inputs_kernel(
     tokens = target_token_ids_ptr[source].to(torch.int64)
     tokens = torch.where(is_bonus, next_token_ids_ptr[request].to(torch.int64), tokens)
     tokens = torch.where(is_parallel, parallel_drafting_token_id, tokens)
-    tokens = torch.where(is_rejected | ~(in_valid | is_bonus | is_parallel), padding_token_id, tokens)
+    tokens = torch.where(is_rejected, padding_token_id, tokens)
     first_position = target_positions_ptr[query_start].to(torch.int64)
     positions = torch.where(is_rejected, 0, first_position[request] + j)
     out_input_ids_ptr[:total] = tokens.to(out_input_ids_ptr.dtype)

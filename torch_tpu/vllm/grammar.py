@@ -55,7 +55,9 @@ def allowed_tokens(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     covered = allowed.shape[1]
     if covered >= vocab_size:
         return allowed[:, :vocab_size]
-    rest = torch.ones(bitmask.shape[0], vocab_size - covered, dtype=torch.bool, device=bitmask.device)
+    rest = torch.ones(
+        bitmask.shape[0], vocab_size - covered, dtype=torch.bool, device=bitmask.device
+    )
     return torch.cat([allowed, rest], dim=1)
 
 

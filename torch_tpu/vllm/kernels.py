@@ -1,6 +1,7 @@
-"""PyTorch versions of the Triton kernels vLLM's model runner launches on its common path (and
-speculative decoding's: the rejection sampler's, rejection_kernels.py, and the drafters',
-draft_kernels.py), registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides)."""
+"""PyTorch versions of the Triton kernels vLLM's model runner launches on its common path,
+registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides),
+with speculative decoding's: the rejection sampler's (rejection_kernels.py) and the model-based
+drafters' (draft_kernels.py)."""
 
 from __future__ import annotations
 
