@@ -38,16 +38,19 @@ def _run(model: Path, dtype: str, kv_cache_dtype: str, max_tokens: int) -> tuple
     os.environ["TORCH_TPU_VLLM_WARM_UP"] = "0"
     from vllm import LLM, SamplingParams
 
-    llm = LLM(
-        model=str(model),
-        dtype=dtype,
-        max_model_len=256,
-        max_num_batched_tokens=256,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=BUDGET,
-        kv_cache_dtype=kv_cache_dtype,
-        seed=0,
-    )
+    try:  # the in-process worker reads it while the engine starts
+        llm = LLM(
+            model=str(model),
+            dtype=dtype,
+            max_model_len=256,
+            max_num_batched_tokens=256,
+            max_num_seqs=8,
+            kv_cache_memory_bytes=BUDGET,
+            kv_cache_dtype=kv_cache_dtype,
+            seed=0,
+        )
+    finally:
+        del os.environ["TORCH_TPU_VLLM_WARM_UP"]
     params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=VLLM_NUM_LOGPROBS)
     run = []
     for out in llm.generate(MORE_PROMPTS, params, use_tqdm=False):
@@ -62,7 +65,6 @@ def _run(model: Path, dtype: str, kv_cache_dtype: str, max_tokens: int) -> tuple
     }
     del llm
     gc.collect()
-    del os.environ["TORCH_TPU_VLLM_WARM_UP"]
     return run, report
 
 
