@@ -138,9 +138,12 @@ class TpuPlatform(Platform):
         if parallel.worker_cls == "auto":
             parallel.worker_cls = WORKER
         # A stopping server lets the engine core finish and release the device (PJRT client,
-        # compile cache writes) instead of killing it at once, vLLM's default.
+        # compile cache writes) instead of killing it at once, vLLM's default. The engine
+        # core's process took 4.9 s to end after its busy loop on the 2-core CPU-plugin machine
+        # (native finalization: py-spy showed its main thread busy with no Python frame), so
+        # 5 s was killing it under load.
         if vllm_config.shutdown_timeout == 0:
-            vllm_config.shutdown_timeout = 5
+            vllm_config.shutdown_timeout = 20
         # The engine core starts its worker in a fresh process: forking a process whose PJRT
         # client has threads would copy them in a broken state.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
