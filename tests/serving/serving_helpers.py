@@ -25,3 +25,34 @@ def cpu_greedy(model_dir: Path, prompts: list[str], max_new_tokens: int) -> list
         out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
         results.append(out[0, ids.shape[1] :].tolist())
     return results
+
+
+def make_deeper_llama(draft_dir: Path, root: Path, extra_layers: int, scale: float) -> Path:
+    """A larger Llama that a small one (`draft_dir`) can draft for: the small one's weights
+    and tokenizer, plus `extra_layers` seeded layers whose outputs (attention's o_proj and the
+    MLP's down_proj) are scaled by `scale`. At 0 the extra layers add nothing and the larger
+    model predicts what the small one does; above 0 it departs from it now and then."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+
+    path = root / f"deeper-{draft_dir.name}-{extra_layers}-{scale:g}"
+    if (path / "model.safetensors").exists():
+        return path
+    small = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32)
+    config = small.config
+    config.num_hidden_layers += extra_layers
+    torch.manual_seed(1)
+    large = LlamaForCausalLM(config)
+    missing, _ = large.load_state_dict(small.state_dict(), strict=False)
+    assert all(".layers." in name for name in missing), missing
+    with torch.no_grad():
+        for layer in large.model.layers[-extra_layers:]:
+            layer.self_attn.o_proj.weight.mul_(scale)
+            layer.mlp.down_proj.weight.mul_(scale)
+    large.save_pretrained(path, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (draft_dir / name).exists():
+            shutil.copy(draft_dir / name, path / name)
+    return path

@@ -44,6 +44,9 @@ class Server:
             "--served-model-name", MODEL, "--dtype", "float32", "--max-model-len", "256",
             "--max-num-batched-tokens", "256", "--max-num-seqs", "8",
             "--kv-cache-memory-bytes", str(32 << 20), "--enable-prefix-caching", "--seed", "0",
+            # Compact JSON: a random model would otherwise pad it with whitespace.
+            "--structured-outputs-config",
+            '{"backend": "xgrammar", "disable_any_whitespace": true}',
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command,
@@ -244,6 +247,53 @@ def test_bad_requests_get_vllms_errors_and_the_server_keeps_serving(
     assert got == status, text
     assert "error" in json.loads(text)
     assert _complete(server, PROMPTS[0]) == expected[PROMPTS[0]]
+
+
+def test_response_format_json_schema_gives_valid_json(server: Server) -> None:
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z ]{1,12}$"},
+            "count": {"type": "integer", "minimum": 0, "maximum": 999},
+        },
+        "required": ["name", "count"],
+        "additionalProperties": False,
+    }
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "the cache"}],
+        "max_tokens": 64,
+        "temperature": 0,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "record", "schema": schema},
+        },
+    }
+    status, text = server.post("/v1/chat/completions", body)
+    assert status == 200, text
+    choice = json.loads(text)["choices"][0]
+    assert choice["finish_reason"] == "stop", choice
+    jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+
+
+def test_choice_constrained_completion_is_one_of_the_choices(server: Server) -> None:
+    # vLLM 0.32 takes choices in `structured_outputs` (the `guided_choice` field is gone).
+    choices = ["prefill", "decode", "sample"]
+    for prompt in PROMPTS:
+        status, text = server.post(
+            "/v1/completions",
+            {
+                "model": MODEL,
+                "prompt": prompt,
+                "max_tokens": 8,
+                "temperature": 0,
+                "structured_outputs": {"choice": choices},
+            },
+        )
+        assert status == 200, text
+        assert json.loads(text)["choices"][0]["text"] in choices
 
 
 def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:

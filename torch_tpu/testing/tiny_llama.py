@@ -24,14 +24,21 @@ def _sentences(count: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 40))) for _ in range(count)]
 
 
-def make_tiny_llama(root: str | Path, *, layers: int = 2, hidden: int = 64) -> Path:
-    """Writes the model directory under ``root`` (idempotent) and returns its path."""
+def make_tiny_llama(
+    root: str | Path, *, layers: int = 2, hidden: int = 64, initializer_range: float = 0.5
+) -> Path:
+    """Writes the model directory under ``root`` (idempotent) and returns its path. Every
+    size shares one tokenizer (trained from the same seeded text), so a small one can draft
+    for a larger one. `initializer_range` is the weights' standard deviation: the default's
+    wide logits make greedy decoding independent of summation order; a narrower one gives
+    logits closer together, as trained models have."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     from torch_tpu.testing.bpe import train_byte_level_bpe
 
-    path = Path(root) / f"tiny-llama-{layers}x{hidden}"
+    suffix = "" if initializer_range == 0.5 else f"-init{initializer_range:g}"
+    path = Path(root) / f"tiny-llama-{layers}x{hidden}{suffix}"
     if (path / "model.safetensors").exists() and (path / "tokenizer.json").exists():
         return path
     path.mkdir(parents=True, exist_ok=True)
@@ -57,7 +64,7 @@ def make_tiny_llama(root: str | Path, *, layers: int = 2, hidden: int = 64) -> P
         tie_word_embeddings=False,
         # Wide weights make the next-token logits far apart, so greedy decoding picks the
         # same token under any summation order.
-        initializer_range=0.5,
+        initializer_range=initializer_range,
         torch_dtype="float32",
     )
     torch.manual_seed(0)

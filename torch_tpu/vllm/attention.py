@@ -28,6 +28,14 @@ from vllm.v1.kv_cache_layout import KVCacheLayout
 
 from torch_tpu.vllm.buffers import elements_from, whole_buffer
 
+# vLLM's fp8 cache dtype names (it allocates such caches as uint8) and the float8 format each
+# stores; "fp8" is e4m3, as in vLLM.
+FP8_CACHE_DTYPES = {
+    "fp8": torch.float8_e4m3fn,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+}
+
 
 class TpuAttentionBackend(AttentionBackend):
     # forward() writes the step's keys and values into the cache itself.
@@ -37,7 +45,9 @@ class TpuAttentionBackend(AttentionBackend):
         torch.float16,
         torch.float32,
     ]
-    supported_kv_cache_dtypes: ClassVar[list[Any]] = ["auto"]
+    # fp8 caches hold each key and value divided by the layer's scale (1.0 unless the
+    # checkpoint gives one), rounded to float8; attention reads them back times the scale.
+    supported_kv_cache_dtypes: ClassVar[list[Any]] = ["auto", *FP8_CACHE_DTYPES]
 
     @staticmethod
     def get_name() -> str:
@@ -108,27 +118,48 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     ) -> TpuAttentionMetadata:
         meta = common_attn_metadata
         num_reqs = meta.num_reqs
-        if meta.positions is None:
-            raise NotImplementedError("tpu paged attention needs the tokens' positions")
         # The runner pads the step's tokens to a bucket (padding.padded_count), but
         # hands over positions and slots for its real tokens only, and the real count changes
         # at every step. Passed at the buffers' full length, every step's tensors have the same
         # shapes, and forward() reads its padded count from their front: its graph is compiled
         # once per token and page bucket, not once per token count.
-        positions = whole_buffer(meta.positions)
         slots = whole_buffer(meta.slot_mapping)
+        positions = None if meta.positions is None else whole_buffer(meta.positions)
         starts = meta.query_start_loc_cpu[: num_reqs + 1].numpy()
-        token_request = np.full(min(len(positions), len(slots)), -1, dtype=np.int64)
+        length = len(slots) if positions is None else min(len(positions), len(slots))
+        token_request = np.full(length, -1, dtype=np.int64)
         token_request[: starts[-1]] = np.repeat(np.arange(num_reqs), np.diff(starts))
         table = meta.block_table_tensor
+        requests = torch.from_numpy(token_request).to(table.device)
+        if positions is None:
+            positions = _positions_from_lengths(meta, starts, token_request, requests)
         pages = pages_for(meta.max_seq_len, self.block_size, table.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=meta.num_actual_tokens,
-            token_request=torch.from_numpy(token_request).to(table.device),
+            token_request=requests,
             token_position=positions.to(torch.int64),
             slot_mapping=slots,
             block_table=_all_rows(table)[:, :pages],
         )
+
+
+def _positions_from_lengths(
+    meta: CommonAttentionMetadata,
+    starts: np.ndarray,
+    token_request: np.ndarray,
+    requests: torch.Tensor,
+) -> torch.Tensor:
+    """Each token's position where the metadata carries none (a drafter's steps): a request's
+    query is the last tokens of its sequence, so a token k places before its query's end sits
+    at the sequence length less k + 1. The lengths stay on the device (drafters update them
+    there); the places before the end are host arithmetic. Padding tokens get position 0."""
+    real = token_request >= 0
+    before_end = np.zeros(len(token_request), dtype=np.int64)
+    ends = starts[1:][token_request[real]]
+    before_end[real] = ends - 1 - np.flatnonzero(real)
+    lengths = meta.seq_lens.to(torch.int64)[requests.clamp(min=0)]
+    offsets = torch.from_numpy(before_end + 1).to(lengths.device)
+    return torch.where(requests >= 0, lengths - offsets, 0)
 
 
 class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
@@ -151,7 +182,8 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             "a sliding window": sliding_window is not None,
             "logit soft-capping": bool(logits_soft_cap),
             f"attention type {attn_type}": attn_type != AttentionType.DECODER,
-            f"KV cache dtype {kv_cache_dtype}": kv_cache_dtype != "auto",
+            f"KV cache dtype {kv_cache_dtype}": kv_cache_dtype != "auto"
+            and kv_cache_dtype not in FP8_CACHE_DTYPES,
             "attention sinks": unsupported.get("sinks") is not None,
         }
         named = [what for what, present in refused.items() if present]
@@ -162,6 +194,7 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         self.scale = float(scale)
         self.num_kv_heads = num_kv_heads or num_heads
         self.kv_cache_dtype = kv_cache_dtype
+        self.fp8_format = FP8_CACHE_DTYPES.get(kv_cache_dtype)
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.attn_type = attn_type
 
@@ -188,11 +221,19 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         request = attn_metadata.token_request[:tokens]
         real = request >= 0
         d = self.head_size
+        k_scale, v_scale = 1.0, 1.0
+        if self.fp8_format is not None:
+            # vLLM allocates the cache as bytes; the same bytes as float8.
+            kv_cache = kv_cache.view(self.fp8_format)
+            k_scale, v_scale = float(layer._k_scale_float), float(layer._v_scale_float)
         # [blocks, block_size, kv_heads, 2 * head_size]: one row per token slot.
         cache = kv_cache.permute(0, 2, 1, 3)
         block_size = cache.shape[1]
         if self.kv_sharing_target_layer_name is None:
-            entry = torch.cat([key[:tokens], value[:tokens]], dim=-1).to(cache.dtype)
+            new_keys, new_values = key[:tokens], value[:tokens]
+            if self.fp8_format is not None:
+                new_keys, new_values = new_keys / k_scale, new_values / v_scale
+            entry = torch.cat([new_keys, new_values], dim=-1).to(cache.dtype)
             slots = torch.where(real, attn_metadata.slot_mapping[:tokens], 0)
             _write_slots(kv_cache, cache, slots, entry)
 
@@ -201,18 +242,20 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         context = cache[token_pages].reshape(
             tokens, token_pages.shape[1] * block_size, self.num_kv_heads, 2 * d
         )
-        keys, values = context[..., :d], context[..., d:]
+        keys, values = context[..., :d].float(), context[..., d:].float()
+        if self.fp8_format is not None:
+            keys, values = keys * k_scale, values * v_scale
 
         group = self.num_heads // self.num_kv_heads
         q = query[:tokens].reshape(tokens, self.num_kv_heads, group, d)
-        scores = torch.einsum("tkgd,tlkd->tkgl", q.float(), keys.float()) * self.scale
+        scores = torch.einsum("tkgd,tlkd->tkgl", q.float(), keys) * self.scale
         visible = (
             torch.arange(context.shape[1], device=q.device)[None, :]
             <= (attn_metadata.token_position[:tokens, None])
         )
         scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
-        attended = torch.einsum("tkgl,tlkd->tkgd", probs, values.float())
+        attended = torch.einsum("tkgl,tlkd->tkgd", probs, values)
         out = output.view(output.shape[0], self.num_heads, d)
         out[:tokens] = attended.reshape(tokens, self.num_heads, d).to(out.dtype)
         return output

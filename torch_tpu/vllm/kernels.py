@@ -1,5 +1,7 @@
 """PyTorch versions of the Triton kernels vLLM's model runner launches on its common path,
-registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides)."""
+registered through vLLM's kernel-override hook (Platform.register_triton_kernel_overrides),
+with speculative decoding's: the rejection sampler's (rejection_kernels.py) and the model-based
+drafters' (draft_kernels.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,21 @@ def compute_slot_mapping(
         slot_mapping[num_tokens:max_num_tokens] = PAD_ID
 
 
+_registered = False
+
+
 def register() -> None:
+    """Installs the overrides, once a process: they replace module attributes, which stay
+    replaced for every later engine (vLLM calls this at each engine's start, and its rescan of
+    every module chokes on some that a first engine imports, numba's among them)."""
+    global _registered
+    if _registered:
+        return
     from vllm.triton_utils.dispatcher import register_kernels
 
-    register_kernels({SLOT_MAPPING: compute_slot_mapping})
+    from torch_tpu.vllm import draft_kernels, rejection_kernels
+
+    register_kernels(
+        {SLOT_MAPPING: compute_slot_mapping, **rejection_kernels.KERNELS, **draft_kernels.KERNELS}
+    )
+    _registered = True

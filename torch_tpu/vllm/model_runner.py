@@ -18,7 +18,7 @@ from vllm.v1.worker import gpu_input_batch
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from torch_tpu import _C
-from torch_tpu.vllm import host_inputs, padded_sampling, warm_up
+from torch_tpu.vllm import grammar, host_inputs, padded_sampling, warm_up
 from torch_tpu.vllm.padding import padded_count
 
 
@@ -82,9 +82,17 @@ class TpuModelRunner(GPUModelRunner):
         with cuda_names_on_tpu(), whole_parameter_copies():
             return super().execute_model(*args, **kwargs)
 
-    def sample_tokens(self, *args: Any, **kwargs: Any) -> Any:
+    def sample_tokens(self, grammar_output: Any) -> Any:
+        if grammar_output is not None and self.execute_model_state is not None:
+            # Structured output's token masks, applied here with tpu ops (grammar.py) rather
+            # than by vLLM through xgrammar's kernels, which have none for tpu.
+            scheduler_output, logits = self.execute_model_state[:2]
+            grammar.apply_grammar_bitmask(
+                scheduler_output, grammar_output, self.input_batch.req_ids, logits
+            )
+            grammar_output = None
         with cuda_names_on_tpu():
-            return super().sample_tokens(*args, **kwargs)
+            return super().sample_tokens(grammar_output)
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         super().load_model(*args, **kwargs)

@@ -109,6 +109,13 @@ class TpuPlatform(Platform):
         return False
 
     @classmethod
+    def check_runner_kv_caches_multi_layer(cls) -> None:
+        # A draft model's layers share layer indices with the target's. The runner's list of
+        # caches in layer order is read here only for the cache's size report (worker.py);
+        # attention reads each layer's own cache, bound by name.
+        return
+
+    @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         from vllm.config import CompilationMode, CUDAGraphMode
 
@@ -131,9 +138,12 @@ class TpuPlatform(Platform):
         if parallel.worker_cls == "auto":
             parallel.worker_cls = WORKER
         # A stopping server lets the engine core finish and release the device (PJRT client,
-        # compile cache writes) instead of killing it at once, vLLM's default.
+        # compile cache writes) instead of killing it at once, vLLM's default. The engine
+        # core's process took 4.9 s to end after its busy loop on the 2-core CPU-plugin machine
+        # (native finalization: py-spy showed its main thread busy with no Python frame), so
+        # 5 s was killing it under load.
         if vllm_config.shutdown_timeout == 0:
-            vllm_config.shutdown_timeout = 5
+            vllm_config.shutdown_timeout = 20
         # The engine core starts its worker in a fresh process: forking a process whose PJRT
         # client has threads would copy them in a broken state.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")

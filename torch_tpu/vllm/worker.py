@@ -118,7 +118,12 @@ class TpuWorker(Worker):
         from vllm.v1.worker.worker_base import CompilationTimes
 
         seconds = 0.0
-        if os.environ.get("TORCH_TPU_VLLM_WARM_UP", "1") != "0":
+        if self.vllm_config.speculative_config is not None:
+            # Speculative steps are prepared by vLLM's own code on the device (host_inputs.py
+            # does not apply) and compile per step shape as traffic makes them; warming the
+            # plain steps' buckets would compile executables such a server never runs.
+            logger.info("warm-up skipped: speculative decoding compiles its steps as they come")
+        elif os.environ.get("TORCH_TPU_VLLM_WARM_UP", "1") != "0":
             start = time.perf_counter()
             compiles = torch_tpu.metrics()["compiles"]
             with set_current_vllm_config(self.vllm_config):
