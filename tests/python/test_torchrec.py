@@ -157,6 +157,28 @@ def test_bounds_check_indices_zeroes_and_counts_what_lies_outside() -> None:
         fbgemm.bounds_check_indices(rows.to(TPU), indices.to(TPU), offsets.to(TPU), 0, got_warning)
 
 
+@pytest.mark.parametrize("sequence,positions,weighted", [(False, False, True), (True, True, False)])
+@pytest.mark.parametrize("keep", [False, True], ids=["rows", "keep_index"])
+@pytest.mark.parametrize("dtype", [torch.long, torch.int32], ids=str)
+def test_block_bucketize_sparse_features(
+    sequence: bool, positions: bool, weighted: bool, keep: bool, dtype: torch.dtype
+) -> None:
+    """Row-wise sharding's split of a batch into ranks' row blocks (indices past the blocks
+    included), against fbgemm's CPU kernel: lengths, indices, weights, positions in the bag
+    and the permutation back."""
+    g = torch.Generator().manual_seed(3)
+    lengths = torch.randint(0, 5, (3 * 4,), generator=g).to(dtype)
+    block_sizes = torch.tensor([5, 8, 3], dtype=dtype)
+    indices = torch.randint(0, 20, (int(lengths.sum()),), generator=g).to(dtype)
+    weights = torch.rand(indices.shape, generator=g) if weighted else None
+
+    def bucketize(*args: Any) -> Any:
+        return fbgemm.block_bucketize_sparse_features(*args, keep_orig_idx=keep)
+
+    want, got = both(bucketize, lengths, indices, positions, sequence, block_sizes, 2, weights)
+    same(got, want)
+
+
 def test_bad_input_raises() -> None:
     with pytest.raises(ValueError, match="1-d or 2-d"):
         fbgemm.asynchronous_complete_cumsum(torch.ones(2, 2, 2, dtype=torch.long, device=TPU))
@@ -436,6 +458,8 @@ FULL_CASES = [
     "column_wise-rowwise_adagrad+checkpoint",
     "data_parallel-sgd",
     "auto-sgd",
+    "row_wise-sgd",
+    "row_wise-rowwise_adagrad+checkpoint",
 ]
 
 

@@ -212,6 +212,66 @@ def _permute_pooled_embs(
     return pooled_embs.index_select(1, source)
 
 
+def _block_bucketize(
+    lengths: Tensor,
+    indices: Tensor,
+    bucketize_pos: bool,
+    sequence: bool,
+    block_sizes: Tensor,
+    my_size: int,
+    weights: Tensor | None = None,
+    batch_size_per_feature: Tensor | None = None,
+    max_B: int = -1,  # noqa: N803 - fbgemm's argument name
+    block_bucketize_pos: list[Tensor] | None = None,
+    keep_orig_idx: bool = False,
+    total_num_blocks: Tensor | None = None,
+    keep_orig_idx_per_feature: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor | None]:
+    """Row-wise sharding's split of a [T, B] jagged batch into `my_size` buckets (ranks): index
+    i of feature t goes to bucket i // block_sizes[t] as row i % block_sizes[t] (past the
+    blocks' end: bucket i % my_size, row i // my_size). The result is [my_size, T, B] bags, each
+    holding its original bag's indices of that bucket in their order; with `sequence`, also
+    where each index went, and with `bucketize_pos` each index's position in its bag."""
+    if batch_size_per_feature is not None or block_bucketize_pos is not None:
+        raise NotImplementedError(
+            "block_bucketize_sparse_features on tpu: variable batch sizes and uneven row "
+            "blocks are not supported"
+        )
+    if total_num_blocks is not None or keep_orig_idx_per_feature is not None:
+        raise NotImplementedError(
+            "block_bucketize_sparse_features on tpu: two-level bucketization is not supported"
+        )
+    features = block_sizes.numel()
+    bags = lengths.numel()
+    if features == 0 or bags % features != 0:
+        raise ValueError(f"block_bucketize: {bags} lengths do not split into {features} features")
+    batch = bags // features
+    lengths64 = lengths.to(torch.long)
+    ends = torch.cumsum(lengths64, 0)
+    positions = _positions(indices.numel(), indices.device)
+    bag = _segment_of_positions(ends, positions)
+    size = block_sizes.to(torch.long).index_select(0, bag // batch)
+    index = indices.to(torch.long)
+    in_blocks = index < size * my_size
+    bucket = torch.where(in_blocks, index // size, index % my_size)
+    row = index if keep_orig_idx else torch.where(in_blocks, index % size, index // my_size)
+    # The new bag of each index, and its place: new bags in order, each keeping its indices'.
+    key = bucket * bags + bag
+    order = torch.sort(key, stable=True).indices
+    new_lengths = torch.zeros(my_size * bags, dtype=torch.long, device=lengths.device)
+    new_lengths = new_lengths.index_add(0, key, torch.ones_like(key)).to(lengths.dtype)
+    new_indices = row.to(indices.dtype).index_select(0, order)
+    new_weights = None if weights is None else weights.index_select(0, order)
+    new_pos = None
+    if bucketize_pos:
+        within = positions - (ends - lengths64).index_select(0, bag)
+        new_pos = within.to(indices.dtype).index_select(0, order)
+    unbucketize = None
+    if sequence:
+        unbucketize = torch.empty_like(order).scatter_(0, order, positions).to(indices.dtype)
+    return new_lengths, new_indices, new_weights, new_pos, unbucketize
+
+
 def _get_infos_metadata(unused: Tensor, batch: int, tables: int) -> tuple[int, int]:
     """How TBE packs (batch, table) into one int: a function of two integers, so the CPU
     kernel computes it (the tensor is a dispatch anchor only)."""
@@ -230,6 +290,7 @@ _KERNELS = {
     "invert_permute": _invert_permute,
     "jagged_to_padded_dense_forward": _jagged_to_padded_dense,
     "jagged_2d_to_dense_forward": _jagged_2d_to_dense,
+    "block_bucketize_sparse_features": _block_bucketize,
 }
 
 

@@ -83,7 +83,11 @@ def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
             world_size=world,
             device_type="cpu",
         )
-        return ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan})
+        return checked(
+            ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan}),
+            sharding,
+            world,
+        )
     kernel = "dense" if sharding == "data_parallel" else "fused"
     constraints = {
         # min_partition: column-wise shards of half a row, so that each rank holds one.
@@ -96,8 +100,11 @@ def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
         topology=Topology(world_size=world, compute_device="cpu"), constraints=constraints
     )
     plan = planner.collective_plan(dlrm(torch.device("meta")), [sharder("sgd")], pg)
-    if sharding == "data_parallel":
-        return plan
+    return plan if sharding == "data_parallel" else checked(plan, sharding, world)
+
+
+def checked(plan: ShardingPlan, sharding: str, world: int) -> ShardingPlan:
+    """`plan`, once it is seen to shard as asked, with shards on every rank."""
     shards = [
         shard
         for module in plan.plan.values()
@@ -106,6 +113,8 @@ def planned(sharding: str, pg: dist.ProcessGroup, world: int) -> ShardingPlan:
     ]
     if sharding == "column_wise":  # the planner did split rows into column blocks
         assert {shard.shard_sizes[1] for shard in shards} == {DIM // 2}, shards
+    if sharding == "row_wise":  # each table's rows split over the ranks
+        assert {shard.shard_sizes[0] for shard in shards} == {ROWS // world}, shards
     assert {shard.placement.rank() for shard in shards} == set(range(world)), shards
     return plan
 
