@@ -320,6 +320,7 @@ def _lu_of_random() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 NAN_MATRIX = torch.full((3, 3), float("nan"))
+INF_MATRIX = torch.eye(3).index_fill(0, torch.tensor([1]), float("inf"))
 REFUSED_CALLS: dict[str, Callable[[str], object]] = {
     # Operands of two dtypes that CPU's products will not mix.
     "mv_float_by_long": lambda d: torch.mv(
@@ -330,6 +331,14 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
     ),
     # Values CPU checks and the device now checks too (raised at the next sync).
     "svd_of_nan": lambda d: torch.linalg.svd(NAN_MATRIX.to(d)).S,
+    "svd_of_inf": lambda d: torch.linalg.svd(INF_MATRIX.to(d)).S,
+    "svdvals_of_nan": lambda d: torch.linalg.svdvals(NAN_MATRIX.to(d)),
+    "eigh_of_nan": lambda d: torch.linalg.eigh(NAN_MATRIX.to(d)).eigenvalues,
+    "eigvalsh_of_inf": lambda d: torch.linalg.eigvalsh(INF_MATRIX.to(d)),
+    "hermitian_pinv_of_nan": lambda d: torch.linalg.pinv(NAN_MATRIX.to(d), hermitian=True),
+    "hermitian_matrix_rank_of_nan": lambda d: torch.linalg.matrix_rank(
+        NAN_MATRIX.to(d), hermitian=True
+    ),
     "matrix_rank_of_nan": lambda d: torch.linalg.matrix_rank(NAN_MATRIX.to(d)),
     "pinv_of_nan": lambda d: torch.linalg.pinv(NAN_MATRIX.to(d)),
     "binary_cross_entropy_of_nan": lambda d: F.binary_cross_entropy(
@@ -357,10 +366,9 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
 def test_calls_cpu_refuses_raise(mode: str, name: str) -> None:
     # Each answered a value on tpu while CPU raised (the bad-input fuzz's silent acceptances).
     call = REFUSED_CALLS[name]
-    with pytest.raises(Exception) as on_cpu:
+    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 - the class is what is compared
         call("cpu")
-    expected = RuntimeError if isinstance(on_cpu.value, RuntimeError) else type(on_cpu.value)
-    with pytest.raises(expected):
+    with pytest.raises(on_cpu.type):  # LinAlgError for what LAPACK refuses, as CPU
         result = call(TPU)
         assert isinstance(result, torch.Tensor)
         result.cpu()  # a value checked on the device raises here at the latest
@@ -370,4 +378,23 @@ def test_calls_cpu_refuses_raise(mode: str, name: str) -> None:
     torch.testing.assert_close(
         torch.linalg.lu_solve(lu.to(TPU), pivots.to(TPU), b.to(TPU)).cpu(),
         torch.linalg.lu_solve(lu, pivots, b),
+    )
+
+
+def test_singular_values_of_an_infinite_matrix_answer_as_on_cpu(mode: str) -> None:
+    # CPU's LAPACK refuses an infinite matrix only where it computes U and V: its singular
+    # values alone are NaN, and matrix_rank counts none of them.
+    torch.testing.assert_close(
+        torch.linalg.svdvals(INF_MATRIX.to(TPU)).cpu(),
+        torch.linalg.svdvals(INF_MATRIX),
+        equal_nan=True,
+    )
+    assert (
+        torch.linalg.matrix_rank(INF_MATRIX.to(TPU)).item()
+        == torch.linalg.matrix_rank(INF_MATRIX).item()
+    )
+    finite = torch.randn(3, 3, generator=torch.Generator().manual_seed(7))
+    torch.testing.assert_close(
+        torch.linalg.eigvalsh(finite.to(TPU) + finite.T.to(TPU)).cpu(),
+        torch.linalg.eigvalsh(finite + finite.T),
     )
