@@ -359,6 +359,10 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
         .masked_scatter_(torch.tensor([True, False, True], device=d), torch.ones(3, device=d))
     ),
     "sort_0d_dim_minus_3": lambda d: torch.sort(torch.tensor(1.0, device=d), dim=-3).values,
+    # Empty inputs: no index is in range of an empty dimension (this failed to compile).
+    "gather_from_an_empty_dimension": lambda d: torch.gather(
+        torch.zeros(0, device=d), 0, torch.tensor([2], device=d)
+    ),
 }
 
 
@@ -398,3 +402,20 @@ def test_singular_values_of_an_infinite_matrix_answer_as_on_cpu(mode: str) -> No
         torch.linalg.eigvalsh(finite.to(TPU) + finite.T.to(TPU)).cpu(),
         torch.linalg.eigvalsh(finite + finite.T),
     )
+
+
+def test_index_add_into_a_tensor_without_elements_answers_as_on_cpu(mode: str) -> None:
+    # CPU's index_add into a self of several dimensions and no elements reads no index (it
+    # answered where tpu reported the index out of range); with one dimension it refuses.
+    for shape in [(0, 3), (2, 0)]:
+        self, source = torch.zeros(shape), torch.ones(1, *shape[1:])
+        index = torch.tensor([5])
+        want = self.index_add(0, index, source)
+        got = self.to(TPU).index_add(0, index.to(TPU), source.to(TPU))
+        torch.testing.assert_close(got.cpu(), want)
+    with pytest.raises(IndexError):
+        torch.zeros(0).index_add(0, torch.tensor([0]), torch.ones(1))
+    with pytest.raises(IndexError):
+        torch.zeros(0, device=TPU).index_add(
+            0, torch.tensor([0], device=TPU), torch.ones(1, device=TPU)
+        ).cpu()
