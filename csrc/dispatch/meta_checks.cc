@@ -208,6 +208,8 @@ bool integral_operand_cpu_refuses(const c10::FunctionSchema& schema,
           {"aten::nll_loss_forward", {"weight"}},
           {"aten::nll_loss2d_forward", {"weight"}},
           {"aten::multi_margin_loss", {"weight"}},
+          {"aten::_softmax_backward_data", {"output"}},
+          {"aten::_log_softmax_backward_data", {"output"}},
           {"aten::_embedding_bag", {"per_sample_weights"}},
           {"aten::_embedding_bag_forward_only", {"per_sample_weights"}}};
   auto found = operands.find(schema.name());

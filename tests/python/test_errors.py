@@ -458,6 +458,14 @@ ARGUMENT_CHECKS = {
             torch.ones(2, dtype=torch.long),
         ],
     ),
+    "softmax_backward_long_output": (
+        lambda g, o: torch.ops.aten._softmax_backward_data(g, o, 1, torch.float32),
+        [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)],
+    ),
+    "log_softmax_backward_long_output": (
+        lambda g, o: torch.ops.aten._log_softmax_backward_data(g, o, 1, torch.float32),
+        [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)],
+    ),
     # addr_ keeps its target's shape: CPU refuses a target the outer product would resize.
     "addr_inplace_into_another_shape": (
         lambda t, a, b: t.addr_(a, b),
