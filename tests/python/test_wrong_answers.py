@@ -419,3 +419,31 @@ def test_index_add_into_a_tensor_without_elements_answers_as_on_cpu(mode: str) -
         torch.zeros(0, device=TPU).index_add(
             0, torch.tensor([0], device=TPU), torch.ones(1, device=TPU)
         ).cpu()
+
+
+def test_sgn_of_nan_is_zero_as_on_cpu(mode: str) -> None:
+    # sgn of a real tensor is sign, whose NaN CPU maps to 0 (tpu answered NaN).
+    x = torch.tensor([float("nan"), 1.5, -2.0, 0.0, float("-inf")])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        torch.testing.assert_close(torch.sgn(x.to(TPU, dtype)).cpu(), torch.sgn(x.to(dtype)))
+
+
+def test_margin_losses_of_nan_scores_as_on_cpu(mode: str) -> None:
+    # CPU adds a hinge term only where it is > 0, so a NaN term adds nothing (tpu answered NaN).
+    scores = torch.tensor([[float("nan"), 0.5, -1.0], [0.2, float("nan"), 0.1]])
+    labels = torch.tensor([[0, 1, -1], [2, -1, 0]])
+    classes = torch.tensor([1, 2])
+    for reduction in ("mean", "none"):
+        torch.testing.assert_close(
+            F.multilabel_margin_loss(scores.to(TPU), labels.to(TPU), reduction=reduction).cpu(),
+            F.multilabel_margin_loss(scores, labels, reduction=reduction),
+            equal_nan=True,
+        )
+        for p in (1, 2):
+            torch.testing.assert_close(
+                F.multi_margin_loss(
+                    scores.to(TPU), classes.to(TPU), p=p, reduction=reduction
+                ).cpu(),
+                F.multi_margin_loss(scores, classes, p=p, reduction=reduction),
+                equal_nan=True,
+            )
