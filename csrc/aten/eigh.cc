@@ -81,6 +81,12 @@ LOWER({"_linalg_eigh", "_linalg_eigh.eigenvalues"}, [](LoweringContext& ctx) {
               "they are ", a.shape[r - 2], " by ", n, " matrices");
   Shape values_shape = batch_of(a);
   values_shape.push_back(n);
+  // CPU's LAPACK fails to converge on a non-finite matrix (eigvalsh and a hermitian pinv or
+  // matrix_rank of a NaN matrix answered NaNs, zeros and 0 here).
+  check_no_nan_at_runtime(b, a, /*infinity_too=*/true,
+                          "a matrix holding non-finite values (linalg.eigh: The algorithm failed "
+                          "to converge because the input matrix is ill-conditioned or has too "
+                          "many repeated eigenvalues)");
   Value empty = splat(b, 0, a.type, {0});
   if (n == 0) {
     return Values{splat(b, 0, a.type, values_shape),

@@ -321,21 +321,20 @@ TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
   LOWER({#name, #name "_", #name ".out"}, \
         [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
 TORCH_TPU_SAME_UNARY(abs, UnaryOp::Abs);
-// sign: 0 for NaN and the identity on bool, as CPU computes it.
-LOWER({"sign", "sign_", "sign.out"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  if (x.type == hlo::ElementType::Pred) return Values{x};
+// sign of a real or bool `x`: 0 for NaN and the identity on bool, as CPU computes it.
+Value real_sign(Builder& b, const Value& x) {
+  if (x.type == hlo::ElementType::Pred) return x;
   Value sign = b.sign(x);
-  if (!hlo::is_float(x.type)) return Values{sign};
-  return Values{b.select(b.ne(x, x), splat(b, 0, x.type, x.shape), sign)};
-});
-// sgn: sign for reals; z / |z| for complex numbers (0 at 0).
+  if (!hlo::is_float(x.type)) return sign;
+  return b.select(b.ne(x, x), splat(b, 0, x.type, x.shape), sign);
+}
+LOWER({"sign", "sign_", "sign.out"},
+      [](LoweringContext& ctx) { return Values{real_sign(ctx.b, ctx.tensor(0))}; });
+// sgn: sign for reals (0 for NaN too); z / |z| for complex numbers (0 at 0).
 LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  if (x.type == hlo::ElementType::Pred) return Values{x};  // as sign: the identity
-  if (!hlo::is_complex(x.type)) return Values{b.sign(x)};
+  if (!hlo::is_complex(x.type)) return Values{real_sign(b, x)};
   Value magnitude = b.abs(x);
   Value zero = splat(b, 0, magnitude.type, x.shape);
   Value safe = b.select(b.eq(magnitude, zero), splat(b, 1, magnitude.type, x.shape), magnitude);

@@ -103,6 +103,9 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
   TORCH_CHECK(index.rank() == self.rank(),
               "Index tensor must have the same number of dimensions "
               "as input tensor");
+  // An empty dimension has no valid index, whatever the values (XLA cannot gather from it).
+  TORCH_CHECK(self.shape[dim] > 0, "gather(): index out of bounds for dimension ", dim,
+              " with size 0");
   hlo::GatherDims dims;
   for (int64_t d = 0; d < self.rank(); ++d) {
     dims.collapsed_slice_dims.push_back(d);
@@ -188,6 +191,9 @@ Values index_along(LoweringContext& ctx, std::optional<BinaryOp> op,
   if (self.rank() == 0) self = b.reshape(self, {1});
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
   Value index = ctx.tensor(2);
+  // CPU's index_add into a self of several dimensions and no elements returns at once,
+  // reading no index (an index out of range there is no error).
+  if (op && self.rank() > 1 && hlo::num_elements(self.shape) == 0) return {ctx.tensor(0)};
   Shape update_shape = with_dim(self.shape, dim, hlo::num_elements(index.shape));
   // CPU's index_add raises RuntimeError for an index out of range when self has several
   // dimensions, IndexError otherwise.

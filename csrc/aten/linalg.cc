@@ -296,7 +296,25 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
       alpha);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("addr", &addr); }
+// addr_ runs ATen's composite kernel, which writes through addr.out and so resized a `self`
+// of another shape; CPU refuses it (an in-place op keeps its target's shape), with its message.
+at::Tensor& addr_(at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                  const at::Scalar& beta, const at::Scalar& alpha) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0),
+              "size mismatch, input: ", self.sizes(), ", v1: ", vec1.sizes(),
+              ", v2: ", vec2.sizes());
+  return at::_ops::addr_::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), self, vec1, vec2, beta,
+      alpha);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("addr", &addr);
+  m.impl("addr_", &addr_);
+}
 
 }  // namespace
 }  // namespace torch_tpu::aten

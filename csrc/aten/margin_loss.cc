@@ -80,6 +80,12 @@ int64_t margin_power(LoweringContext& ctx, int index) {
   return p;
 }
 
+// max(0, z) as CPU computes it (`if (z > 0)`): 0 where z is NaN too.
+Value positive_part(Builder& b, const Value& z) {
+  Value zero = c(b, 0, z);
+  return b.select(b.gt(z, zero), z, zero);
+}
+
 // multi_margin_loss(self, target, p, margin, weight?, reduction):
 // sum_{i != y} w[y] max(0, margin - x[y] + x[i])^p / C per sample.
 LOWER({"multi_margin_loss", "multi_margin_loss.out"},
@@ -88,7 +94,7 @@ LOWER({"multi_margin_loss", "multi_margin_loss.out"},
         Scores s = scores_of(ctx, 0, "multi_margin_loss");
         int64_t p = margin_power(ctx, 2);
         MultiMargin m = multi_margin(ctx, s, 1, 3, 4);
-        Value hinge = b.maximum(m.z, c(b, 0, m.z));
+        Value hinge = positive_part(b, m.z);
         Value term = p == 1 ? hinge : b.multiply(hinge, hinge);
         term = b.multiply(term, broadcast_to(b, m.weight, term.shape));
         Value per_sample = sum(b, term, {1});
@@ -166,7 +172,7 @@ LOWER({"multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"
         Builder& b = ctx.b;
         Scores s = scores_of(ctx, 0, "multilabel_margin_loss");
         Multilabel m = multilabel(b, s, ctx.tensor(1));
-        Value hinge = b.maximum(m.z, c(b, 0, m.z));
+        Value hinge = positive_part(b, m.z);
         Value per_sample = sum(b, b.multiply(hinge, m.pairs), {1, 2});
         per_sample = b.divide(per_sample, c(b, static_cast<double>(s.classes), per_sample));
         ElementType t = ctx.tensor(0).type;

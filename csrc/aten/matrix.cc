@@ -15,6 +15,14 @@ Value matrix_input(LoweringContext& ctx, int index, const char* name) {
   return a;
 }
 
+void check_no_nan_at_runtime(Builder& b, const Value& a, bool infinity_too,
+                             const std::string& failure) {
+  Value magnitude = b.abs(a);
+  Value fine = infinity_too ? b.lt(magnitude, splat(b, INFINITY, magnitude.type, magnitude.shape))
+                            : b.eq(magnitude, magnitude);
+  b.check_at_runtime(all_of(b, fine), Builder::CheckKind::RaisesLinAlgError, failure);
+}
+
 Value wide(Builder& b, const Value& x) { return b.convert(x, opmath(x.type)); }
 
 Value matrix_transpose(Builder& b, const Value& x) {

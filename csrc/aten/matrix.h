@@ -2,12 +2,18 @@
 // values, their blocks, products and triangles.
 #pragma once
 
+#include <string>
+
 #include "csrc/aten/common.h"
 
 namespace torch_tpu::aten {
 
 // ctx.tensor(index), checked to be a floating batch of matrices (rank >= 2).
 Value matrix_input(LoweringContext& ctx, int index, const char* name);
+// Checks on the device (raising LinAlgError at the next sync, as CPU's LAPACK call raises at
+// once) that `a` holds no NaN, nor an infinity where `infinity_too`; `failure` is CPU's message.
+void check_no_nan_at_runtime(Builder& b, const Value& a, bool infinity_too,
+                             const std::string& failure);
 // `x` in its computation type (float32 for the 16-bit floats).
 Value wide(Builder& b, const Value& x);
 // The last two dims exchanged.

@@ -102,11 +102,15 @@ void copy_storage_to_host(const at::Tensor& tensor, void* dst, std::size_t nbyte
 }
 
 // A host read of a tensor without elements reads nothing, but is a sync point all the same:
-// an index check its producer failed is reported here, not at some later, unrelated read.
+// an index check its producer failed is reported here, not at some later, unrelated read, and
+// again at every later read of it, as for a tensor with elements.
 void empty_read_sync_point(const at::Tensor& tensor) {
   if (device_storage(tensor).contents().pending) materialize_pending();
   raise_async_error();
   raise_failed_runtime_checks();
+  if (auto buffer = device_storage(tensor).contents().buffer) {
+    raise_if_result_of_failed_check(*buffer);
+  }
 }
 
 // A view of a small storage, or one covering most of its storage, is read by downloading the

@@ -131,15 +131,14 @@ Svd tall_svd(Builder& b, const Value& a, bool full_matrices, bool compute_uv) {
 LOWER({"_linalg_svd", "_linalg_svd.U"}, [](LoweringContext& ctx) {
   Value a = matrix_input(ctx, 0, "torch.linalg.svd");
   Builder& b = ctx.b;
-  // CPU's LAPACK refuses a non-finite matrix; here the device checks it, raising at the next
-  // sync (matrix_rank and pinv of a NaN matrix answered 0 and zeros).
-  Value magnitude = b.abs(a);
-  b.check_at_runtime(
-      all_of(b, b.lt(magnitude, splat(b, INFINITY, magnitude.type, magnitude.shape))),
-      Builder::CheckKind::RaisesRuntimeError,
-      "a matrix holding non-finite values (linalg.svd: The algorithm failed to converge because "
-      "the input matrix contained non-finite values)");
   bool full_matrices = ctx.arg(1).toBool(), compute_uv = ctx.arg(2).toBool();
+  // CPU's LAPACK refuses a NaN matrix, and an infinite one where it computes U and V (its
+  // singular values alone come out NaN, so matrix_rank of an infinite matrix answers 0): here
+  // the device checks the same (matrix_rank and pinv of a NaN matrix answered 0 and zeros).
+  check_no_nan_at_runtime(
+      b, a, /*infinity_too=*/compute_uv,
+      "a matrix holding non-finite values (linalg.svd: The algorithm failed to converge because "
+      "the input matrix contained non-finite values.)");
   const int64_t r = a.rank(), m = a.shape[r - 2], n = a.shape[r - 1];
   bool wide_matrix = m < n;
   Value x = wide(b, a);

@@ -405,8 +405,11 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
   if (std::optional<hlo::Value> held = builder.runtime_checks(); held && runtime_checks_enabled()) {
     module_results.push_back(*held);
     hlo::Builder::RuntimeCheck failure = builder.runtime_check_failure();
-    entry->runtime_check = CheckedOp{op_name, failure.failure,
-                                     failure.kind == hlo::Builder::CheckKind::RaisesIndexError};
+    using Kind = hlo::Builder::CheckKind;
+    const CheckError error = failure.kind == Kind::RaisesIndexError    ? CheckError::Index
+                             : failure.kind == Kind::RaisesLinAlgError ? CheckError::LinAlg
+                                                                       : CheckError::Runtime;
+    entry->runtime_check = CheckedOp{op_name, failure.failure, error};
   }
   size_t next_fresh = 0, next_written = 0;
   for (bool alias : return_is_alias) {

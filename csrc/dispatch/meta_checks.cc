@@ -9,6 +9,7 @@
 #include <exception>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace torch_tpu {
@@ -188,6 +189,43 @@ bool mixes_dtypes_cpu_refuses(std::string_view name, const std::vector<c10::IVal
   return false;
 }
 
+// Operands that CPU wants in the first tensor's dtype where the Meta kernel takes any
+// (index_add's source, layer_norm's weight and bias, embedding_bag's per-sample weights): a
+// call giving one of them as integers or bools is rehearsed on the CPU. (A float operand of
+// another dtype is rehearsed already, see unusual_dtypes.)
+bool integral_operand_cpu_refuses(const c10::FunctionSchema& schema,
+                                  const std::vector<c10::IValue>& args) {
+  static const auto& operands =
+      *new std::unordered_map<std::string_view, std::unordered_set<std::string_view>>{
+          {"aten::index_add", {"source"}},
+          {"aten::index_add_", {"source"}},
+          {"aten::index_copy", {"source"}},
+          {"aten::index_copy_", {"source"}},
+          {"aten::index_reduce", {"source"}},
+          {"aten::index_reduce_", {"source"}},
+          {"aten::native_layer_norm", {"weight", "bias"}},
+          {"aten::binary_cross_entropy", {"target", "weight"}},
+          {"aten::nll_loss_forward", {"weight"}},
+          {"aten::nll_loss2d_forward", {"weight"}},
+          {"aten::multi_margin_loss", {"weight"}},
+          {"aten::_softmax_backward_data", {"output"}},
+          {"aten::_log_softmax_backward_data", {"output"}},
+          {"aten::_embedding_bag", {"per_sample_weights"}},
+          {"aten::_embedding_bag_forward_only", {"per_sample_weights"}}};
+  auto found = operands.find(schema.name());
+  if (found == operands.end() || args.empty() || !args[0].isTensor()) return false;
+  if (c10::isIntegralType(args[0].toTensor().scalar_type(), /*includeBool=*/true)) return false;
+  const auto& arguments = schema.arguments();
+  for (size_t i = 1; i < arguments.size() && i < args.size(); ++i) {
+    if (!found->second.contains(arguments[i].name()) || !args[i].isTensor()) continue;
+    const at::Tensor& operand = args[i].toTensor();
+    if (operand.defined() && c10::isIntegralType(operand.scalar_type(), /*includeBool=*/true)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Whether CPU's error is about dtypes (and so holds whatever the values): a dtype its kernel
 // does not dispatch on, or operands whose dtypes it will not mix. Other errors from zero-filled
 // stand-ins could be about the values.
@@ -220,6 +258,8 @@ void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args) {
   check_written_overlap(schema, args);
+  // Before the Meta kernel: some of these ops have none (_embedding_bag).
+  if (integral_operand_cpu_refuses(schema, args)) raise_cpu_dtype_error(schema, args);
   if (meta_is_narrower_than_op(schema.name(), args)) return {};
   auto op = c10::Dispatcher::singleton().findOp(schema.operator_name());
   if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) return {};

@@ -56,7 +56,8 @@ void remember_failed_results(const Watched& w, const CheckedOp& op) {
   if (name.ends_with('.')) name.pop_back();  // "aten::gather." names the default overload
   std::string message = "torch_tpu: " + name + " was given " + op.failure + "; " + context;
   if (dump) message += flight::dump_note(message);
-  TORCH_CHECK_INDEX(!op.index_error, message);
+  TORCH_CHECK_INDEX(op.error != CheckError::Index, message);
+  TORCH_CHECK_LINALG(op.error != CheckError::LinAlg, message);
   TORCH_CHECK(false, message);
 }
 

@@ -16,12 +16,15 @@ namespace torch_tpu {
 // range reads a clamped position unreported (read once, at the first compile).
 bool runtime_checks_enabled();
 
-// An op's runtime checks: what their failure means, and whether it is an IndexError (else a
-// RuntimeError, as CPU raises for bad values).
+// The exception a failed check raises: CPU's for the same bad value (IndexError for an index,
+// LinAlgError for a matrix LAPACK refuses, RuntimeError for other values).
+enum class CheckError { Index, Runtime, LinAlg };
+
+// An op's runtime checks: what their failure means, and what it raises.
 struct CheckedOp {
   std::string op_name;
   std::string failure;
-  bool index_error = true;
+  CheckError error = CheckError::Index;
 };
 
 // Watches `flag` until the next sync point. It is a scalar i1 (true: the checks of `ops[0]`

@@ -872,8 +872,10 @@ void Builder::check_at_runtime(const Value& holds, CheckKind kind, const std::st
 
 Builder::RuntimeCheck Builder::runtime_check_failure() const {
   RuntimeCheck all{CheckKind::RaisesIndexError, ""};
-  for (const RuntimeCheck& check : runtime_check_failures_) {
-    if (check.kind != CheckKind::RaisesIndexError) all.kind = CheckKind::RaisesRuntimeError;
+  for (size_t i = 0; i < runtime_check_failures_.size(); ++i) {
+    const RuntimeCheck& check = runtime_check_failures_[i];
+    if (i == 0) all.kind = check.kind;
+    if (check.kind != all.kind) all.kind = CheckKind::RaisesRuntimeError;
     if (all.failure.find(check.failure) != std::string::npos) continue;
     all.failure += (all.failure.empty() ? "" : "; or ") + check.failure;
   }

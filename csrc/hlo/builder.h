@@ -204,8 +204,8 @@ class Builder {
   // range). XLA has no assert, so the dispatcher returns their conjunction as an extra result
   // and raises at the next sync point when it is false. Values inside a region cannot leave
   // it, so a check made there is dropped. The kind is the exception CPU raises for the same
-  // bad value.
-  enum class CheckKind { RaisesIndexError, RaisesRuntimeError };
+  // bad value (LinAlgError, a RuntimeError, for what LAPACK refuses: a NaN matrix).
+  enum class CheckKind { RaisesIndexError, RaisesRuntimeError, RaisesLinAlgError };
   struct RuntimeCheck {
     CheckKind kind;
     std::string failure;  // what was wrong when it does not hold, for the error message
@@ -214,7 +214,7 @@ class Builder {
   // The conjunction of every check (a scalar i1), or nullopt when there is none.
   std::optional<Value> runtime_checks();
   // What a failure of that conjunction means: the checks' failures (distinct, joined by "; or
-  // "), raising IndexError only if every check does.
+  // "), raising IndexError or LinAlgError only if every check does (else RuntimeError).
   RuntimeCheck runtime_check_failure() const;
 
   // The whole module, with `results` returned from @main in order.

@@ -110,6 +110,24 @@ TEST(Builder, EveryOpOfTheTableCompiles) {
 }
 
 // Names that arrive as data (a collective's reducer from Python) map back to the same ops.
+TEST(Builder, RuntimeChecksRaiseTheClassEveryCheckShares) {
+  using Kind = Builder::CheckKind;
+  auto failure_of = [](std::vector<Kind> kinds) {
+    Builder b;
+    Value holds = b.constant(1, ElementType::Pred);
+    for (Kind kind : kinds) b.check_at_runtime(holds, kind, "a failure");
+    return b.runtime_check_failure();
+  };
+  EXPECT_EQ(failure_of({Kind::RaisesIndexError, Kind::RaisesIndexError}).kind,
+            Kind::RaisesIndexError);
+  EXPECT_EQ(failure_of({Kind::RaisesLinAlgError}).kind, Kind::RaisesLinAlgError);
+  EXPECT_EQ(failure_of({Kind::RaisesLinAlgError, Kind::RaisesIndexError}).kind,
+            Kind::RaisesRuntimeError);
+  EXPECT_EQ(failure_of({Kind::RaisesIndexError, Kind::RaisesRuntimeError}).kind,
+            Kind::RaisesRuntimeError);
+  EXPECT_EQ(failure_of({Kind::RaisesIndexError, Kind::RaisesIndexError}).failure, "a failure");
+}
+
 TEST(Builder, BinaryOpsAreFoundByTheirStablehloNames) {
 #define TORCH_TPU_TEST_NAMED(value, method, name) \
   EXPECT_EQ(binary_op_named(stablehlo_name(BinaryOp::value)), BinaryOp::value);

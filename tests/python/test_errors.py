@@ -411,6 +411,70 @@ ARGUMENT_CHECKS = {
         torch.histogram,
         [torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64)],
     ),
+    # Operands that CPU wants in the input's dtype, given as integers or bools (issue 47,
+    # point 4's dtype checks: tpu promoted them and answered).
+    "index_add_long_source": (
+        lambda t, i, s: t.index_add(0, i, s),
+        [torch.zeros(3, 2), torch.tensor([0]), torch.ones(1, 2, dtype=torch.long)],
+    ),
+    "index_add_inplace_long_source": (
+        lambda t, i, s: t.index_add_(0, i, s),
+        [torch.zeros(3, 2), torch.tensor([0]), torch.ones(1, 2, dtype=torch.long)],
+    ),
+    "index_copy_bool_source": (
+        lambda t, i, s: t.index_copy(0, i, s),
+        [torch.zeros(3, 2), torch.tensor([0]), torch.ones(1, 2, dtype=torch.bool)],
+    ),
+    "index_reduce_long_source": (
+        lambda t, i, s: t.index_reduce(0, i, s, "prod"),
+        [torch.zeros(3, 2), torch.tensor([0]), torch.ones(1, 2, dtype=torch.long)],
+    ),
+    "layer_norm_long_weight": (
+        lambda x, w: F.layer_norm(x, (4,), w),
+        [torch.randn(2, 4), torch.ones(4, dtype=torch.long)],
+    ),
+    "layer_norm_long_bias": (
+        lambda x, w, b: F.layer_norm(x, (4,), w, b),
+        [torch.randn(2, 4), torch.ones(4), torch.ones(4, dtype=torch.long)],
+    ),
+    "binary_cross_entropy_long_target": (
+        F.binary_cross_entropy,
+        [torch.full((3,), 0.5), torch.ones(3, dtype=torch.long)],
+    ),
+    "nll_loss_long_weight": (
+        lambda x, t, w: F.nll_loss(x, t, weight=w),
+        [torch.randn(2, 3), torch.tensor([0, 1]), torch.ones(3, dtype=torch.long)],
+    ),
+    "multi_margin_loss_long_weight": (
+        lambda x, t, w: F.multi_margin_loss(x, t, weight=w),
+        [torch.randn(2, 3), torch.tensor([0, 1]), torch.ones(3, dtype=torch.long)],
+    ),
+    "embedding_bag_long_per_sample_weights": (
+        lambda i, w, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        [
+            torch.tensor([0, 1]),
+            torch.ones(3, 2),
+            torch.tensor([0]),
+            torch.ones(2, dtype=torch.long),
+        ],
+    ),
+    "softmax_backward_long_output": (
+        lambda g, o: torch.ops.aten._softmax_backward_data(g, o, 1, torch.float32),
+        [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)],
+    ),
+    "log_softmax_backward_long_output": (
+        lambda g, o: torch.ops.aten._log_softmax_backward_data(g, o, 1, torch.float32),
+        [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)],
+    ),
+    # addr_ keeps its target's shape: CPU refuses a target the outer product would resize.
+    "addr_inplace_into_another_shape": (
+        lambda t, a, b: t.addr_(a, b),
+        [torch.zeros(1, 3), torch.ones(2), torch.ones(3)],
+    ),
+    "addr_inplace_into_a_vector": (
+        lambda t, a, b: t.addr_(a, b),
+        [torch.zeros(3), torch.ones(2), torch.ones(3)],
+    ),
 }
 
 

@@ -320,6 +320,7 @@ def _lu_of_random() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 NAN_MATRIX = torch.full((3, 3), float("nan"))
+INF_MATRIX = torch.eye(3).index_fill(0, torch.tensor([1]), float("inf"))
 REFUSED_CALLS: dict[str, Callable[[str], object]] = {
     # Operands of two dtypes that CPU's products will not mix.
     "mv_float_by_long": lambda d: torch.mv(
@@ -330,6 +331,14 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
     ),
     # Values CPU checks and the device now checks too (raised at the next sync).
     "svd_of_nan": lambda d: torch.linalg.svd(NAN_MATRIX.to(d)).S,
+    "svd_of_inf": lambda d: torch.linalg.svd(INF_MATRIX.to(d)).S,
+    "svdvals_of_nan": lambda d: torch.linalg.svdvals(NAN_MATRIX.to(d)),
+    "eigh_of_nan": lambda d: torch.linalg.eigh(NAN_MATRIX.to(d)).eigenvalues,
+    "eigvalsh_of_inf": lambda d: torch.linalg.eigvalsh(INF_MATRIX.to(d)),
+    "hermitian_pinv_of_nan": lambda d: torch.linalg.pinv(NAN_MATRIX.to(d), hermitian=True),
+    "hermitian_matrix_rank_of_nan": lambda d: torch.linalg.matrix_rank(
+        NAN_MATRIX.to(d), hermitian=True
+    ),
     "matrix_rank_of_nan": lambda d: torch.linalg.matrix_rank(NAN_MATRIX.to(d)),
     "pinv_of_nan": lambda d: torch.linalg.pinv(NAN_MATRIX.to(d)),
     "binary_cross_entropy_of_nan": lambda d: F.binary_cross_entropy(
@@ -350,6 +359,10 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
         .masked_scatter_(torch.tensor([True, False, True], device=d), torch.ones(3, device=d))
     ),
     "sort_0d_dim_minus_3": lambda d: torch.sort(torch.tensor(1.0, device=d), dim=-3).values,
+    # Empty inputs: no index is in range of an empty dimension (this failed to compile).
+    "gather_from_an_empty_dimension": lambda d: torch.gather(
+        torch.zeros(0, device=d), 0, torch.tensor([2], device=d)
+    ),
 }
 
 
@@ -357,10 +370,9 @@ REFUSED_CALLS: dict[str, Callable[[str], object]] = {
 def test_calls_cpu_refuses_raise(mode: str, name: str) -> None:
     # Each answered a value on tpu while CPU raised (the bad-input fuzz's silent acceptances).
     call = REFUSED_CALLS[name]
-    with pytest.raises(Exception) as on_cpu:
+    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 - the class is what is compared
         call("cpu")
-    expected = RuntimeError if isinstance(on_cpu.value, RuntimeError) else type(on_cpu.value)
-    with pytest.raises(expected):
+    with pytest.raises(on_cpu.type):  # LinAlgError for what LAPACK refuses, as CPU
         result = call(TPU)
         assert isinstance(result, torch.Tensor)
         result.cpu()  # a value checked on the device raises here at the latest
@@ -371,3 +383,67 @@ def test_calls_cpu_refuses_raise(mode: str, name: str) -> None:
         torch.linalg.lu_solve(lu.to(TPU), pivots.to(TPU), b.to(TPU)).cpu(),
         torch.linalg.lu_solve(lu, pivots, b),
     )
+
+
+def test_singular_values_of_an_infinite_matrix_answer_as_on_cpu(mode: str) -> None:
+    # CPU's LAPACK refuses an infinite matrix only where it computes U and V: its singular
+    # values alone are NaN, and matrix_rank counts none of them.
+    torch.testing.assert_close(
+        torch.linalg.svdvals(INF_MATRIX.to(TPU)).cpu(),
+        torch.linalg.svdvals(INF_MATRIX),
+        equal_nan=True,
+    )
+    assert (
+        torch.linalg.matrix_rank(INF_MATRIX.to(TPU)).item()
+        == torch.linalg.matrix_rank(INF_MATRIX).item()
+    )
+    finite = torch.randn(3, 3, generator=torch.Generator().manual_seed(7))
+    torch.testing.assert_close(
+        torch.linalg.eigvalsh(finite.to(TPU) + finite.T.to(TPU)).cpu(),
+        torch.linalg.eigvalsh(finite + finite.T),
+    )
+
+
+def test_index_add_into_a_tensor_without_elements_answers_as_on_cpu(mode: str) -> None:
+    # CPU's index_add into a self of several dimensions and no elements reads no index (it
+    # answered where tpu reported the index out of range); with one dimension it refuses.
+    for shape in [(0, 3), (2, 0)]:
+        self, source = torch.zeros(shape), torch.ones(1, *shape[1:])
+        index = torch.tensor([5])
+        want = self.index_add(0, index, source)
+        got = self.to(TPU).index_add(0, index.to(TPU), source.to(TPU))
+        torch.testing.assert_close(got.cpu(), want)
+    with pytest.raises(IndexError):
+        torch.zeros(0).index_add(0, torch.tensor([0]), torch.ones(1))
+    with pytest.raises(IndexError):
+        torch.zeros(0, device=TPU).index_add(
+            0, torch.tensor([0], device=TPU), torch.ones(1, device=TPU)
+        ).cpu()
+
+
+def test_sgn_of_nan_is_zero_as_on_cpu(mode: str) -> None:
+    # sgn of a real tensor is sign, whose NaN CPU maps to 0 (tpu answered NaN).
+    x = torch.tensor([float("nan"), 1.5, -2.0, 0.0, float("-inf")])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        torch.testing.assert_close(torch.sgn(x.to(TPU, dtype)).cpu(), torch.sgn(x.to(dtype)))
+
+
+def test_margin_losses_of_nan_scores_as_on_cpu(mode: str) -> None:
+    # CPU adds a hinge term only where it is > 0, so a NaN term adds nothing (tpu answered NaN).
+    scores = torch.tensor([[float("nan"), 0.5, -1.0], [0.2, float("nan"), 0.1]])
+    labels = torch.tensor([[0, 1, -1], [2, -1, 0]])
+    classes = torch.tensor([1, 2])
+    for reduction in ("mean", "none"):
+        torch.testing.assert_close(
+            F.multilabel_margin_loss(scores.to(TPU), labels.to(TPU), reduction=reduction).cpu(),
+            F.multilabel_margin_loss(scores, labels, reduction=reduction),
+            equal_nan=True,
+        )
+        for p in (1, 2):
+            torch.testing.assert_close(
+                F.multi_margin_loss(
+                    scores.to(TPU), classes.to(TPU), p=p, reduction=reduction
+                ).cpu(),
+                F.multi_margin_loss(scores, classes, p=p, reduction=reduction),
+                equal_nan=True,
+            )

@@ -7,7 +7,9 @@ Perturbations (each applied where it changes the call):
 - ``extra_dims`` / ``zero_dim`` / ``empty``: the first tensor with two leading dimensions added,
   as a 0-d tensor, or with no elements (rank and shape mistakes);
 - ``other_shape``: the second tensor one longer in its last dimension (shape mismatch);
-- ``dim_out_of_range``: an integer ``dim`` argument set past the rank.
+- ``dim_out_of_range``: an integer ``dim`` argument set past the rank;
+- ``int_last``: the last tensor as int64 (a weight, bias or source of the wrong dtype);
+- ``nan_input``: the first floating tensor all NaN (values LAPACK or a loss refuses).
 
 Each case has one outcome:
 - ``agree``: both raise the same exception class, or both succeed with equal results;
@@ -67,6 +69,16 @@ def _longer_last_dim(t: torch.Tensor) -> torch.Tensor:
     return torch.zeros(*t.shape[:-1], t.shape[-1] + 1, dtype=t.dtype)
 
 
+def _last_as_int(call: Call) -> Call:
+    return _replace_tensor(call, len(_tensors(call)) - 1, lambda t: t.to(torch.int64))
+
+
+def _nan_filled(t: torch.Tensor) -> torch.Tensor:
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return t
+    return torch.full_like(t, float("nan"))
+
+
 PERTURBATIONS: dict[str, Callable[[Call], Call | None]] = {
     "bool_input": lambda c: _replace_tensor(c, 0, lambda t: t.bool()),
     "int_input": lambda c: _replace_tensor(c, 0, lambda t: t.to(torch.int64)),
@@ -82,6 +94,8 @@ PERTURBATIONS: dict[str, Callable[[Call], Call | None]] = {
     ),
     "other_shape": lambda c: _replace_tensor(c, 1, _longer_last_dim),
     "dim_out_of_range": lambda c: _with_dim(c, 7),
+    "int_last": _last_as_int,
+    "nan_input": lambda c: _replace_tensor(c, 0, _nan_filled),
 }
 
 
@@ -91,13 +105,17 @@ def _changed(original: Call, perturbed: Call | None) -> bool:
     a, b = _tensors(original), _tensors(perturbed)
     if len(a) != len(b):
         return True
-    return any(x.shape != y.shape or x.dtype != y.dtype for x, y in zip(a, b, strict=True)) or (
-        original[2] != perturbed[2]
-    )
+    return any(
+        x.shape != y.shape or x.dtype != y.dtype or (x is not y and not torch.equal(x, y))
+        for x, y in zip(a, b, strict=True)
+    ) or (original[2] != perturbed[2])
 
 
 # Perturbed calls that crash CPU's own kernel, the oracle (not run).
-CPU_CRASHES = {("_segment_reduce.offsets", "empty"): "SIGSEGV in torch's CPU kernel"}
+CPU_CRASHES = {
+    ("_segment_reduce.offsets", "empty"): "SIGSEGV in torch's CPU kernel",
+    ("linalg.eigvals", "nan_input"): "SIGSEGV in MKL's gebal (balancing a NaN matrix)",
+}
 
 
 def cases(op: Any) -> Iterator[tuple[str, Call]]:
