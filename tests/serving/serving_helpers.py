@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 PROMPTS = [
     "the device",
@@ -10,6 +12,24 @@ PROMPTS = [
     "greedy",
     "prefix block page decode prefill sample greedy router load metric gauge latency",
 ]
+
+
+def tiny_engine(model: Path, **options: Any) -> Any:
+    """vLLM's offline engine over a tiny test model with the tests' small budget (float32, 256
+    tokens, 8 sequences, a 32 MiB KV cache, seed 0), its engine core in this process so that
+    torch_tpu.metrics() count its compiles; `options` add to or replace LLM's arguments."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM
+
+    settings: dict[str, Any] = {
+        "dtype": "float32",
+        "max_model_len": 256,
+        "max_num_batched_tokens": 256,
+        "max_num_seqs": 8,
+        "kv_cache_memory_bytes": 32 << 20,
+        "seed": 0,
+    }
+    return LLM(model=str(model), **{**settings, **options})
 
 
 def cpu_greedy(model_dir: Path, prompts: list[str], max_new_tokens: int) -> list[list[int]]:

@@ -4,14 +4,13 @@ have run."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from serving_helpers import PROMPTS, cpu_greedy
+from serving_helpers import PROMPTS, cpu_greedy, tiny_engine
 
 import torch_tpu
 
@@ -20,19 +19,9 @@ MAX_TOKENS = 16
 
 @pytest.fixture(scope="module")
 def llm(tiny_llama: Path) -> Iterator[Any]:
-    # In-process engine core, so this process's torch_tpu.metrics() count its compiles.
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from vllm import LLM
-
-    engine = LLM(
-        model=str(tiny_llama),
-        dtype="float32",
-        max_model_len=256,
-        max_num_batched_tokens=256,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
+    engine = tiny_engine(
+        tiny_llama,
         enable_prefix_caching=True,
-        seed=0,
         disable_log_stats=False,  # get_metrics() reads prefix-cache hits
     )
     yield engine

@@ -5,13 +5,12 @@ accepted and rejected (the rejection sampler's and the drafter's kernels are tor
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from serving_helpers import PROMPTS, cpu_greedy, make_deeper_llama
+from serving_helpers import PROMPTS, cpu_greedy, make_deeper_llama, tiny_engine
 
 MAX_TOKENS = 32
 # The tiny Llama's greedy continuation of this prompt repeats tokens (a run of one token
@@ -20,17 +19,8 @@ REPEATING = "compile compile latency model the kernel model prefill latency bloc
 
 
 def _engine(model: Path, speculative: dict[str, Any]) -> Any:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from vllm import LLM
-
-    return LLM(
-        model=str(model),
-        dtype="float32",
-        max_model_len=256,
-        max_num_batched_tokens=256,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        seed=0,
+    return tiny_engine(
+        model,
         speculative_config=speculative,
         disable_log_stats=False,  # get_metrics() reads the spec-decode counters
     )

@@ -5,14 +5,13 @@ grammar with xgrammar's CPU kernel, and free requests batched with them are unto
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from serving_helpers import PROMPTS, cpu_greedy
+from serving_helpers import PROMPTS, cpu_greedy, tiny_engine
 
 MAX_TOKENS = 64
 SCHEMA = {
@@ -30,17 +29,8 @@ CHOICES = ["prefill", "decode", "sample"]
 
 @pytest.fixture(scope="module")
 def llm(tiny_llama: Path) -> Iterator[Any]:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from vllm import LLM
-
-    engine = LLM(
-        model=str(tiny_llama),
-        dtype="float32",
-        max_model_len=256,
-        max_num_batched_tokens=256,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        seed=0,
+    engine = tiny_engine(
+        tiny_llama,
         # xgrammar is what vLLM's "auto" picks for these requests; named, so that the JSON
         # can be compact (a random model otherwise pads it with whitespace to max_tokens).
         structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
