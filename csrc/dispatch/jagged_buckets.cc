@@ -74,11 +74,10 @@ at::Tensor over_bucket(const at::Tensor& flat, int64_t count) {
 // The bucketed lowering of `op`'s call. Its key (and the name an index error gives) is the op's
 // own, marked: a failed check names the op the user called.
 std::vector<c10::IValue> run_bucketed(const c10::FunctionSchema& op,
-                                      const c10::FunctionSchema& schema, const char* lowering,
+                                      const c10::FunctionSchema& schema, const Lowering& lowering,
                                       std::vector<c10::IValue> args) {
   metrics().size_bucket_ops++;
-  return run_lowering(op.name() + " (at a size bucket)", find_lowering(lowering), schema,
-                      std::move(args));
+  return run_lowering(op.name() + " (at a size bucket)", lowering, schema, std::move(args));
 }
 
 // ATen's checks of the call's dtypes, ranks and flags, run once for each combination of them:
@@ -118,13 +117,13 @@ std::optional<std::vector<c10::IValue>> forward(const c10::FunctionSchema& op,
   inner.insert(inner.end(), {c10::Scalar(count), window, args[2], args[4]});
   add_run(inner, weights);
   inner.insert(inner.end(), {args[7], args[8]});
+  static const Lowering& lowering = find_lowering("@bucket_embedding_bag");
   static const c10::FunctionSchema schema = torch::jit::parseSchema(
       "torch_tpu::bucket_embedding_bag(Tensor weight, Tensor indices, Scalar indices_start, Scalar "
       "length, int window, "
       "Tensor offsets, int mode, Tensor? per_sample_weights, Scalar weights_start, "
       "bool include_last_offset, int padding_idx) -> (Tensor, Tensor, Tensor, Tensor)");
-  std::vector<c10::IValue> results =
-      run_bucketed(op, schema, "@bucket_embedding_bag", std::move(inner));
+  std::vector<c10::IValue> results = run_bucketed(op, schema, lowering, std::move(inner));
   results[1] = over_bucket(results[1].toTensor(), count);
   return results;
 }
@@ -148,6 +147,7 @@ std::optional<std::vector<c10::IValue>> backward(const c10::FunctionSchema& op,
                {c10::Scalar(count), window, args[3], args[4], args[5], args[6], args[7]});
   add_run(inner, weights);
   inner.push_back(args[9]);
+  static const Lowering& lowering = find_lowering("@bucket_embedding_bag_backward");
   static const c10::FunctionSchema schema = torch::jit::parseSchema(
       "torch_tpu::bucket_embedding_bag_backward(Tensor grad, Tensor indices, Scalar indices_start, "
       "Tensor offset2bag, "
@@ -155,7 +155,7 @@ std::optional<std::vector<c10::IValue>> backward(const c10::FunctionSchema& op,
       "Tensor maximum_indices, int num_weights, bool scale_grad_by_freq, "
       "int mode, Tensor? per_sample_weights, Scalar weights_start, "
       "int padding_idx) -> Tensor");
-  return run_bucketed(op, schema, "@bucket_embedding_bag_backward", std::move(inner));
+  return run_bucketed(op, schema, lowering, std::move(inner));
 }
 
 // _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
@@ -174,12 +174,13 @@ std::optional<std::vector<c10::IValue>> weights_backward(const c10::FunctionSche
   add_run(inner, indices);
   add_run(inner, offset2bag);
   inner.insert(inner.end(), {c10::Scalar(count), window, args[5], args[6]});
+  static const Lowering& lowering =
+      find_lowering("@bucket_embedding_bag_per_sample_weights_backward");
   static const c10::FunctionSchema schema = torch::jit::parseSchema(
       "torch_tpu::bucket_embedding_bag_per_sample_weights_backward(Tensor grad, Tensor weight, "
       "Tensor indices, Scalar indices_start, Tensor offset2bag, "
       "Scalar offset2bag_start, Scalar length, int window, int mode, int padding_idx) -> Tensor");
-  std::vector<c10::IValue> results = run_bucketed(
-      op, schema, "@bucket_embedding_bag_per_sample_weights_backward", std::move(inner));
+  std::vector<c10::IValue> results = run_bucketed(op, schema, lowering, std::move(inner));
   results[0] = over_bucket(results[0].toTensor(), count);
   return results;
 }

@@ -305,12 +305,12 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       }
       static const c10::FunctionSchema bucketed = torch::jit::parseSchema(
           "torch_tpu::bucket_index_select(Tensor self, Scalar length, Tensor index) -> Tensor");
+      static const Lowering& lowering = find_lowering("@bucket_index_select");
       metrics().size_bucket_ops++;
       at::Tensor flat =
           run_lowering(
               // Keyed and named as the op called: a failed index check names it.
-              "aten::index_select (at a size bucket)", find_lowering("@bucket_index_select"),
-              bucketed,
+              "aten::index_select (at a size bucket)", lowering, bucketed,
               {bucket_stand_in(whole, storage), c10::Scalar(whole.numel()), inner[first]})[0]
               .toTensor();
       at::Tensor exact = at::empty(sizes, flat.options());
