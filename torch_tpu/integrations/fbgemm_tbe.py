@@ -9,10 +9,11 @@ its table, and ``offsets`` bound the ``T * B`` bags, feature-major. The lookup p
 Its backward is *fused*: it applies the optimizer to the rows it touched and gives the weights
 no gradient, which is why TorchRec's optimizer for these tables does nothing itself.
 
-Here the lookup and the update are written with device ATen ops: each position finds its bag
-by a binary search over ``offsets``; a feature's rows are gathered (forward) or its row
-gradients accumulated with ``index_add`` (backward), with positions of other features masked
-out, so no shape depends on the data and nothing reads the indices on the host. Rows no bag
+Here the lookup and the update are written with device ATen ops: each feature pools its bags
+with ``embedding_bag`` over all positions and that feature's offsets (positions of other
+features lie in none of its bags), and its row gradients come from embedding_bag's dense
+backward, so no shape depends on the data, nothing reads the indices on the host, and a
+batch's new count of indices runs at its size bucket (docs/design/buckets.md). Rows no bag
 touched get a zero gradient, and the supported optimizers leave such rows unchanged, so the
 dense update equals fbgemm's sparse one: plain SGD (``weights -= lr * grad``) and row-wise
 Adagrad (``m += mean(grad**2)``, ``weights -= lr * grad / (sqrt(m) + eps)``), without weight
