@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "csrc/aten/common.h"
@@ -38,19 +39,24 @@ std::vector<int64_t> plane_strides(const Shape& shape) {
   return strides;
 }
 
-// Keeps the candidate when it is larger, or NaN where the best is not.
-void keep_larger(Builder& b, Value& best, Value& best_index, const Value& value,
-                 const Value& index) {
+// Keeps the candidate when it is larger or NaN: taps come in the window's row-major order, so
+// the first largest value wins and, as CPU's and CUDA's scans keep it, the last NaN. A tap in the
+// padding (`inside` false) never wins against one inside the input, even one holding -inf.
+void keep_larger(Builder& b, Value& best, Value& best_index, std::optional<Value>& best_inside,
+                 const Value& value, const Value& index, const std::optional<Value>& inside) {
   Value better = b.gt(value, best);
-  if (hlo::is_float(value.type)) {
-    better = b.or_(better, b.and_(is_nan(b, value), b.not_(is_nan(b, best))));
+  if (hlo::is_float(value.type)) better = b.or_(better, is_nan(b, value));
+  if (inside) {
+    better = b.and_(*inside, b.or_(better, b.not_(*best_inside)));
+    best_inside = b.or_(*best_inside, *inside);
   }
   best = b.select(better, value, best);
   best_index = b.select(better, index, best_index);
 }
 
 // max_pool{n}d_with_indices(self, kernel, stride, padding, dilation, ceil_mode): one strided
-// slice per kernel tap, the first largest kept with its flat index in the input plane.
+// slice per kernel tap, the first largest (or last NaN) kept with its flat index in the input
+// plane.
 Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
   Builder& b = ctx.b;
   Value x = batched(b, ctx.tensor(0), spatial);
@@ -71,7 +77,10 @@ Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
   }
   Value padded = b.pad(x, b.constant(lowest(x.type), x.type), low, high, interior);
   std::vector<int64_t> strides = plane_strides(x.shape);
+  bool padding = std::any_of(low.begin(), low.end(), [](int64_t v) { return v > 0; }) ||
+                 std::any_of(high.begin(), high.end(), [](int64_t v) { return v > 0; });
   Value best, best_index;
+  std::optional<Value> best_inside;
   int64_t taps = 1;
   for (int64_t kk : k) taps *= kk;
   for (int64_t t = 0; t < taps; ++t) {
@@ -82,6 +91,7 @@ Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
     }
     std::vector<int64_t> start{0, 0}, limit{x.shape[0], x.shape[1]}, step{1, 1};
     Value index = splat(b, 0, ElementType::S64, out_shape);
+    std::optional<Value> inside;
     for (size_t i = 0; i < spatial; ++i) {
       int64_t offset = tap[i] * d[i];
       start.push_back(offset);
@@ -94,13 +104,20 @@ Values max_pool_nd(LoweringContext& ctx, size_t spatial) {
                 splat(b, static_cast<double>(offset - p[i]), ElementType::S64, out_shape));
       index = b.add(index, b.multiply(position, splat(b, static_cast<double>(strides[i]),
                                                       ElementType::S64, out_shape)));
+      if (padding) {
+        Value in_dim = b.and_(b.ge(position, splat(b, 0, ElementType::S64, out_shape)),
+                              b.lt(position, splat(b, static_cast<double>(x.shape[2 + i]),
+                                                   ElementType::S64, out_shape)));
+        inside = inside ? b.and_(*inside, in_dim) : in_dim;
+      }
     }
     Value window = b.slice(padded, start, limit, step);
     if (t == 0) {
       best = window;
       best_index = index;
+      best_inside = inside;
     } else {
-      keep_larger(b, best, best_index, window, index);
+      keep_larger(b, best, best_index, best_inside, window, index, inside);
     }
   }
   const at::Tensor& input = ctx.tensor_meta(0);
@@ -181,21 +198,28 @@ Values adaptive_max_pool(LoweringContext& ctx, size_t spatial) {
     Value inside = b.and_(b.ge(l, start), b.lt(l, end));
     Value values =
         b.select(inside, b.broadcast_in_dim(x, pair, keep), splat(b, lowest(x.type), x.type, pair));
-    Value candidate =
+    // Positions outside the window carry the identity's index, after every real one.
+    Value last = b.constant_int(std::numeric_limits<int64_t>::max(), ElementType::S64, pair);
+    Value candidate = b.select(
+        inside,
         b.add(b.broadcast_in_dim(index, pair, keep),
-              b.multiply(l, splat(b, static_cast<double>(strides[i]), ElementType::S64, pair)));
+              b.multiply(l, splat(b, static_cast<double>(strides[i]), ElementType::S64, pair))),
+        last);
     auto reduced = b.reduce(
         {values, candidate},
-        {b.constant(lowest(x.type), x.type), b.constant_int(-1, ElementType::S64)}, {axis + 1},
-        [](Builder& r, const std::vector<Value>& a) {
-          // Larger wins; ties and NaNs go to the earlier position, a NaN beats a number.
+        // The identity's index comes after every position, so a window of -inf reports its first.
+        {b.constant(lowest(x.type), x.type),
+         b.constant_int(std::numeric_limits<int64_t>::max(), ElementType::S64)},
+        {axis + 1}, [](Builder& r, const std::vector<Value>& a) {
+          // Larger wins and ties go to the earlier position; a NaN beats a number and, as
+          // CPU's row-major scan keeps it, the later of two NaNs wins.
           Value better = r.gt(a[0], a[2]);
           Value equal = r.eq(a[0], a[2]);
           Value earlier = r.lt(a[1], a[3]);
           Value left = r.or_(better, r.and_(equal, earlier));
           if (hlo::is_float(a[0].type)) {
             Value left_nan = r.ne(a[0], a[0]), right_nan = r.ne(a[2], a[2]);
-            left = r.select(left_nan, r.or_(r.not_(right_nan), earlier),
+            left = r.select(left_nan, r.or_(r.not_(right_nan), r.not_(earlier)),
                             r.and_(r.not_(right_nan), left));
           }
           return std::vector<Value>{r.select(left, a[0], a[2]), r.select(left, a[1], a[3])};

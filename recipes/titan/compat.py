@@ -189,8 +189,9 @@ def stand_in_for_triton_kernels() -> None:
 
 
 # --parallel's pipeline choices: TorchTitan's schedule names. The interleaved one runs two stages
-# a rank, so it needs layers for twice as many stages.
-PIPELINE_SCHEDULES = {"pp": "1F1B", "pp_interleaved": "Interleaved1F1B"}
+# a rank, so it needs layers for twice as many stages; pp_fsdp runs two 1F1B stages, each
+# sharded with FSDP2 over the rest of the ranks (4 ranks: 2 stages x 2 shards).
+PIPELINE_SCHEDULES = {"pp": "1F1B", "pp_interleaved": "Interleaved1F1B", "pp_fsdp": "1F1B"}
 
 
 def debug_model_config(
@@ -256,7 +257,11 @@ def debug_model_config(
     elif parallel == "tp":
         parallelism.tensor_parallel_degree = world
     else:  # pipeline stages on tpu_dist's send/recv, one microbatch a sample
-        parallelism.pipeline_parallel_degree = world
+        stages = 2 if parallel == "pp_fsdp" else world
+        if world % stages:
+            raise ValueError(f"recipes/titan: --parallel {parallel} needs a multiple of 2 ranks")
+        parallelism.pipeline_parallel_degree = stages
+        parallelism.data_parallel_shard_degree = world // stages
         parallelism.pipeline_parallel_schedule = PIPELINE_SCHEDULES[parallel]
         parallelism.pipeline_parallel_microbatch_size = 1
 

@@ -7,7 +7,8 @@ Run under torchrun, e.g.::
 ``--model`` picks Llama 3's debug model (the default) or DeepSeek V3's, a mixture of experts.
 ``--parallel fsdp`` shards with FSDP2 (``data_parallel_shard_degree 2``), ``tp`` runs 1-D tensor
 parallel, ``pp`` and ``pp_interleaved`` pipeline stages (TorchTitan's 1F1B and Interleaved1F1B
-schedules, one and two stages a rank), and ``--compile`` compiles the model and loss with
+schedules, one and two stages a rank), ``pp_fsdp`` two 1F1B stages each sharded by FSDP2 over
+half the ranks (4 ranks), and ``--compile`` compiles the model and loss with
 torch_tpu's backend. Each run writes ``losses.json`` (the global average loss per step, from
 rank 0, or under a pipeline the last rank, which holds the last stage) and ``steps.json`` (when
 each was logged, in seconds, and on tpu the running counts of executions and host syncs) into
@@ -40,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model", choices=["llama3", "deepseek_v3"], default="llama3", help="deepseek_v3: MoE"
     )
     parser.add_argument(
-        "--parallel", choices=["fsdp", "tp", "pp", "pp_interleaved"], default="fsdp"
+        "--parallel", choices=["fsdp", "tp", "pp", "pp_interleaved", "pp_fsdp"], default="fsdp"
     )
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--steps", type=int, default=20)

@@ -1,7 +1,7 @@
 """TorchTitan's debug models (recipes/titan: Llama, and DeepSeek V3's mixture of experts) on tpu
 under torchrun with 2 ranks: their losses follow the same recipe on CPU with Gloo, from the same
-seed checkpoint, with FSDP2, tensor parallel, pipeline stages (1F1B, interleaved 1F1B) and
-compiled blocks; a run resumed from its
+seed checkpoint, with FSDP2, tensor parallel, pipeline stages (1F1B, interleaved 1F1B; with FSDP2
+inside each stage on 4 ranks) and compiled blocks; a run resumed from its
 torch.distributed.checkpoint continues with the same losses. Needs the titan extra, which
 scripts/test.sh installs."""
 
@@ -92,21 +92,26 @@ def test_20_steps_follow_gloo(
 
 
 @pytest.mark.parametrize(
-    "parallel, layers",
-    [("pp", 2), pytest.param("pp_interleaved", 4, marks=pytest.mark.full_suite)],
-    ids=["1f1b", "interleaved_1f1b"],
+    "parallel, layers, ranks",
+    [
+        ("pp", 2, 2),
+        pytest.param("pp_interleaved", 4, 2, marks=pytest.mark.full_suite),
+        pytest.param("pp_fsdp", 2, 4, marks=pytest.mark.full_suite),
+    ],
+    ids=["1f1b", "interleaved_1f1b", "1f1b_x_fsdp_4_ranks"],
 )
 def test_pipeline_schedules_follow_gloo(
-    parallel: str, layers: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    parallel: str, layers: int, ranks: int, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # TorchTitan's own pipeline split (embeddings with the first stage, norm and head with the
     # last), one stage a rank (1F1B) or two (interleaved), activations and gradients sent by
-    # tpu_dist's send/recv; the losses come from the last stage's rank.
+    # tpu_dist's send/recv; the losses come from the last stage's rank. pp_fsdp: 2 stages, each
+    # sharded by FSDP2 over 2 ranks (its all-gathers and reduce-scatters on tpu_dist too).
     seed = seed_checkpoint("llama3", tmp_path_factory, layers)
     recipe = ["--parallel", parallel, "--layers", str(layers), "--steps", "4"]
     recipe += ["--seed-checkpoint", seed]
-    reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
-    losses = train(tmp_path / "tpu", "--device", "tpu", *recipe)
+    reference = train(tmp_path / "cpu", "--device", "cpu", *recipe, nproc=ranks)
+    losses = train(tmp_path / "tpu", "--device", "tpu", *recipe, nproc=ranks)
     assert len(losses) == 4 and min(losses) > 0 and losses[-1] < losses[0]
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
 

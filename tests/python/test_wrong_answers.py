@@ -447,3 +447,37 @@ def test_margin_losses_of_nan_scores_as_on_cpu(mode: str) -> None:
                 F.multi_margin_loss(scores, classes, p=p, reduction=reduction),
                 equal_nan=True,
             )
+
+
+def _with_nans_and_neg_inf(shape: tuple[int, ...]) -> torch.Tensor:
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    x[x > 1.0] = float("nan")
+    x[x < -1.2] = float("-inf")
+    return x
+
+
+POOLS: dict[str, Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = {
+    "max_pool1d": lambda x: F.max_pool1d(x.flatten(2), 4, return_indices=True),
+    "max_pool1d_overlapping": lambda x: F.max_pool1d(x.flatten(2), 3, 1, return_indices=True),
+    "max_pool2d_padded": lambda x: F.max_pool2d(x, 3, 2, padding=1, return_indices=True),
+    "max_pool2d_ceil": lambda x: F.max_pool2d(x, 2, 2, ceil_mode=True, return_indices=True),
+    "max_pool3d": lambda x: F.max_pool3d(x.unsqueeze(2), (1, 2, 2), return_indices=True),
+    "adaptive_max_pool1d": lambda x: F.adaptive_max_pool1d(x.flatten(2), 5, return_indices=True),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True),
+}
+
+
+@pytest.mark.parametrize("fill", ["nan_and_neg_inf", "all_neg_inf"])
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_max_pools_pick_cpus_index_among_nans_and_neg_infs(mode: str, pool: str, fill: str) -> None:
+    # CPU's scans keep the first largest value, the last NaN of a window, and a real -inf over
+    # padding; a window of -inf reports its first position.
+    if fill == "all_neg_inf":
+        x = torch.full((2, 3, 7, 9), float("-inf"))
+    else:
+        x = _with_nans_and_neg_inf((2, 3, 7, 9))
+    expected_values, expected_indices = POOLS[pool](x)
+    values, indices = POOLS[pool](x.to(TPU))
+    assert torch.equal(indices.cpu(), expected_indices)
+    torch.testing.assert_close(values.cpu(), expected_values, equal_nan=True, rtol=0, atol=0)
