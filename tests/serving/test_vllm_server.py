@@ -1,5 +1,6 @@
 """`vllm serve` on tpu: OpenAI completions and streamed chat, concurrent requests, the
-Prometheus gauges a router scores endpoints on, vLLM's HTTP errors for bad input, and a clean
+Prometheus gauges a router scores endpoints on, vLLM's HTTP errors for bad input, structured
+output and tool calls (named, required, and parsed by the Hermes parser), and a clean
 shutdown. The server runs on a loopback port for the module; every wait is bounded."""
 
 from __future__ import annotations
@@ -47,14 +48,24 @@ class Server:
             # Compact JSON: a random model would otherwise pad it with whitespace.
             "--structured-outputs-config",
             '{"backend": "xgrammar", "disable_any_whitespace": true}',
+            # Tool calls: vLLM's Hermes parser reads <tool_call>{...}</tool_call> from the reply.
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command,
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            # Dev mode serves /collective_rpc, through which the test reads the worker's counters.
-            env={**os.environ, "VLLM_SERVER_DEV_MODE": "1"},
+            env={
+                **os.environ,
+                # Dev mode serves /collective_rpc, through which the test reads the worker's
+                # counters.
+                "VLLM_SERVER_DEV_MODE": "1",
+                # Named and required tool choices through the tools' JSON schema, which keeps
+                # disable_any_whitespace (Hermes' structural tag lets a random model write
+                # whitespace until max_tokens).
+                "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+            },
         )
 
     def wait_ready(self) -> None:
@@ -294,6 +305,127 @@ def test_choice_constrained_completion_is_one_of_the_choices(server: Server) -> 
         )
         assert status == 200, text
         assert json.loads(text)["choices"][0]["text"] in choices
+
+
+WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "pattern": "^[a-z]{1,8}$"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "the forecast for a city",
+            "parameters": WEATHER_PARAMETERS,
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+    },
+]
+
+
+def _chat_with_tools(server: Server, **options: Any) -> dict[str, Any]:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "the weather in the cache"}],
+        "max_tokens": 96,
+        "temperature": 0,
+        "tools": TOOLS,
+        **options,
+    }
+    status, text = server.post("/v1/chat/completions", body)
+    assert status == 200, text
+    return dict(json.loads(text)["choices"][0])
+
+
+def _assert_weather_call(call: dict[str, Any]) -> None:
+    import jsonschema
+
+    assert call["type"] == "function" and call["id"]
+    assert call["function"]["name"] == "get_weather"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER_PARAMETERS)
+
+
+@pytest.mark.parametrize(
+    "tool_choice",
+    [{"type": "function", "function": {"name": "get_weather"}}, "required"],
+    ids=["named", "required"],
+)
+def test_tool_choice_gives_a_call_whose_arguments_fit_the_tools_schema(
+    server: Server, tool_choice: str | dict[str, Any]
+) -> None:
+    # vLLM constrains the reply to the tool's parameters (a named tool) or to a list of calls
+    # of the given tools (required) with its structured-output backend, masked on tpu.
+    choice = _chat_with_tools(server, tool_choice=tool_choice)
+    calls = choice["message"]["tool_calls"]
+    assert calls, choice
+    for call in calls:
+        if call["function"]["name"] == "get_time":
+            assert tool_choice == "required" and json.loads(call["function"]["arguments"]) == {}
+        else:
+            _assert_weather_call(call)
+
+
+# What a model trained for Hermes-style calls writes; a random model writes it when its reply is
+# constrained to this pattern, so the parser's work on the reply is what is tested.
+HERMES_CALL = (
+    r'<tool_call>\{"name": "get_weather", "arguments": '
+    r'\{"city": "[a-z]{1,8}", "days": [1-7]\}\}</tool_call>'
+)
+
+
+def test_auto_tool_choice_parses_the_models_hermes_call(server: Server) -> None:
+    choice = _chat_with_tools(server, tool_choice="auto", structured_outputs={"regex": HERMES_CALL})
+    assert choice["finish_reason"] == "tool_calls", choice
+    (call,) = choice["message"]["tool_calls"]
+    _assert_weather_call(call)
+    assert not choice["message"].get("content")
+
+
+def test_streamed_auto_tool_call_assembles_the_same_call(server: Server) -> None:
+    whole = _chat_with_tools(server, tool_choice="auto", structured_outputs={"regex": HERMES_CALL})[
+        "message"
+    ]["tool_calls"][0]["function"]
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "the weather in the cache"}],
+        "max_tokens": 96,
+        "temperature": 0,
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "structured_outputs": {"regex": HERMES_CALL},
+        "stream": True,
+    }
+    request = urllib.request.Request(
+        server.url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    name, arguments, finish = "", "", None
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+        for line in response:
+            text = line.decode().strip()
+            if not text.startswith("data: ") or text == "data: [DONE]":
+                continue
+            for choice in json.loads(text[len("data: ") :])["choices"]:
+                finish = choice.get("finish_reason") or finish
+                for delta in choice["delta"].get("tool_calls") or []:
+                    name += delta.get("function", {}).get("name") or ""
+                    arguments += delta.get("function", {}).get("arguments") or ""
+    assert finish == "tool_calls"
+    assert name == whole["name"]
+    assert json.loads(arguments) == json.loads(whole["arguments"])
 
 
 def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:
