@@ -147,6 +147,10 @@ class TpuPlatform(Platform):
         # The engine core starts its worker in a fresh process: forking a process whose PJRT
         # client has threads would copy them in a broken state.
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        # The prefix cache's host-memory tier (--kv-offloading-size) moves blocks with tensor ops.
+        from torch_tpu.vllm import kv_offload
+
+        kv_offload.select_for_tpu(vllm_config)
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:

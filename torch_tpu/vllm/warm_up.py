@@ -14,9 +14,12 @@ Greedy sampling is warmed; random sampling compiles its executables on first use
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from vllm.distributed.kv_transfer import kv_transfer_state
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
 
@@ -84,8 +87,25 @@ def _step(tokens: int, requests: int, longest: int) -> WarmUpStep:
     return WarmUpStep(((longest - first, first), *((0, n) for n in scheduled[1:])))
 
 
+@contextmanager
+def _without_kv_connector() -> Iterator[None]:
+    """A KV connector (the prefix cache's host tier, say) has nothing to move for made-up
+    requests, and its metadata comes from the scheduler, which made none: it sits out."""
+    connector = kv_transfer_state._KV_CONNECTOR_AGENT
+    kv_transfer_state._KV_CONNECTOR_AGENT = None
+    try:
+        yield
+    finally:
+        kv_transfer_state._KV_CONNECTOR_AGENT = connector
+
+
 def run(runner: Any, steps: list[WarmUpStep]) -> int:
     """Runs each step on `runner` and removes its requests; returns the steps run."""
+    with _without_kv_connector():
+        return _run(runner, steps)
+
+
+def _run(runner: Any, steps: list[WarmUpStep]) -> int:
     count = 0
     for step in steps:
         ids = [f"torch-tpu-warm-up-{count}-{i}" for i in range(len(step.requests))]
