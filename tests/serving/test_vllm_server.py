@@ -156,6 +156,22 @@ def test_a_repeated_request_compiles_nothing_on_the_server(
     assert before > 0  # the gauge is live: the server compiled its first requests
 
 
+def _streamed_chat(server: Server, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of a streamed chat completion of `body`, in order."""
+    request = urllib.request.Request(
+        server.url + "/v1/chat/completions",
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    chunks = []
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+        for line in response:
+            text = line.decode().strip()
+            if text.startswith("data: ") and text != "data: [DONE]":
+                chunks.append(json.loads(text[len("data: ") :]))
+    return chunks
+
+
 def _counter(server: Server, name: str) -> int:
     status, body = server.post("/collective_rpc", {"method": "torch_tpu_metrics"})
     assert status == 200, body
@@ -173,17 +189,7 @@ def test_streamed_chat_completion_assembles_the_greedy_reply(
     want = tokenizer.decode(cpu_greedy(tiny_llama, [prompt], 8)[0], skip_special_tokens=True)
 
     body = {"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0}
-    request = urllib.request.Request(
-        server.url + "/v1/chat/completions",
-        data=json.dumps({**body, "stream": True}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    chunks = []
-    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-        for line in response:
-            text = line.decode().strip()
-            if text.startswith("data: ") and text != "data: [DONE]":
-                chunks.append(json.loads(text[len("data: ") :]))
+    chunks = _streamed_chat(server, body)
     pieces = [c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]]
     assert len(chunks) > 2, "the reply came in one piece, not streamed"
     assert "".join(pieces) == want
@@ -335,8 +341,8 @@ TOOLS = [
 ]
 
 
-def _chat_with_tools(server: Server, **options: Any) -> dict[str, Any]:
-    body = {
+def _tools_body(**options: Any) -> dict[str, Any]:
+    return {
         "model": MODEL,
         "messages": [{"role": "user", "content": "the weather in the cache"}],
         "max_tokens": 96,
@@ -344,7 +350,10 @@ def _chat_with_tools(server: Server, **options: Any) -> dict[str, Any]:
         "tools": TOOLS,
         **options,
     }
-    status, text = server.post("/v1/chat/completions", body)
+
+
+def _chat_with_tools(server: Server, **options: Any) -> dict[str, Any]:
+    status, text = server.post("/v1/chat/completions", _tools_body(**options))
     assert status == 200, text
     return dict(json.loads(text)["choices"][0])
 
@@ -394,35 +403,15 @@ def test_auto_tool_choice_parses_the_models_hermes_call(server: Server) -> None:
 
 
 def test_streamed_auto_tool_call_assembles_the_same_call(server: Server) -> None:
-    whole = _chat_with_tools(server, tool_choice="auto", structured_outputs={"regex": HERMES_CALL})[
-        "message"
-    ]["tool_calls"][0]["function"]
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "the weather in the cache"}],
-        "max_tokens": 96,
-        "temperature": 0,
-        "tools": TOOLS,
-        "tool_choice": "auto",
-        "structured_outputs": {"regex": HERMES_CALL},
-        "stream": True,
-    }
-    request = urllib.request.Request(
-        server.url + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+    options = {"tool_choice": "auto", "structured_outputs": {"regex": HERMES_CALL}}
+    whole = _chat_with_tools(server, **options)["message"]["tool_calls"][0]["function"]
     name, arguments, finish = "", "", None
-    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-        for line in response:
-            text = line.decode().strip()
-            if not text.startswith("data: ") or text == "data: [DONE]":
-                continue
-            for choice in json.loads(text[len("data: ") :])["choices"]:
-                finish = choice.get("finish_reason") or finish
-                for delta in choice["delta"].get("tool_calls") or []:
-                    name += delta.get("function", {}).get("name") or ""
-                    arguments += delta.get("function", {}).get("arguments") or ""
+    for chunk in _streamed_chat(server, _tools_body(**options)):
+        for choice in chunk["choices"]:
+            finish = choice.get("finish_reason") or finish
+            for delta in choice["delta"].get("tool_calls") or []:
+                name += delta.get("function", {}).get("name") or ""
+                arguments += delta.get("function", {}).get("arguments") or ""
     assert finish == "tool_calls"
     assert name == whole["name"]
     assert json.loads(arguments) == json.loads(whole["arguments"])
