@@ -30,6 +30,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _C
 from ._bucketing import bucketed_compiler
+from ._graph_collectives import has_collectives, split_at_collectives
 
 
 def _graph_compiler(
@@ -38,6 +39,9 @@ def _graph_compiler(
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         if not record:
             return make_boxed_func(gm)
+        if has_collectives(gm):
+            # Collectives run through tpu_dist between the compiled stretches around them.
+            return make_boxed_func(split_at_collectives(gm))
         if buckets:
             return bucketed_compiler(gm, pair, forward)
 

@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model", choices=["llama3", "deepseek_v3"], default="llama3", help="deepseek_v3: MoE"
     )
     parser.add_argument(
-        "--parallel", choices=["fsdp", "tp", "pp", "pp_interleaved"], default="fsdp"
+        "--parallel",
+        choices=["fsdp", "simple_fsdp", "tp", "pp", "pp_interleaved"],
+        default="fsdp",
     )
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--steps", type=int, default=20)
