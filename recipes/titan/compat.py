@@ -209,6 +209,7 @@ def debug_model_config(
     seed_checkpoint: Path | None,
     create_seed_checkpoint: bool = False,
     overrides: list[str] | None = None,
+    log_freq: int = 1,
 ) -> Any:
     """TorchTitan's own debug-model config for ``model`` (``llama3``; ``deepseek_v3``, whose
     layers after the first are mixture-of-experts), sized for a test and pointed at our files."""
@@ -247,7 +248,7 @@ def debug_model_config(
     config.activation_checkpoint = None
     config.validator.enable = False
     config.training.disable_cuda_graphs = True  # no CUDA graphs on tpu (nor under a pipeline)
-    config.metrics.log_freq = 1
+    config.metrics.log_freq = log_freq
     config.debug.seed = 0
     config.debug.deterministic = True
 
@@ -319,6 +320,13 @@ def _graph_trainer_config(config: Any, *, whole_step: bool) -> Any:
     graph_config.activation_checkpoint = None  # full precision, nothing recomputed
     if whole_step:
         _register_whole_step_pipeline()
+        if _device_type() == "tpu":
+            # What the trainer runs eagerly around the traced step (gradient clipping, the
+            # optimizer, the loss's bookkeeping) joins the pending graph instead of running op
+            # by op, so that it becomes part of the step's programs.
+            import torch_tpu
+
+            torch_tpu.set_eager_mode("defer_and_fuse")
         graph_config.compile = GraphTrainerCompileConfig(
             enable=True, mode="aot_fx_trace", pass_pipeline=WHOLE_STEP_PIPELINE
         )
@@ -338,6 +346,17 @@ def _roofline_without_triton() -> None:
     from torch.utils import _runtime_estimation
 
     _runtime_estimation.get_gpu_dram_gbps = lambda: 100  # type: ignore[attr-defined]
+
+
+def _one_reduce_scatter(gm: Any, example_inputs: Any = None) -> Any:
+    """torch's own reduce-scatter bucketing (inductor's ``bucket_reduce_scatter``) after the
+    graph trainer's: the gradients its per-module plan leaves out (those whose backward nodes
+    carry the loss's module name) join the one bucket."""
+    from torch._inductor.fx_passes.bucketing import bucket_reduce_scatter
+
+    bucket_reduce_scatter(gm, lambda bucket: 1e6, mode="custom_ops")  # MB: no cap
+    gm.recompile()
+    return gm
 
 
 def _register_whole_step_pipeline() -> None:
@@ -371,6 +390,7 @@ def _register_whole_step_pipeline() -> None:
                 steps[i] = functools.partial(
                     step.func, *step.args, **{**step.keywords, "module_bucket_plans": [every_module]}
                 )
+        steps.append(_one_reduce_scatter)
         if _device_type() == "tpu":
             from torch_tpu.integrations.torchtitan import tpu_programs
 
