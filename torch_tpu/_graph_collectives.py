@@ -136,7 +136,9 @@ def stretches(gm: torch.fx.GraphModule) -> list[str]:
             kinds.append("compute")
         else:
             names = [
-                n.target.__name__ for n in sub.graph.nodes if n.op == "call_function"
+                getattr(n.target, "_opname", str(n.target))
+                for n in sub.graph.nodes
+                if n.op == "call_function"
             ]
             kinds.append("+".join(dict.fromkeys(names)))
     return kinds

@@ -9,8 +9,8 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/dispatch/cache_entry.h"
-#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/disk_cache.h"
+#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/pjrt/executable.h"
 

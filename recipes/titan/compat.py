@@ -384,11 +384,14 @@ def _register_whole_step_pipeline() -> None:
         for i, step in enumerate(steps):
             if isinstance(step, functools.partial) and "module_bucket_plans" in step.keywords:
                 every_module = [
-                    fqn for plan in step.keywords["module_bucket_plans"]
+                    fqn
+                    for plan in step.keywords["module_bucket_plans"]
                     for fqn in ([plan] if isinstance(plan, str) else plan)
                 ]
                 steps[i] = functools.partial(
-                    step.func, *step.args, **{**step.keywords, "module_bucket_plans": [every_module]}
+                    step.func,
+                    *step.args,
+                    **{**step.keywords, "module_bucket_plans": [every_module]},
                 )
         steps.append(_one_reduce_scatter)
         if _device_type() == "tpu":
