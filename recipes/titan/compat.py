@@ -19,7 +19,15 @@
   ``fully_shard`` refuses (on Gloo as on tpu); the recipe selects its ``full_dtensor`` backend.
 - **No Triton.** TorchTitan imports its expert-parallel kernels, written in Triton for CUDA, when
   any model module is imported. Without triton installed (this recipe needs none of them) a
-  placeholder stands in whose kernels raise if called.
+  placeholder stands in whose kernels raise if called. The graph trainer's FSDP bucketing pass
+  weighs ops by inductor's roofline estimate, which asks Triton for the GPU's bandwidth: it gets
+  a fixed figure.
+- **SimpleFSDP, whole step.** ``--parallel simple_fsdp`` is TorchTitan's graph trainer
+  (``experiments/graph_trainer``) on its own Llama 3 registry, with causal SDPA (a traced step
+  would bake one batch's document mask in). Its ``aot_fx_trace`` mode runs through a pass
+  pipeline registered here: the graph trainer's passes with one FSDP bucket and without its
+  recompute, then on tpu ``torch_tpu.integrations.torchtitan.tpu_programs``; the trainer's
+  eager code around the traced step runs in DeferAndFuse on tpu.
 """
 
 from __future__ import annotations
