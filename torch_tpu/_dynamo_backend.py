@@ -8,6 +8,10 @@ library, so compiled and eager numerics are the same. Later calls with the same 
 replay that executable without dispatching the graph's ops again (``_C._GraphReplay``;
 ``TORCH_TPU_GRAPH_REPLAY=0`` records every call).
 
+A graph holding functional collectives (DTensor's redistributes, SimpleFSDP's all-gathers and
+reduce-scatters) is cut at them: the stretches of compute between them are compiled as above,
+the collectives run through ``tpu_dist`` between them (``torch_tpu._graph_collectives``).
+
 The backend is found through the ``torch_dynamo_backends`` entry point, so importing torch does
 not import Dynamo. Options (``torch.compile(..., options={...})``):
 
