@@ -8,6 +8,10 @@ library, so compiled and eager numerics are the same. Later calls with the same 
 replay that executable without dispatching the graph's ops again (``_C._GraphReplay``;
 ``TORCH_TPU_GRAPH_REPLAY=0`` records every call).
 
+A graph holding functional collectives (DTensor's redistributes, SimpleFSDP's all-gathers and
+reduce-scatters) is cut at them: the stretches of compute between them are compiled as above,
+the collectives run through ``tpu_dist`` between them (``torch_tpu._graph_collectives``).
+
 The backend is found through the ``torch_dynamo_backends`` entry point, so importing torch does
 not import Dynamo. Options (``torch.compile(..., options={...})``):
 
@@ -30,6 +34,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _C
 from ._bucketing import bucketed_compiler
+from ._graph_collectives import has_collectives, split_at_collectives
 
 
 def _graph_compiler(
@@ -38,6 +43,9 @@ def _graph_compiler(
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         if not record:
             return make_boxed_func(gm)
+        if has_collectives(gm):
+            # Collectives run through tpu_dist between the compiled stretches around them.
+            return make_boxed_func(split_at_collectives(gm))
         if buckets:
             return bucketed_compiler(gm, pair, forward)
 

@@ -98,11 +98,22 @@ def _in_one_executable(step: Callable[..., None]) -> Callable[..., None]:
         return ()
 
     replay = _C._GraphReplay(flat_step)
+    # A float learning rate would be part of the replay's signature: a scheduler that changes it
+    # every step would record every step. It is passed as a device scalar instead, uploaded
+    # once per new value.
+    lr_on_device: dict[tuple[float, torch.device], Tensor] = {}
 
     def kernel(*lists: list[Tensor], **options: Any) -> None:
         if _C._get_eager_mode() == "debug":
             step(*lists, **options)
             return
+        lr = options.get("lr")
+        if isinstance(lr, float) and lists[0]:
+            key = (lr, lists[0][0].device)
+            if key not in lr_on_device:
+                lr_on_device.clear()
+                lr_on_device[key] = torch.tensor(lr, dtype=torch.float32, device=key[1])
+            options = {**options, "lr": lr_on_device[key]}
         flat: list[Any] = [len(tensors) for tensors in lists]
         for tensors in lists:
             flat += tensors

@@ -21,6 +21,7 @@
 #include "csrc/dispatch/host_timers.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
+#include "csrc/dispatch/reinterpret.h"
 #include "csrc/dispatch/retire.h"
 #include "csrc/dispatch/run_ahead.h"
 #include "csrc/dispatch/runtime_checks.h"
@@ -545,17 +546,26 @@ void assign_pending(Graph& g, DeviceStorage& storage, int value, hlo::ElementTyp
   g.slots.push_back(slot);
 }
 
-// Flushes `g` if `storage` is pending in it as another type than `type` (a reinterpretation
-// runs on the buffer, see reinterpret.h) or as a bucket (a longer value than the storage, read
-// through a view of its first elements). Returns whether it flushed.
-bool flush_unless_readable_as(Graph& g, const DeviceStorage& storage, hlo::ElementType type) {
+// Makes `storage`, where it is pending in `g`, readable as `type`: read through another dtype,
+// its value is rewritten in the graph by a reinterpret op (see reinterpret.h) and becomes the
+// storage's pending value; pending as a bucket (a longer value than the storage, read through a
+// view of its first elements), the graph is flushed. Returns whether it flushed.
+bool flush_unless_readable_as(Graph& g, DeviceStorage& storage, hlo::ElementType type) {
   if (g.ops.empty()) return false;
   DeviceStorage::Contents contents = storage.contents();
-  if (contents.pending && contents.pending->epoch == g.epoch &&
-      (contents.type != type || contents.pending->bucket > 0)) {
+  if (!contents.pending || contents.pending->epoch != g.epoch) return false;
+  if (contents.pending->bucket > 0) {
     flush_locked(g);
     return true;
   }
+  if (contents.type == type) return false;
+  auto entry = std::const_pointer_cast<CacheEntry>(
+      reinterpret_entry(contents.type, type, static_cast<int64_t>(storage.nbytes())));
+  RecordedOp op{entry, {{false, contents.pending->value}}, static_cast<int>(g.value_types.size())};
+  g.value_types.push_back(entry->result_types.front());
+  g.ops.push_back(std::move(op));
+  ++g.weight;
+  assign_pending(g, storage, g.ops.back().first_value, type);
   return false;
 }
 

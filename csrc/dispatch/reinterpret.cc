@@ -10,6 +10,7 @@
 #include "csrc/device/runtime.h"
 #include "csrc/dispatch/cache_entry.h"
 #include "csrc/dispatch/disk_cache.h"
+#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/pjrt/executable.h"
 
@@ -65,6 +66,26 @@ Value reinterpret_value(hlo::Builder& b, const Value& flat, ElementType to) {
   if (hlo::is_complex(value.type)) value = split_complex(b, value);
   if (!hlo::is_complex(to)) return reinterpret_real(b, value, to);
   return join_complex(b, reinterpret_real(b, value, hlo::component_type(to)));
+}
+
+std::shared_ptr<const CacheEntry> reinterpret_entry(ElementType from, ElementType to,
+                                                    int64_t nbytes) {
+  static std::mutex mutex;
+  static auto& entries =
+      *new std::map<std::tuple<ElementType, ElementType, int64_t>, std::shared_ptr<CacheEntry>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<CacheEntry>& entry = entries[std::make_tuple(from, to, nbytes)];
+  if (entry) return entry;
+  hlo::Builder b;
+  const Value flat = b.parameter({nbytes / hlo::byte_size(from)}, from);
+  const Value result = reinterpret_value(b, flat, to);
+  entry = std::make_shared<CacheEntry>();
+  entry->id = next_entry_id();
+  entry->op_name = "torch_tpu::reinterpret";
+  entry->function = b.function("main", true, {result});
+  entry->param_types.push_back(hlo::boundary_tensor_type(flat.shape, flat.type));
+  entry->result_types.push_back(hlo::boundary_tensor_type(result.shape, result.type));
+  return entry;
 }
 
 std::shared_ptr<pjrt::Buffer> reinterpret_buffer(std::shared_ptr<pjrt::Buffer> buffer,

@@ -19,7 +19,15 @@
   ``fully_shard`` refuses (on Gloo as on tpu); the recipe selects its ``full_dtensor`` backend.
 - **No Triton.** TorchTitan imports its expert-parallel kernels, written in Triton for CUDA, when
   any model module is imported. Without triton installed (this recipe needs none of them) a
-  placeholder stands in whose kernels raise if called.
+  placeholder stands in whose kernels raise if called. The graph trainer's FSDP bucketing pass
+  weighs ops by inductor's roofline estimate, which asks Triton for the GPU's bandwidth: it gets
+  a fixed figure.
+- **SimpleFSDP, whole step.** ``--parallel simple_fsdp`` is TorchTitan's graph trainer
+  (``experiments/graph_trainer``) on its own Llama 3 registry, with causal SDPA (a traced step
+  would bake one batch's document mask in). Its ``aot_fx_trace`` mode runs through a pass
+  pipeline registered here: the graph trainer's passes with one FSDP bucket and without its
+  recompute, then on tpu ``torch_tpu.integrations.torchtitan.tpu_programs``; the trainer's
+  eager code around the traced step runs in DeferAndFuse on tpu.
 """
 
 from __future__ import annotations
@@ -210,6 +218,7 @@ def debug_model_config(
     seed_checkpoint: Path | None,
     create_seed_checkpoint: bool = False,
     overrides: list[str] | None = None,
+    log_freq: int = 1,
 ) -> Any:
     """TorchTitan's own debug-model config for ``model`` (``llama3``; ``deepseek_v3``, whose
     layers after the first are mixture-of-experts), sized for a test and pointed at our files."""
@@ -220,9 +229,15 @@ def debug_model_config(
     config = getattr(configs, f"{model}_debugmodel")()
     spec = registry.model_registry("debugmodel")
     spec.model.layers = spec.model.layers[:n_layers]
-    attention_class = _dense_mask_attention()
+    simple_fsdp = parallel == "simple_fsdp"
+    if simple_fsdp and model != "llama3":
+        raise ValueError("recipes/titan: --parallel simple_fsdp runs the llama3 debug model")
     for layer in spec.model.layers:
-        layer.attention.inner_attention = attention_class.Config()
+        # SimpleFSDP's graph trainer traces the step, which would bake one batch's document
+        # mask into the graph: it gets causal SDPA, as TorchTitan's own graph-trainer tests do.
+        layer.attention.inner_attention = (
+            _causal_sdpa_config() if simple_fsdp else _dense_mask_attention().Config()
+        )
     config.model_spec = spec
     config.hf_assets_path = str(tokenizer_dir)
     config.dump_folder = str(dump_folder)
@@ -242,7 +257,7 @@ def debug_model_config(
     config.activation_checkpoint = None
     config.validator.enable = False
     config.training.disable_cuda_graphs = True  # no CUDA graphs on tpu (nor under a pipeline)
-    config.metrics.log_freq = 1
+    config.metrics.log_freq = log_freq
     config.debug.seed = 0
     config.debug.deterministic = True
 
@@ -252,7 +267,7 @@ def debug_model_config(
     parallelism.spmd_backend = "full_dtensor"  # see the module's note on torch 2.13
     parallelism.data_parallel_shard_degree = 1
     parallelism.tensor_parallel_degree = 1
-    if parallel == "fsdp":
+    if parallel in ("fsdp", "simple_fsdp"):
         parallelism.data_parallel_shard_degree = world
     elif parallel == "tp":
         parallelism.tensor_parallel_degree = world
@@ -265,7 +280,9 @@ def debug_model_config(
         parallelism.pipeline_parallel_schedule = PIPELINE_SCHEDULES[parallel]
         parallelism.pipeline_parallel_microbatch_size = 1
 
-    if compile:
+    if simple_fsdp:
+        config = _graph_trainer_config(config, whole_step=compile)
+    elif compile:
         config.compile.enable = True
         config.compile.backend = "tpu" if _device_type() == "tpu" else "inductor"
 
@@ -282,6 +299,119 @@ def debug_model_config(
         checkpoint.initial_load_path = str(seed_checkpoint.resolve())
         checkpoint.initial_load_model_only = True
     return config
+
+
+WHOLE_STEP_PIPELINE = "recipes_titan_whole_step"
+# The graph trainer's activation recompute (its memory policies): the recipes keep every
+# activation, as their eager runs do.
+RECOMPUTE_PASSES = (
+    "tag_with_memory_policy_pass",
+    "apply_cpu_offload_pass",
+    "selective_activation_remat_pass",
+)
+
+
+def _causal_sdpa_config() -> Any:
+    from torchtitan.models.common.attention import ScaledDotProductAttention
+
+    return ScaledDotProductAttention.Config()
+
+
+def _graph_trainer_config(config: Any, *, whole_step: bool) -> Any:
+    """``config`` as TorchTitan's graph trainer runs it (``experiments/graph_trainer``): the
+    model's parameters sharded by SimpleFSDP (DTensor redistributes in the forward, so tracing
+    sees the all-gathers and reduce-scatters as ops), and with ``whole_step`` its
+    ``aot_fx_trace`` mode: forward, loss and backward traced into one graph, run through
+    :data:`WHOLE_STEP_PIPELINE`. Without it the same model runs eagerly."""
+    from torchtitan.experiments.graph_trainer.configs import (
+        GraphTrainerCompileConfig,
+        to_graph_trainer_config,
+    )
+    from torchtitan.experiments.graph_trainer.llama3 import model_registry
+
+    graph_config = to_graph_trainer_config(config, model_registry)
+    graph_config.activation_checkpoint = None  # full precision, nothing recomputed
+    if whole_step:
+        _register_whole_step_pipeline()
+        if _device_type() == "tpu":
+            # What the trainer runs eagerly around the traced step (gradient clipping, the
+            # optimizer, the loss's bookkeeping) joins the pending graph instead of running op
+            # by op, so that it becomes part of the step's programs.
+            import torch_tpu
+
+            torch_tpu.set_eager_mode("defer_and_fuse")
+        graph_config.compile = GraphTrainerCompileConfig(
+            enable=True, mode="aot_fx_trace", pass_pipeline=WHOLE_STEP_PIPELINE
+        )
+    else:
+        graph_config.compile = GraphTrainerCompileConfig(enable=False, mode=None)
+    return graph_config
+
+
+def _roofline_without_triton() -> None:
+    """The bucketing pass orders collectives by inductor's roofline estimates, which ask Triton
+    for the GPU's memory bandwidth. Without triton the estimate gets a fixed figure: it only
+    weighs ops against each other, and one bucket leaves nothing to choose."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is not None:
+        return
+    from torch.utils import _runtime_estimation
+
+    _runtime_estimation.get_gpu_dram_gbps = lambda: 100  # type: ignore[attr-defined]
+
+
+def _one_reduce_scatter(gm: Any, example_inputs: Any = None) -> Any:
+    """torch's own reduce-scatter bucketing (inductor's ``bucket_reduce_scatter``) after the
+    graph trainer's: the gradients its per-module plan leaves out (those whose backward nodes
+    carry the loss's module name) join the one bucket."""
+    from torch._inductor.fx_passes.bucketing import bucket_reduce_scatter
+
+    bucket_reduce_scatter(gm, lambda bucket: 1e6, mode="custom_ops")  # MB: no cap
+    gm.recompile()
+    return gm
+
+
+def _register_whole_step_pipeline() -> None:
+    """The graph trainer's own passes (clean-up, FSDP bucketing; not its recompute) with one bucket
+    for the whole model: one all-gather of every parameter before the forward and one
+    reduce-scatter of every gradient after the backward. On tpu the traced step then becomes
+    torch_tpu programs (``torch_tpu.integrations.torchtitan.tpu_programs``); on CPU it runs as
+    traced. Inductor's passes (regional compile of flex attention, CUDA graphs) are left out."""
+    import functools
+
+    from torchtitan.experiments.graph_trainer import passes as graph_passes
+    from torchtitan.experiments.graph_trainer.registry import register_pass_pipeline
+
+    _roofline_without_triton()
+
+    @register_pass_pipeline(WHOLE_STEP_PIPELINE)
+    def pipeline(traced: Any, config: Any, *, parallel_dims: Any = None) -> list[Any]:
+        steps = [
+            step
+            for step in graph_passes.compile_time_passes(
+                traced, config, parallel_dims=parallel_dims, include_inductor=False
+            )
+            if graph_passes._get_pass_name(step) not in RECOMPUTE_PASSES
+        ]
+        for i, step in enumerate(steps):
+            if isinstance(step, functools.partial) and "module_bucket_plans" in step.keywords:
+                every_module = [
+                    fqn
+                    for plan in step.keywords["module_bucket_plans"]
+                    for fqn in ([plan] if isinstance(plan, str) else plan)
+                ]
+                steps[i] = functools.partial(
+                    step.func,
+                    *step.args,
+                    **{**step.keywords, "module_bucket_plans": [every_module]},
+                )
+        steps.append(_one_reduce_scatter)
+        if _device_type() == "tpu":
+            from torch_tpu.integrations.torchtitan import tpu_programs
+
+            steps.append(tpu_programs)
+        return steps
 
 
 def kernel_runs() -> dict[str, dict[str, int]]:

@@ -9,7 +9,10 @@ Run under torchrun, e.g.::
 parallel, ``pp`` and ``pp_interleaved`` pipeline stages (TorchTitan's 1F1B and Interleaved1F1B
 schedules, one and two stages a rank), ``pp_fsdp`` two 1F1B stages each sharded by FSDP2 over
 half the ranks (4 ranks), and ``--compile`` compiles the model and loss with
-torch_tpu's backend. Each run writes ``losses.json`` (the global average loss per step, from
+torch_tpu's backend. ``--parallel simple_fsdp`` runs TorchTitan's graph trainer
+(``experiments/graph_trainer``) with SimpleFSDP, eagerly, or with ``--compile`` as a whole step:
+forward, loss and backward traced into one graph with its FSDP collectives (``aot_fx_trace``).
+Each run writes ``losses.json`` (the global average loss per logged step, from
 rank 0, or under a pipeline the last rank, which holds the last stage) and ``steps.json`` (when
 each was logged, in seconds, and on tpu the running counts of executions and host syncs) into
 ``--out``. ``--checkpoint-at N`` saves a
@@ -41,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model", choices=["llama3", "deepseek_v3"], default="llama3", help="deepseek_v3: MoE"
     )
     parser.add_argument(
-        "--parallel", choices=["fsdp", "tp", "pp", "pp_interleaved", "pp_fsdp"], default="fsdp"
+        "--parallel",
+        choices=["fsdp", "simple_fsdp", "tp", "pp", "pp_interleaved", "pp_fsdp"],
+        default="fsdp",
     )
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--steps", type=int, default=20)
@@ -49,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=4, help="local batch size per rank")
     parser.add_argument(
         "--layers", type=int, default=2, help="layers of the debug model (6 in full)"
+    )
+    parser.add_argument(
+        "--log-freq",
+        type=int,
+        default=1,
+        help="TorchTitan's metrics.log_freq: steps whose loss is logged (the first and every N-th)",
     )
     parser.add_argument("--checkpoint-at", type=int, default=0, help="0: no checkpoint")
     parser.add_argument(
@@ -94,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         seed_checkpoint=args.seed_checkpoint,
         create_seed_checkpoint=args.create_seed_checkpoint,
         overrides=args.override,
+        log_freq=args.log_freq,
     )
     if args.create_seed_checkpoint:
         compat.create_seed_checkpoint(config)

@@ -67,6 +67,36 @@ def test_view_as_real_aliases_the_complex_storage() -> None:
     torch.testing.assert_close(back.cpu(), z * 2)
 
 
+def rotate_pairs(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """RoPE as TorchTitan writes it: pairs of a computed activation seen as complex numbers."""
+    pairs = torch.view_as_complex((x * 2).reshape(*x.shape[:-1], -1, 2))
+    return (torch.view_as_real(pairs * freqs).flatten(-2) * 0.5 + 1).sum(0)
+
+
+@pytest.mark.parametrize("mode", ["defer_and_fuse", "compiled"])
+def test_a_pending_value_read_as_complex_stays_in_the_graph(mode: str) -> None:
+    # view_as_complex of a value the pending graph has not written out yet, and view_as_real
+    # of the product: each read through the other dtype is an op of the same graph, so the
+    # whole computation is one execution (it used to run the graph at each reinterpretation).
+    import torch_tpu
+
+    x, freqs = torch.randn(4, 8), randc(4, 4)
+    want = rotate_pairs(x, freqs)
+    fn = torch.compile(rotate_pairs, backend="tpu") if mode == "compiled" else rotate_pairs
+    previous = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode("defer_and_fuse" if mode == "defer_and_fuse" else previous)
+    try:
+        for _ in range(3):  # compiled: recorded, then replayed
+            x_t, f_t = tpu(x), tpu(freqs)
+            torch.tpu.synchronize()
+            before = torch_tpu.metrics()["executions"]
+            got = fn(x_t, f_t).cpu()
+            assert torch_tpu.metrics()["executions"] - before == 1
+            torch.testing.assert_close(got, want, **CLOSE)
+    finally:
+        torch_tpu.set_eager_mode(previous)
+
+
 @pytest.mark.parametrize("view_dtype", [torch.int32, torch.uint8, torch.int16, torch.bool])
 def test_tensor_view_dtype_reinterprets_bits(view_dtype: torch.dtype) -> None:
     x = torch.tensor([0.0, 1.0, -2.5, 3.0e-39, float("inf"), 1.0])

@@ -1,7 +1,8 @@
 """TorchTitan's debug models (recipes/titan: Llama, and DeepSeek V3's mixture of experts) on tpu
 under torchrun with 2 ranks: their losses follow the same recipe on CPU with Gloo, from the same
 seed checkpoint, with FSDP2, tensor parallel, pipeline stages (1F1B, interleaved 1F1B; with FSDP2
-inside each stage on 4 ranks) and compiled blocks; a run resumed from its
+inside each stage on 4 ranks), compiled blocks, and SimpleFSDP through TorchTitan's graph trainer
+(eager, and as a whole step compiled with its collectives); a run resumed from its
 torch.distributed.checkpoint continues with the same losses. Needs the titan extra, which
 scripts/test.sh installs."""
 
@@ -114,6 +115,36 @@ def test_pipeline_schedules_follow_gloo(
     losses = train(tmp_path / "tpu", "--device", "tpu", *recipe, nproc=ranks)
     assert len(losses) == 4 and min(losses) > 0 and losses[-1] < losses[0]
     torch.testing.assert_close(losses, reference, rtol=1e-4, atol=0)
+
+
+@pytest.mark.full_suite
+@pytest.mark.parametrize("whole_step", [False, True], ids=["eager", "whole-step"])
+def test_simple_fsdp_follows_gloo(
+    whole_step: bool, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # TorchTitan's graph trainer with SimpleFSDP (parameters sharded as DTensors, gathered by
+    # DTensor redistributes in the forward). Whole-step: forward, loss and backward traced into
+    # one graph (aot_fx_trace) with one all-gather and one reduce-scatter bucket; on tpu the
+    # stretches between them are compiled programs. The tpu run logs every 4th step, so that
+    # its unlogged steps show what a step costs: the same recipe on CPU logs every step.
+    steps, every = 12, 4
+    seed = seed_checkpoint("llama3", tmp_path_factory)
+    recipe = ["--parallel", "simple_fsdp", "--steps", str(steps), "--seed-checkpoint", seed]
+    recipe += ["--compile"] if whole_step else []
+    reference = train(tmp_path / "cpu", "--device", "cpu", *recipe)
+    run = tmp_path / "tpu"
+    losses = train(run, "--device", "tpu", *recipe, "--log-freq", str(every))
+    logged = [1, *range(every, steps + 1, every)]  # TorchTitan logs the first step too
+    assert len(reference) == steps and reference[-1] < reference[0]
+    torch.testing.assert_close(losses, [reference[s - 1] for s in logged], rtol=1e-4, atol=0)
+    if whole_step:
+        # Per step: (the previous step's clipping and optimizer + this step's parameters copied
+        # into the all-gather bucket), (forward and backward, up to the reduce-scatter), (the
+        # gradients out of the bucket and their norms, up to the norm's all-reduce). A logged
+        # step has one more: the loss's all-reduces need the optimizer's graph run first.
+        executions = json.loads((run / "steps.json").read_text())["executions"]
+        between_logs = [b - a for a, b in zip(executions[1:], executions[2:], strict=False)]
+        assert between_logs == [3 * every + 1] * (len(logged) - 2), executions
 
 
 KERNEL_OVERRIDES = [

@@ -150,3 +150,14 @@ def pallas_attention(cfg: FlexAttention.Config) -> PallasAttention.Config:
     # built it is the same mask.
     attention._compiled_create_block_mask = create_block_mask
     return derive(cfg, PallasAttention.Config)
+
+
+def tpu_programs(gm: torch.fx.GraphModule, example_inputs: Any = None) -> torch.fx.GraphModule:
+    """A graph pass for TorchTitan's graph trainer (``experiments/graph_trainer``, its
+    ``aot_fx_trace`` whole-step mode), last in a pass pipeline: the traced step becomes torch_tpu
+    programs. The stretches of compute between collectives are compiled graphs (recorded on the
+    first step, replayed after, joined into one pending graph); the collectives run through
+    ``tpu_dist`` between them (see ``torch_tpu._graph_collectives``)."""
+    from .._graph_collectives import split_at_collectives
+
+    return split_at_collectives(gm)
