@@ -1,11 +1,24 @@
-"""What the serving tests share: prompts and transformers' CPU reference."""
+"""What the serving tests share: prompts, transformers' CPU reference, the offline engine and
+`vllm serve` on a loopback port."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+MODEL = "tiny"  # the served model's name
+START_TIMEOUT_S = 180
+REQUEST_TIMEOUT_S = 60
 PROMPTS = [
     "the device",
     "a token of the model cache batch request with a queue",
@@ -76,3 +89,87 @@ def make_deeper_llama(draft_dir: Path, root: Path, extra_layers: int, scale: flo
         if (draft_dir / name).exists():
             shutil.copy(draft_dir / name, path / name)
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class VllmServer:
+    """`vllm serve` of a test model on a loopback port, with the tests' small budget, the
+    structured-output and tool-call settings, and `extra_args` after them; every wait bounded."""
+
+    def __init__(self, model_dir: Path, log: Path, extra_args: Sequence[str] = ()) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log = log
+        command = [
+            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
+            "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
+            "--served-model-name", MODEL, "--dtype", "float32", "--max-model-len", "256",
+            "--max-num-batched-tokens", "256", "--max-num-seqs", "8",
+            "--kv-cache-memory-bytes", str(32 << 20), "--enable-prefix-caching", "--seed", "0",
+            # Compact JSON: a random model would otherwise pad it with whitespace.
+            "--structured-outputs-config",
+            '{"backend": "xgrammar", "disable_any_whitespace": true}',
+            # Tool calls: vLLM's Hermes parser reads <tool_call>{...}</tool_call> from the reply.
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            *extra_args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={
+                **os.environ,
+                # Dev mode serves /collective_rpc, through which the test reads the worker's
+                # counters.
+                "VLLM_SERVER_DEV_MODE": "1",
+                # Named and required tool choices through the tools' JSON schema, which keeps
+                # disable_any_whitespace (Hermes' structural tag lets a random model write
+                # whitespace until max_tokens).
+                "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+            },
+        )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"vllm serve exited:\n{self.log.read_text()[-4000:]}")
+            try:
+                if self.get("/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"vllm serve not ready in {START_TIMEOUT_S} s")
+
+    def get(self, path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
+            return response.status, response.read().decode()
+
+    def post(self, path: str, body: bytes | dict[str, Any]) -> tuple[int, Any]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def stop(self) -> int:
+        """SIGINT, as Ctrl-C; the process group is killed if it is not gone in 60 s."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                return self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+                raise AssertionError("vllm serve did not stop within 60 s of SIGINT") from None
+        return int(self.process.returncode)

@@ -6,11 +6,6 @@ shutdown. The server runs on a loopback port for the module; every wait is bound
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -21,97 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving_helpers import PROMPTS, cpu_greedy
+from serving_helpers import MODEL, PROMPTS, REQUEST_TIMEOUT_S, VllmServer, cpu_greedy
 
-MODEL = "tiny"
 MAX_TOKENS = 12
-START_TIMEOUT_S = 180
-REQUEST_TIMEOUT_S = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    def __init__(self, model_dir: Path, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}"
-        self.log = log
-        command = [
-            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
-            "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
-            "--served-model-name", MODEL, "--dtype", "float32", "--max-model-len", "256",
-            "--max-num-batched-tokens", "256", "--max-num-seqs", "8",
-            "--kv-cache-memory-bytes", str(32 << 20), "--enable-prefix-caching", "--seed", "0",
-            # Compact JSON: a random model would otherwise pad it with whitespace.
-            "--structured-outputs-config",
-            '{"backend": "xgrammar", "disable_any_whitespace": true}',
-            # Tool calls: vLLM's Hermes parser reads <tool_call>{...}</tool_call> from the reply.
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-        ]  # fmt: skip
-        self.process = subprocess.Popen(
-            command,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={
-                **os.environ,
-                # Dev mode serves /collective_rpc, through which the test reads the worker's
-                # counters.
-                "VLLM_SERVER_DEV_MODE": "1",
-                # Named and required tool choices through the tools' JSON schema, which keeps
-                # disable_any_whitespace (Hermes' structural tag lets a random model write
-                # whitespace until max_tokens).
-                "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
-            },
-        )
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"vllm serve exited:\n{self.log.read_text()[-4000:]}")
-            try:
-                if self.get("/health")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(1)
-        raise AssertionError(f"vllm serve not ready in {START_TIMEOUT_S} s")
-
-    def get(self, path: str) -> tuple[int, str]:
-        with urllib.request.urlopen(self.url + path, timeout=REQUEST_TIMEOUT_S) as response:
-            return response.status, response.read().decode()
-
-    def post(self, path: str, body: bytes | dict[str, Any]) -> tuple[int, Any]:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-
-    def stop(self) -> int:
-        """SIGINT, as Ctrl-C; the process group is killed if it is not gone in 60 s."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                return self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
-                raise AssertionError("vllm serve did not stop within 60 s of SIGINT") from None
-        return int(self.process.returncode)
 
 
 @pytest.fixture(scope="module")
-def server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    instance = Server(tiny_llama, tmp_path_factory.mktemp("server") / "serve.log")
+def server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    instance = VllmServer(tiny_llama, tmp_path_factory.mktemp("server") / "serve.log")
     try:
         instance.wait_ready()
         yield instance
@@ -133,7 +45,7 @@ def expected(tiny_llama: Path) -> dict[str, str]:
     }
 
 
-def _complete(server: Server, prompt: str) -> str:
+def _complete(server: VllmServer, prompt: str) -> str:
     status, body = server.post(
         "/v1/completions",
         {"model": MODEL, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0},
@@ -142,12 +54,14 @@ def _complete(server: Server, prompt: str) -> str:
     return str(json.loads(body)["choices"][0]["text"])
 
 
-def test_completion_matches_transformers_on_cpu(server: Server, expected: dict[str, str]) -> None:
+def test_completion_matches_transformers_on_cpu(
+    server: VllmServer, expected: dict[str, str]
+) -> None:
     assert _complete(server, PROMPTS[1]) == expected[PROMPTS[1]]
 
 
 def test_a_repeated_request_compiles_nothing_on_the_server(
-    server: Server, expected: dict[str, str]
+    server: VllmServer, expected: dict[str, str]
 ) -> None:
     _complete(server, PROMPTS[3])
     before = _counter(server, "torch_tpu:compiles")
@@ -156,7 +70,7 @@ def test_a_repeated_request_compiles_nothing_on_the_server(
     assert before > 0  # the gauge is live: the server compiled its first requests
 
 
-def _streamed_chat(server: Server, body: dict[str, Any]) -> list[dict[str, Any]]:
+def _streamed_chat(server: VllmServer, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The chunks of a streamed chat completion of `body`, in order."""
     request = urllib.request.Request(
         server.url + "/v1/chat/completions",
@@ -172,14 +86,14 @@ def _streamed_chat(server: Server, body: dict[str, Any]) -> list[dict[str, Any]]
     return chunks
 
 
-def _counter(server: Server, name: str) -> int:
+def _counter(server: VllmServer, name: str) -> int:
     status, body = server.post("/collective_rpc", {"method": "torch_tpu_metrics"})
     assert status == 200, body
     return int(json.loads(body)["results"][0][name.removeprefix("torch_tpu:")])
 
 
 def test_streamed_chat_completion_assembles_the_greedy_reply(
-    server: Server, tiny_llama: Path
+    server: VllmServer, tiny_llama: Path
 ) -> None:
     from transformers import AutoTokenizer
 
@@ -196,7 +110,7 @@ def test_streamed_chat_completion_assembles_the_greedy_reply(
 
 
 def test_eight_concurrent_requests_all_answered_while_metrics_show_the_load(
-    server: Server, expected: dict[str, str]
+    server: VllmServer, expected: dict[str, str]
 ) -> None:
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(8)]
     gauges: list[dict[str, float]] = []
@@ -258,7 +172,7 @@ def _gauges(text: str) -> dict[str, float]:
     ids=["unknown-model", "malformed-json", "prompt-longer-than-context"],
 )
 def test_bad_requests_get_vllms_errors_and_the_server_keeps_serving(
-    server: Server, expected: dict[str, str], body: bytes | dict[str, Any], status: int
+    server: VllmServer, expected: dict[str, str], body: bytes | dict[str, Any], status: int
 ) -> None:
     got, text = server.post("/v1/completions", body)
     assert got == status, text
@@ -266,7 +180,7 @@ def test_bad_requests_get_vllms_errors_and_the_server_keeps_serving(
     assert _complete(server, PROMPTS[0]) == expected[PROMPTS[0]]
 
 
-def test_response_format_json_schema_gives_valid_json(server: Server) -> None:
+def test_response_format_json_schema_gives_valid_json(server: VllmServer) -> None:
     import jsonschema
 
     schema = {
@@ -295,7 +209,7 @@ def test_response_format_json_schema_gives_valid_json(server: Server) -> None:
     jsonschema.validate(json.loads(choice["message"]["content"]), schema)
 
 
-def test_choice_constrained_completion_is_one_of_the_choices(server: Server) -> None:
+def test_choice_constrained_completion_is_one_of_the_choices(server: VllmServer) -> None:
     # vLLM 0.32 takes choices in `structured_outputs` (the `guided_choice` field is gone).
     choices = ["prefill", "decode", "sample"]
     for prompt in PROMPTS:
@@ -352,7 +266,7 @@ def _tools_body(**options: Any) -> dict[str, Any]:
     }
 
 
-def _chat_with_tools(server: Server, **options: Any) -> dict[str, Any]:
+def _chat_with_tools(server: VllmServer, **options: Any) -> dict[str, Any]:
     status, text = server.post("/v1/chat/completions", _tools_body(**options))
     assert status == 200, text
     return dict(json.loads(text)["choices"][0])
@@ -372,7 +286,7 @@ def _assert_weather_call(call: dict[str, Any]) -> None:
     ids=["named", "required"],
 )
 def test_tool_choice_gives_a_call_whose_arguments_fit_the_tools_schema(
-    server: Server, tool_choice: str | dict[str, Any]
+    server: VllmServer, tool_choice: str | dict[str, Any]
 ) -> None:
     # vLLM constrains the reply to the tool's parameters (a named tool) or to a list of calls
     # of the given tools (required) with its structured-output backend, masked on tpu.
@@ -394,7 +308,7 @@ HERMES_CALL = (
 )
 
 
-def test_auto_tool_choice_parses_the_models_hermes_call(server: Server) -> None:
+def test_auto_tool_choice_parses_the_models_hermes_call(server: VllmServer) -> None:
     choice = _chat_with_tools(server, tool_choice="auto", structured_outputs={"regex": HERMES_CALL})
     assert choice["finish_reason"] == "tool_calls", choice
     (call,) = choice["message"]["tool_calls"]
@@ -402,7 +316,7 @@ def test_auto_tool_choice_parses_the_models_hermes_call(server: Server) -> None:
     assert not choice["message"].get("content")
 
 
-def test_streamed_auto_tool_call_assembles_the_same_call(server: Server) -> None:
+def test_streamed_auto_tool_call_assembles_the_same_call(server: VllmServer) -> None:
     options = {"tool_choice": "auto", "structured_outputs": {"regex": HERMES_CALL}}
     whole = _chat_with_tools(server, **options)["message"]["tool_calls"][0]["function"]
     name, arguments, finish = "", "", None
@@ -417,7 +331,7 @@ def test_streamed_auto_tool_call_assembles_the_same_call(server: Server) -> None
     assert json.loads(arguments) == json.loads(whole["arguments"])
 
 
-def test_server_shuts_down_cleanly_on_sigint(server: Server) -> None:
+def test_server_shuts_down_cleanly_on_sigint(server: VllmServer) -> None:
     assert server.stop() == 0
     log = server.log.read_text()
     # The engine core drained and left by itself. (vLLM's API server may still log an
