@@ -213,8 +213,10 @@ def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
     from vllm import SamplingParams
 
     import torch_tpu
-    from recipes.rl import grpo
     from torch_tpu.vllm.weight_sync import push_stats
+
+    sys.path.insert(0, str(ROOT / "recipes" / "rl"))
+    import grpo
 
     prompts_ids = [[0, 5 + i, 40 + i, 7] for i in range(4)]
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
@@ -248,7 +250,8 @@ def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
     saved = work / "pushed"
     policy.to("cpu").save_pretrained(saved, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(model_dir / name, saved / name)
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, saved / name)
     del llm
     gc.collect()
     before = torch_tpu.metrics()

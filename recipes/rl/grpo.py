@@ -78,21 +78,25 @@ def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards - mean) / (std + 1e-4)
 
 
+# The engine's settings: float32 as the trainer, a group of every prompt in one batch, a small
+# KV cache, vLLM's weight transfer with torch_tpu's backend.
+ENGINE_SETTINGS: dict[str, Any] = {
+    "dtype": "float32",
+    "max_model_len": 128,
+    "max_num_batched_tokens": 256,
+    "max_num_seqs": 32,
+    "kv_cache_memory_bytes": 32 << 20,
+    "seed": 0,
+    "weight_transfer_config": {"backend": "tpu"},
+}
+
+
 def make_engine(model_dir: Path, **options: Any) -> Any:
     """The vLLM engine, its engine core in this process, with the tpu weight transfer."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM
 
-    settings: dict[str, Any] = {
-        "dtype": "float32",
-        "max_model_len": 128,
-        "max_num_batched_tokens": 256,
-        "max_num_seqs": 32,
-        "kv_cache_memory_bytes": 32 << 20,
-        "seed": 0,
-        "weight_transfer_config": {"backend": "tpu"},
-    }
-    return LLM(model=str(model_dir), **{**settings, **options})
+    return LLM(model=str(model_dir), **{**ENGINE_SETTINGS, **options})
 
 
 def make_sender(llm: Any, policy: torch.nn.Module, host_bytes: bool = False) -> Any:
@@ -161,36 +165,51 @@ def grpo_loss(
     return -torch.minimum(unclipped, clipped).mean()
 
 
+class Learner:
+    """The trainer: the policy, AdamW, and one GRPO update per batch of scored completions."""
+
+    def __init__(self, policy: torch.nn.Module, pad_id: int, config: GrpoConfig) -> None:
+        self.policy = policy
+        self.pad_id = pad_id
+        self.config = config
+        self.device = next(policy.parameters()).device.type
+        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=0.0)
+
+    def update(
+        self, prompt_ids: list[list[int]], completions: list[Any], rewards: list[list[float]]
+    ) -> None:
+        """``epochs`` optimizer steps on the clipped objective, the ratio taken against the
+        policy's log-probabilities before the first (the policy that sampled them)."""
+        advantages = group_advantages(torch.tensor(rewards)).flatten().to(self.device)
+        tokens, positions, completion_ids = sequences(
+            prompt_ids, completions, self.pad_id, self.device
+        )
+        with torch.no_grad():
+            old = token_logprobs(self.policy, tokens, positions, completion_ids)
+        for _ in range(self.config.epochs):
+            logprobs = token_logprobs(self.policy, tokens, positions, completion_ids)
+            loss = grpo_loss(logprobs, old, advantages, self.config.clip)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+
+
 def train(
     llm: Any, policy: torch.nn.Module, tokenizer: Any, config: GrpoConfig, sender: Any = None
 ) -> dict[str, Any]:
-    """The loop: per step, sample, score, ``epochs`` optimizer steps, push (``config.push``).
-    Returns the mean reward of each step's samples and the pushes' count and seconds."""
-    device = next(policy.parameters()).device.type
+    """The loop: per step, sample, score, update, push (``config.push``). Returns the mean
+    reward of each step's samples and the pushes' count and seconds."""
     targets = set(target_tokens(tokenizer))
     prompt_ids = [tokenizer.encode(p) for p in PROMPTS]
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=0.0)
+    learner = Learner(policy, tokenizer.eos_token_id, config)
     if config.push and sender is None:
         sender = make_sender(llm, policy)
     mean_rewards, push_seconds = [], []
     for step in range(config.steps):
         completions = sample(llm, prompt_ids, config, step)
-        rewards = torch.tensor([[reward(c, targets) for c in group] for group in completions])
-        mean_rewards.append(float(rewards.mean()))
-        advantages = group_advantages(rewards).flatten().to(device)
-        tokens, positions, completion_ids = sequences(
-            prompt_ids, completions, tokenizer.eos_token_id, device
-        )
-        with torch.no_grad():
-            old = token_logprobs(policy, tokens, positions, completion_ids)
-        for _ in range(config.epochs):
-            loss = grpo_loss(
-                token_logprobs(policy, tokens, positions, completion_ids), old, advantages,
-                config.clip,
-            )  # fmt: skip
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        rewards = [[reward(c, targets) for c in group] for group in completions]
+        mean_rewards.append(sum(map(sum, rewards)) / sum(map(len, rewards)))
+        learner.update(prompt_ids, completions, rewards)
         if config.push:
             start = time.perf_counter()
             sender.send_weights(weight_version=str(step + 1))
