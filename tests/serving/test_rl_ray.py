@@ -24,6 +24,7 @@ import grpo_ray  # noqa: E402
 STEPS = 6
 
 
+@pytest.mark.full_suite  # ~2 minutes: scripts/test_serving.sh --full
 def test_grpo_with_engine_and_trainer_as_ray_actors(tmp_path: Path) -> None:
     saved = tmp_path / "trained"
     command = [sys.executable, str(RL / "grpo_ray.py"), "--steps", str(STEPS), "--baseline"]

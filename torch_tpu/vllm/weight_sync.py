@@ -138,7 +138,7 @@ class TpuWeightTransferUpdateInfo(WeightTransferUpdateInfo):
             **carried,
         }
 
-    def weights(self, device: torch.device) -> Iterator[tuple[str, torch.Tensor]]:
+    def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """(name, tensor) pairs for ``load_weights``; bytes become host tensors, which the
         model's weight loaders upload as they copy them into its parameters."""
         for i, (name, dtype_name, shape) in enumerate(
@@ -211,7 +211,7 @@ class TpuWeightTransferEngine(
                 f"(names are the checkpoint's, e.g. model.layers.0.self_attn.q_proj.weight)"
             )
         with disable_mtp_completeness_check():
-            self.model.load_weights(update_info.weights(self.device))
+            self.model.load_weights(update_info.weights())
 
     def finish_weight_update(self) -> None:
         self.stats.pushes += 1
