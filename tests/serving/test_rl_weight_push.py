@@ -120,18 +120,23 @@ def test_bad_pushes_fail_by_name(llm: Any) -> None:
         TpuWeightTransferUpdateInfo(["a"], ["float32"], [[4, 4]], data=[b"abc"])
     with pytest.raises(ValueError, match="exactly one"):
         TpuWeightTransferUpdateInfo(["a"], ["float32"], [[4, 4]])
-    llm.start_weight_update()
-    try:
-        with pytest.raises(ValueError, match="no parameter for \\['model.nothing.weight'\\]"):
-            info = TpuWeightTransferUpdateInfo(
-                ["model.nothing.weight"], ["float32"], [[4, 4]], tensors=[weight]
-            )
-            llm.update_weights({"update_info": info.payload()})
-    finally:
-        # A failed update ends the worker's session; start one again only if it is open.
-        worker = llm.llm_engine.model_executor.driver_worker.worker
-        if worker._weight_update_active:
-            llm.finish_weight_update()
+    refused = {
+        "model.nothing.weight": "no parameter for \\['model.nothing.weight'\\]",
+        # A whole parameter and a shard of a fused one (q_proj into qkv_proj), both mis-shaped.
+        "model.norm.weight": "refused model.norm.weight \\(float32 \\[4, 4\\]\\)",
+        "model.layers.0.self_attn.q_proj.weight": "refused model.layers.0.self_attn.q_proj",
+    }
+    worker = llm.llm_engine.model_executor.driver_worker.worker
+    for name, message in refused.items():
+        llm.start_weight_update()
+        try:
+            info = TpuWeightTransferUpdateInfo([name], ["float32"], [[4, 4]], tensors=[weight])
+            with pytest.raises(ValueError, match=message):
+                llm.update_weights({"update_info": info.payload()})
+        finally:
+            # A failed update ends the worker's session; finish it only if it is still open.
+            if worker._weight_update_active:
+                llm.finish_weight_update()
 
 
 def test_grpo_reward_improves_only_with_pushed_weights(

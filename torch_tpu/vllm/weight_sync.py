@@ -210,8 +210,24 @@ class TpuWeightTransferEngine(
                 f"weight update: the served model has no parameter for {unknown[:5]} "
                 f"(names are the checkpoint's, e.g. model.layers.0.self_attn.q_proj.weight)"
             )
-        with disable_mtp_completeness_check():
-            self.model.load_weights(update_info.weights())
+        loading: list[tuple[str, torch.Tensor]] = []
+
+        def tracked() -> Iterator[tuple[str, torch.Tensor]]:
+            for name, tensor in update_info.weights():
+                loading[:] = [(name, tensor)]
+                yield name, tensor
+
+        try:
+            with disable_mtp_completeness_check():
+                self.model.load_weights(tracked())
+        except (AssertionError, RuntimeError) as error:
+            # vLLM's weight loaders assert shapes or fail to narrow a fused parameter to a
+            # shard's rows: say which tensor, and what it was.
+            name, tensor = loading[0] if loading else ("?", torch.empty(0))
+            raise ValueError(
+                f"weight update: the served model refused {name} "
+                f"({_dtype_name(tensor.dtype)} {list(tensor.shape)}): {error or 'shape mismatch'}"
+            ) from error
 
     def finish_weight_update(self) -> None:
         self.stats.pushes += 1
