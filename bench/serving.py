@@ -233,7 +233,7 @@ def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
     first = greedy(llm)
     rows = []
     for label, host_bytes in (("push: device tensors (same process)", False),
-                              ("push: host bytes (across processes)", True)):  # fmt: skip
+                              ("push: host bytes (the cross-process payload)", True)):  # fmt: skip
         sender = grpo.make_sender(llm, policy, host_bytes=host_bytes)
         sender.send_weights()  # the first push compiles the loaders' copies
         received = push_stats(llm)

@@ -16,10 +16,14 @@ the prompts (temperature 1, a seed per step), normalises the rewards within each
 (the advantages), and takes ``--epochs`` AdamW steps on the clipped-ratio objective against
 the sampling policy's log-probabilities (no KL term, no reference model).
 
-    .venv-serving/bin/python recipes/rl/grpo.py --steps 8 [--no-push] [--out run.json]
+    .venv-serving/bin/python recipes/rl/grpo.py --steps 8 [--no-push] [--engine-process]
+        [--save DIR] [--out run.json]
 
 prints one JSON line: the mean reward of each step's samples, the push count and seconds.
 ``--no-push`` trains the same way but leaves the engine on its first weights: the baseline.
+``--engine-process`` runs vLLM's engine core in a process of its own (vLLM's default outside
+this recipe): the pushes go as host bytes through vLLM's RPC. ``--save DIR`` writes the
+trainer's last weights there and adds the engine's greedy tokens after each prompt.
 """
 
 from __future__ import annotations
@@ -224,6 +228,34 @@ def load_policy(model_dir: Path, device: str = "tpu") -> torch.nn.Module:
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
 
 
+GREEDY_TOKENS = 12
+
+
+def greedy(llm: Any, prompt_ids: list[list[int]]) -> list[list[int]]:
+    """The engine's greedy tokens (GREEDY_TOKENS of them) after each prompt."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=GREEDY_TOKENS)
+    outputs = llm.generate(
+        [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False
+    )
+    return [list(out.outputs[0].token_ids) for out in outputs]
+
+
+def save(policy: torch.nn.Module, model_dir: Path, path: Path) -> None:
+    """The policy's weights, copied to the host, as a model folder with the tokenizer."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    cpu = AutoModelForCausalLM.from_pretrained(model_dir)
+    cpu.load_state_dict({k: v.cpu() for k, v in policy.state_dict().items()})
+    cpu.save_pretrained(path, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, path / name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=GrpoConfig.steps)
@@ -233,6 +265,14 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=GrpoConfig.lr)
     parser.add_argument("--seed", type=int, default=GrpoConfig.seed)
     parser.add_argument("--no-push", action="store_true", help="the baseline: no weight push")
+    parser.add_argument(
+        "--engine-process",
+        action="store_true",
+        help="the engine core in a process of its own; pushes as host bytes over vLLM's RPC",
+    )
+    parser.add_argument(
+        "--save", type=Path, help="write the trainer's last weights here; report greedy tokens"
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
 
@@ -241,6 +281,8 @@ def main() -> None:
     from torch_tpu.testing.tiny_llama import make_tiny_llama
 
     model_dir = make_tiny_llama(tempfile.mkdtemp(prefix="grpo_"), initializer_range=INIT_RANGE)
+    if args.engine_process:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
     llm = make_engine(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = GrpoConfig(
@@ -252,7 +294,13 @@ def main() -> None:
         seed=args.seed,
         push=not args.no_push,
     )
-    result = train(llm, load_policy(model_dir), tokenizer, config)
+    policy = load_policy(model_dir)
+    sender = make_sender(llm, policy, host_bytes=args.engine_process) if config.push else None
+    result = train(llm, policy, tokenizer, config, sender)
+    if args.save:
+        save(policy, model_dir, args.save)
+        result["greedy"] = greedy(llm, [tokenizer.encode(p) for p in PROMPTS])
+        result["sent"] = vars(sender.sent) if sender is not None else None
     line = json.dumps(result)
     print(line)
     if args.out:

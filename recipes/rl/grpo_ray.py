@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "recipes" / "ray"))
 
 import grpo  # noqa: E402
 
-GREEDY_TOKENS = 12
+GREEDY_TOKENS = grpo.GREEDY_TOKENS
 
 
 def placement(model: Any) -> dict[str, Any]:
@@ -69,13 +69,7 @@ class Engine:
         return grpo.sample(self, prompt_ids, grpo.GrpoConfig(**config), step)
 
     def greedy(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(temperature=0, max_tokens=GREEDY_TOKENS)
-        outputs = self.generate(  # type: ignore[attr-defined]
-            [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False
-        )
-        return [list(out.outputs[0].token_ids) for out in outputs]
+        return grpo.greedy(self, prompt_ids)
 
     def where(self) -> dict[str, Any]:
         runner = self.llm_engine.model_executor.driver_worker.worker.model_runner  # type: ignore[attr-defined]
@@ -116,11 +110,7 @@ class Trainer:
         return asdict(self.sender.sent)
 
     def save(self, path: str) -> None:
-        from transformers import AutoModelForCausalLM
-
-        cpu = AutoModelForCausalLM.from_pretrained(self.model_dir)
-        cpu.load_state_dict({k: v.cpu() for k, v in self.policy.state_dict().items()})
-        cpu.save_pretrained(path, safe_serialization=True)
+        grpo.save(self.policy, Path(self.model_dir), Path(path))
 
     def where(self) -> dict[str, Any]:
         return placement(self.policy)

@@ -162,3 +162,25 @@ def test_grpo_reward_improves_only_with_pushed_weights(
     # The engine serves the trainer's last weights.
     expected = cpu_greedy(_saved(policy, policy_dir, tmp_path / "trained"), PROMPTS, MAX_TOKENS)
     assert _greedy(llm, PROMPTS) == expected
+
+
+@pytest.mark.full_suite  # ~45 s: scripts/test_serving.sh --full
+def test_grpo_with_the_engine_core_in_its_own_process(tmp_path: Path) -> None:
+    # vLLM's default layout: the engine core in a process of its own; the pushes go as host
+    # bytes through vLLM's RPC.
+    import json
+    import subprocess
+
+    saved = tmp_path / "trained"
+    script = Path(grpo.__file__)
+    command = [sys.executable, str(script), "--steps", "4", "--engine-process", "--save"]
+    done = subprocess.run(
+        [*command, str(saved)], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert result["pushes"] == result["sent"]["pushes"] == 4
+    weights = sum(p.stat().st_size for p in saved.glob("*.safetensors"))
+    assert 4 * weights * 0.95 < result["sent"]["bytes"] <= 4 * weights
+    assert result["rewards"][-1] > result["rewards"][0] + 0.1
+    assert result["greedy"] == cpu_greedy(saved, grpo.PROMPTS, grpo.GREEDY_TOKENS)
