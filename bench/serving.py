@@ -261,7 +261,7 @@ def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
     after = torch_tpu.metrics()
     per = {k: after[k] - before[k] for k in ("uploads", "compiles", "executions")}
     weight_bytes = sum(p.numel() * p.element_size() for p in policy.parameters())
-    rows.append(("restart on the saved checkpoint", seconds, per, weight_bytes))
+    rows.append(("new engine on the saved checkpoint (restart)", seconds, per, weight_bytes))
     same = greedy(restarted) == pushed
     print(
         "\nRL weight push into a running vLLM engine on tpu (per push, after a first one), "
