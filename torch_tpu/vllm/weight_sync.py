@@ -181,7 +181,8 @@ class TpuWeightTransferEngine(
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stats = PushStats()
-        self._expected: set[str] | None = None
+        # Per target model (the served one, or a speculative draft the session retargets to).
+        self._expected: dict[int, set[str]] = {}
 
     def init_transfer_engine(self, init_info: TpuWeightTransferInitInfo) -> None:
         """No rendezvous: each update carries its weights."""
@@ -238,18 +239,20 @@ class TpuWeightTransferEngine(
     def _accepts(self, name: str) -> bool:
         """Whether a checkpoint name maps to one of the model's parameters: its own name, or
         one of the shards fused into qkv_proj / gate_up_proj."""
-        if self._expected is None:
-            self._expected = {n for n, _ in self.model.named_parameters()}
-            self._expected |= {n for n, _ in self.model.named_buffers()}
+        expected = self._expected.get(id(self.model))
+        if expected is None:
+            expected = {n for n, _ in self.model.named_parameters()}
+            expected |= {n for n, _ in self.model.named_buffers()}
+            self._expected[id(self.model)] = expected
         mapper = getattr(self.model, "hf_to_vllm_mapper", None)
         if mapper is not None:
             name = mapper._map_name(name) or name
-        if name in self._expected:
+        if name in expected:
             return True
         packed = getattr(self.model, "packed_modules_mapping", {})
         for fused, shards in packed.items():
             for shard in shards:
-                if f".{shard}." in name and name.replace(shard, fused) in self._expected:
+                if f".{shard}." in name and name.replace(shard, fused) in expected:
                     return True
         return False
 
