@@ -3,10 +3,15 @@ concurrent streamed completions (output tokens/s and time to first token), next 
 server on tpu (torch_tpu.sglang, from its own environment) under the same loads and
 transformers' `generate` on tpu with the same model and batch; and the compiles the vLLM server
 made during the measured runs (0: the worker compiles every step shape at start, torch_tpu/vllm/
-warm_up.py; `--warmup 0` skips the bench's own passes of the same loads and shows it).
+warm_up.py; `--warmup 0` skips the bench's own passes of the same loads and shows it). Then
+RL's weight push (torch_tpu.vllm.weight_sync, recipes/rl): new weights into a running engine
+through vLLM's weight-transfer API, as the trainer's device tensors (same process) and as host
+bytes (another process's route), next to restarting the engine on a saved checkpoint: seconds,
+uploads, bytes, compiles, and whether the next greedy tokens are the new weights'.
 
     .venv-serving/bin/python bench/serving.py [--tokens 32] [--layers 4 --hidden 256]
         [--sglang-python .venv-sglang/bin/python]   # "" leaves SGLang out
+        [--only serve|weight-push]
 
 Needs the serving set-up (``bash scripts/setup_serving.sh``; for SGLang's rows
 ``bash scripts/setup_sglang.sh``). The model is a Llama built from a config with seeded weights
@@ -198,6 +203,83 @@ def sglang_loads(
             os.killpg(server.pid, signal.SIGKILL)
 
 
+def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
+    """RL's weight push into a running engine (this process) against a restart on a saved
+    checkpoint: one table."""
+    import gc
+    import shutil
+
+    import torch
+    from vllm import SamplingParams
+
+    import torch_tpu
+    from torch_tpu.vllm.weight_sync import push_stats
+
+    sys.path.insert(0, str(ROOT / "recipes" / "rl"))
+    import grpo
+
+    prompts_ids = [[0, 5 + i, 40 + i, 7] for i in range(4)]
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+
+    def greedy(llm: Any) -> list[list[int]]:
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts_ids], params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    llm = grpo.make_engine(model_dir, max_model_len=128, max_num_seqs=8)
+    policy = grpo.load_policy(model_dir)
+    with torch.no_grad():  # other weights: the same model, perturbed
+        for p in policy.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    first = greedy(llm)
+    rows = []
+    for label, host_bytes in (("push: device tensors (same process)", False),
+                              ("push: host bytes (the cross-process payload)", True)):  # fmt: skip
+        sender = grpo.make_sender(llm, policy, host_bytes=host_bytes)
+        sender.send_weights()  # the first push compiles the loaders' copies
+        received = push_stats(llm)
+        before = torch_tpu.metrics()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            sender.send_weights()
+        seconds = (time.perf_counter() - start) / repeats
+        after = torch_tpu.metrics()
+        stats = push_stats(llm)
+        per = {k: (after[k] - before[k]) / repeats for k in ("uploads", "compiles", "executions")}
+        rows.append((label, seconds, per, (stats.bytes - received.bytes) / repeats))
+    pushed = greedy(llm)
+    saved = work / "pushed"
+    policy.to("cpu").save_pretrained(saved, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, saved / name)
+    del llm
+    gc.collect()
+    before = torch_tpu.metrics()
+    start = time.perf_counter()
+    restarted = grpo.make_engine(saved, max_model_len=128, max_num_seqs=8)
+    seconds = time.perf_counter() - start
+    after = torch_tpu.metrics()
+    per = {k: after[k] - before[k] for k in ("uploads", "compiles", "executions")}
+    weight_bytes = sum(p.numel() * p.element_size() for p in policy.parameters())
+    rows.append(("new engine on the saved checkpoint (restart)", seconds, per, weight_bytes))
+    same = greedy(restarted) == pushed
+    print(
+        "\nRL weight push into a running vLLM engine on tpu (per push, after a first one), "
+        "next to a restart of the engine on the same weights (warm-up from the compile cache)"
+    )
+    print("| route | seconds | uploads | bytes | compiles | executions | restart / route |")
+    print("|---|---|---|---|---|---|---|")
+    for label, secs, per, nbytes in rows:
+        print(
+            f"| {label} | {secs:.3f} | {per['uploads']:.0f} | {nbytes:.0f} | "
+            f"{per['compiles']:.0f} | {per['executions']:.0f} | {seconds / secs:.0f}x |"
+        )
+    print(
+        f"greedy tokens after the push changed: {pushed != first}; equal to the restarted "
+        f"engine's: {same}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
@@ -211,10 +293,16 @@ def main() -> None:
         default=str(ROOT / ".venv-sglang" / "bin" / "python"),
         help="the SGLang environment's python (scripts/setup_sglang.sh); empty: no SGLang rows",
     )
+    parser.add_argument(
+        "--only", choices=("serve", "weight-push"), help="one part: the servers or RL's push"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="torch_tpu_serving_bench_"))
     model_dir = make_tiny_llama(work, layers=args.layers, hidden=args.hidden)
+    if args.only == "weight-push":
+        weight_push(model_dir, work)
+        return
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (work / "serve.log").open("w")
@@ -292,6 +380,8 @@ def main() -> None:
         f"compiles in the server during the measured runs (after {args.warmup} warm-up passes "
         f"of the same loads): {compiles_during}"
     )
+    if args.only is None:
+        weight_push(model_dir, work)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ if [ "$FULL" = 1 ]; then
   echo "[test] The wheel against torch 2.14.1"
   "$PY" tools/wheel.py --torch 2.14.1
   echo "[test] Serving: vLLM on tpu (its own environment, .venv-serving)"
-  bash scripts/test_serving.sh
+  bash scripts/test_serving.sh --full
 else
   echo "[test] Python suite (pytest), Strict mode"
   # Compiles dominate this pass: small executables compile quickly (see

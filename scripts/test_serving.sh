@@ -2,12 +2,19 @@
 # The serving tests (vLLM on tpu): set-up of .venv-serving (idempotent; scripts/setup_serving.sh),
 # then tests/serving: the platform plugin's selection, the offline engine against transformers
 # on CPU, speculative decoding, structured output, tool calls, the FP8 KV cache and their
-# kernels, the prefix cache's host-memory tier, the KV cache's default budget, and `vllm serve`
-# on a loopback port; then SGLang's (scripts/test_sglang.sh, its own environment). A few minutes
-# once set up. Extra arguments go to the vLLM tests' pytest.
+# kernels, the prefix cache's host-memory tier, the KV cache's default budget, data parallel 2,
+# `vllm serve` on a loopback port, RL weight pushes into a running engine (GRPO colocated and as
+# Ray actors); then SGLang's (scripts/test_sglang.sh, its own environment). A few minutes once
+# set up. `--full` (first) adds the tests marked full_suite (GRPO with its engine and trainer as
+# Ray actors, ~2 min). Other arguments go to the vLLM tests' pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MARKS=(-m "not full_suite")
+if [ "${1:-}" = "--full" ]; then
+  MARKS=()
+  shift
+fi
 bash scripts/setup_serving.sh
 PY=${TORCH_TPU_SERVING_VENV:-$PWD/.venv-serving}/bin/python
-"$PY" -m pytest tests/serving -q -p no:cacheprovider --durations 10 "$@"
+"$PY" -m pytest tests/serving -q -p no:cacheprovider --durations 10 "${MARKS[@]}" "$@"
 bash scripts/test_sglang.sh

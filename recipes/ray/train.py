@@ -36,8 +36,9 @@ FAKE_TPU_HOST = {
 }
 
 
-def fake_tpu_cluster() -> Any:
-    """A one-node local cluster that Ray takes for a v5e host with 4 chips."""
+def fake_tpu_cluster(runtime_env: dict[str, Any] | None = None) -> Any:
+    """A one-node local cluster that Ray takes for a v5e host with 4 chips; `runtime_env`
+    is the job's (e.g. a PYTHONPATH its actors import from)."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -51,6 +52,7 @@ def fake_tpu_cluster() -> Any:
     ray.init(
         address=cluster.address,
         include_dashboard=False,
+        runtime_env=runtime_env,
     )
     return cluster
 
