@@ -102,6 +102,10 @@ class TpuModelRunner(GPUModelRunner):
         self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
         self.model.register_forward_hook(lambda *_: _C._materialize_pending())
 
+    def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> None:
+        super().initialize_kv_cache(*args, **kwargs)
+        _type_replayed_caches(self.compilation_config.static_forward_context)
+
     def warm_up(self) -> int:
         """Runs a step of every shape traffic can make (warm_up.py); returns how many."""
         steps = warm_up.step_shapes(
@@ -178,3 +182,24 @@ class TpuModelRunner(GPUModelRunner):
         # The GPU runner copies through a pinned buffer and a CUDA event; one device-to-host
         # read is the same here.
         return sampled_token_ids.tolist()
+
+
+def _type_replayed_caches(layers: dict[str, Any]) -> None:
+    """vLLM allocates each KV cache as int8 bytes that attention reads as its own dtype. The
+    first read in another dtype converts the buffer in an execution of its own, and a replayed
+    attention graph (compiled mode) whose recording ran two executions is recorded at every
+    call after. Zero-filled here in the dtype attention reads, the buffers are of that dtype
+    before any graph is recorded."""
+    done: set[int] = set()
+    for layer in layers.values():
+        impl = getattr(layer, "impl", None)
+        cache = getattr(layer, "kv_cache", None)
+        if not getattr(impl, "replayed", False) or not isinstance(cache, torch.Tensor):
+            continue
+        if cache.numel() == 0 or cache.untyped_storage().data_ptr() in done:
+            continue
+        done.add(cache.untyped_storage().data_ptr())
+        fp8 = getattr(impl, "fp8_format", None)
+        typed = cache.view(fp8) if fp8 is not None else cache
+        elements = typed.untyped_storage().nbytes() // typed.element_size()
+        typed.as_strided((elements,), (1,), 0).zero_()
