@@ -59,6 +59,30 @@ def test_the_engine_runs_vllms_piecewise_compilation_with_torch_tpus_compiler(ll
     assert all(layer.impl.replayed for layer in layers)
 
 
+def test_new_batch_shapes_after_the_warm_up_compile_nothing(
+    llm: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The first requests the engine serves. The worker's warm-up ran every (token bucket,
+    # page bucket) and (token bucket, request bucket) pair twice (the second run joins the
+    # forward's replays into one graph); request counts, prompt lengths and context lengths
+    # never met before run the recorded graphs at their buckets.
+    monkeypatch.setenv("TORCH_TPU_LOG_COMPILES", "1")
+    capfd.readouterr()
+    before = torch_tpu.metrics()["compiles"]
+    long_prompt = " ".join(["tensor graph kernel token model cache batch request"] * 12)
+    for prompts, max_tokens in (
+        (PROMPTS[1:], 5),
+        ([long_prompt], 40),
+        ([*PROMPTS, long_prompt, "queue"], 9),
+    ):
+        _generate(llm, prompts, temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    compiled = [
+        line for line in capfd.readouterr().err.splitlines() if "torch_tpu: compiled" in line
+    ]
+    assert compiled == []
+    assert torch_tpu.metrics()["compiles"] == before
+
+
 def test_greedy_batch_of_different_lengths_matches_transformers_on_cpu(
     llm: Any, tiny_llama: Path
 ) -> None:
@@ -135,26 +159,3 @@ def test_the_forward_replays_graphs_and_a_decode_step_runs_three_executions(
         assert forward["host_syncs"] == 0 and forward["downloads"] == 0, forward
     # A decode step: the forward, the logits of the requests' last tokens, then sampling.
     assert counts.decode_executions and set(counts.decode_executions) == {3}
-
-
-def test_new_batch_shapes_after_the_warm_up_compile_nothing(
-    llm: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    # The worker's warm-up ran every (token bucket, page bucket) and (token bucket, request
-    # bucket) pair; request counts, prompt lengths and context lengths not met before run
-    # the pieces' and attention's recorded graphs at their buckets.
-    monkeypatch.setenv("TORCH_TPU_LOG_COMPILES", "1")
-    capfd.readouterr()
-    before = torch_tpu.metrics()["compiles"]
-    long_prompt = " ".join(["tensor graph kernel token model cache batch request"] * 12)
-    for prompts, max_tokens in (
-        (PROMPTS[1:], 5),
-        ([long_prompt], 40),
-        ([*PROMPTS, long_prompt, "queue"], 9),
-    ):
-        _generate(llm, prompts, temperature=0, max_tokens=max_tokens, ignore_eos=True)
-    compiled = [
-        line for line in capfd.readouterr().err.splitlines() if "torch_tpu: compiled" in line
-    ]
-    assert compiled == []
-    assert torch_tpu.metrics()["compiles"] == before

@@ -54,6 +54,24 @@ def _attention_ops(graph: fx.GraphModule) -> list[str]:
     ]
 
 
+class _ReplaysBySize:
+    """One graph replay per value of the piece's size arguments (the token bucket): a replay
+    keeps a few signatures, least recently used out, and one evicted and recorded again is a
+    new graph to the pending graph it joins, whose executable then compiles again. Kept apart,
+    each replay holds its one signature for good."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.by_size: dict[tuple[int, ...], Any] = {}
+
+    def __call__(self, args: tuple[Any, ...]) -> Any:
+        size = tuple(a for a in args if type(a) is int)
+        replay = self.by_size.get(size)
+        if replay is None:
+            replay = self.by_size[size] = _C._GraphReplay(self.fn)
+        return replay(*args)
+
+
 def _returns_sequence(graph: fx.GraphModule) -> bool:
     output = graph.graph.output_node()
     return isinstance(output.args[0], (tuple, list))
@@ -82,17 +100,16 @@ class TpuCompiler(CompilerInterface):
             )
         zero_fill_allocations(graph)
         if _returns_sequence(graph):
-            replay = _C._GraphReplay(graph)
-
-            def run(*args: Any) -> Any:
-                return replay(*args)
-
+            fn: Callable[..., Any] = graph
         else:  # a replay rebuilds a tuple of results: one result goes in and out of one
-            replay = _C._GraphReplay(lambda *args: (graph(*args),))
+            fn = lambda *args: (graph(*args),)  # noqa: E731
+        replays = _ReplaysBySize(fn)
+        single = not _returns_sequence(graph)
 
-            def run(*args: Any) -> Any:
-                return replay(*args)[0]
+        def run(*args: Any) -> Any:
+            out = replays(args)
+            return out[0] if single else out
 
-        run.replay = replay  # type: ignore[attr-defined]
+        run.replays = replays  # type: ignore[attr-defined]
         # No handle: the executables persist in torch_tpu's own compile cache.
         return run, None

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from vllm.config import CompilationMode
 from vllm.v1.worker import gpu_input_batch
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -115,6 +116,11 @@ class TpuModelRunner(GPUModelRunner):
             block_size=self.cache_config.block_size,
             page_width=self.input_batch.block_table[0].max_num_blocks_per_req,
         )
+        if self.compilation_config.mode == CompilationMode.VLLM_COMPILE:
+            # Compiled (compiler.py), a step's first run records its pieces' and attention's
+            # graphs, each run on its own; only a second run replays them all, joined into the
+            # one graph of the forward, whose executable then compiles.
+            steps = [step for step in steps for _ in range(2)]
         return warm_up.run(self, steps)
 
     def _determine_batch_execution_and_padding(
