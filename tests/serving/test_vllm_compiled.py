@@ -57,6 +57,10 @@ def test_the_engine_runs_vllms_piecewise_compilation_with_torch_tpus_compiler(ll
     layers = list(config.static_forward_context.values())
     assert layers and all(not layer.use_direct_call for layer in layers)
     assert all(layer.impl.replayed for layer in layers)
+    # Dynamo traced around the attention op by its fake implementation.
+    from torch._library.simple_registry import singleton
+
+    assert singleton.find("vllm::unified_attention_with_output").fake_impl.kernel is not None
 
 
 def test_new_batch_shapes_after_the_warm_up_compile_nothing(

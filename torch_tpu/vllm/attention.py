@@ -201,6 +201,8 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         # Under vLLM's compilation (compiler.py) each call replays a recorded graph.
         self.replayed = _compiled_mode()
         self._replays: dict[tuple[int, int], Any] = {}
+        if self.replayed:
+            _register_fake_attention()
 
     def forward(
         self,
@@ -303,6 +305,25 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         out = output.view(output.shape[0], self.num_heads, d)
         out[:tokens] = attended.reshape(tokens, self.num_heads, d).to(out.dtype)
         return ()
+
+
+ATTENTION_OP = "vllm::unified_attention_with_output"
+
+
+def _fake_attention(*args: Any, **kwargs: Any) -> None:
+    """What Dynamo sees of a layer's attention: it writes its `output` argument in place and
+    returns nothing, so the traced graph has no value of it to shape."""
+    return None
+
+
+def _register_fake_attention() -> None:
+    """Gives vLLM's attention op (registered by vLLM through torch.library without one) a fake
+    implementation, so that Dynamo traces around it as one opaque call by its declared
+    behaviour rather than by a fallback for ops without one."""
+    from torch._library.simple_registry import singleton
+
+    if singleton.find(ATTENTION_OP).fake_impl.kernel is None:
+        torch.library.register_fake(ATTENTION_OP, _fake_attention)
 
 
 def _compiled_mode() -> bool:
