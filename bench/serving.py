@@ -9,9 +9,16 @@ through vLLM's weight-transfer API, as the trainer's device tensors (same proces
 bytes (another process's route), next to restarting the engine on a saved checkpoint: seconds,
 uploads, bytes, compiles, and whether the next greedy tokens are the new weights'.
 
+First, vLLM's decode step in its two modes side by side, DeferAndFuse (the default) and
+compiled (TORCH_TPU_VLLM_COMPILE=1, torch_tpu/vllm/compiler.py), each in an offline engine of
+its own process: the host time of the step's forward (the runner's execute_model, which
+dispatches the model and returns before the device is done) and of the whole step (with
+sampling, which waits for the tokens), the executions per step (torch_tpu.metrics()), output
+tokens/s, and whether the two modes' greedy tokens are equal.
+
     .venv-serving/bin/python bench/serving.py [--tokens 32] [--layers 4 --hidden 256]
         [--sglang-python .venv-sglang/bin/python]   # "" leaves SGLang out
-        [--only serve|weight-push]
+        [--only serve|decode|weight-push]           # one part alone
 
 Needs the serving set-up (``bash scripts/setup_serving.sh``; for SGLang's rows
 ``bash scripts/setup_sglang.sh``). The model is a Llama built from a config with seeded weights
@@ -280,6 +287,130 @@ def weight_push(model_dir: Path, work: Path, repeats: int = 3) -> None:
     )
 
 
+ENGINE_OPTIONS = {
+    "dtype": "float32",
+    "max_model_len": 512,
+    "max_num_seqs": 32,
+    "max_num_batched_tokens": 1024,
+    "kv_cache_memory_bytes": 256 << 20,
+    "seed": 0,
+}
+
+
+def decode_child(model_dir: Path, tokens: int) -> None:
+    """In this process (its mode set by the parent's environment): per concurrency, the decode
+    steps' host times and executions, and the tokens/s of a greedy batch; one JSON line."""
+    import numpy as np
+    from vllm import LLM, SamplingParams
+
+    import torch_tpu
+
+    llm = LLM(model=str(model_dir), **ENGINE_OPTIONS)
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    steps: list[tuple[float, float, int]] = []  # (forward s, whole step s, executions)
+    execute, sample = runner.execute_model, runner.sample_tokens
+
+    def timed_execute(scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        decode = (
+            not scheduler_output.scheduled_new_reqs
+            and scheduler_output.total_num_scheduled_tokens > 0
+            and scheduler_output.total_num_scheduled_tokens
+            == len(scheduler_output.num_scheduled_tokens)
+        )
+        runner._bench_decode = decode
+        runner._bench_executions = torch_tpu.metrics()["executions"]
+        runner._bench_start = time.perf_counter()
+        out = execute(scheduler_output, *args, **kwargs)
+        runner._bench_forward = time.perf_counter() - runner._bench_start
+        return out
+
+    def timed_sample(*args: Any, **kwargs: Any) -> Any:
+        out = sample(*args, **kwargs)
+        if getattr(runner, "_bench_decode", False):
+            steps.append(
+                (
+                    runner._bench_forward,
+                    time.perf_counter() - runner._bench_start,
+                    torch_tpu.metrics()["executions"] - runner._bench_executions,
+                )
+            )
+        runner._bench_decode = False
+        return out
+
+    runner.execute_model, runner.sample_tokens = timed_execute, timed_sample
+    params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
+    result: dict[str, Any] = {"compiles_after_warm_up": 0, "rows": {}, "tokens": {}}
+    compiles = None
+    for concurrency in CONCURRENCY:
+        batch = prompts(concurrency)
+        llm.generate(batch, params, use_tqdm=False)  # the same batch once, warming host paths
+        if compiles is None:
+            compiles = torch_tpu.metrics()["compiles"]
+        steps.clear()
+        start = time.perf_counter()
+        outputs = llm.generate(batch, params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        forward, whole, executions = (np.array(column) for column in zip(*steps, strict=True))
+        result["rows"][concurrency] = {
+            "forward_ms": 1000 * float(np.median(forward)),
+            "step_ms": 1000 * float(np.median(whole)),
+            "executions": float(np.mean(executions)),
+            "tok_s": concurrency * tokens / elapsed,
+        }
+        result["tokens"][concurrency] = [list(o.outputs[0].token_ids) for o in outputs]
+    result["compiles_after_warm_up"] = torch_tpu.metrics()["compiles"] - compiles
+    print("DECODE " + json.dumps(result), flush=True)
+
+
+def decode_modes(model_dir: Path, tokens: int) -> dict[str, Any]:
+    """The decode-step figures of each mode, each from an engine in a process of its own."""
+    results = {}
+    for mode, compiled in (("defer_and_fuse", "0"), ("compiled", "1")):
+        env = {
+            **os.environ,
+            "TORCH_TPU_VLLM_COMPILE": compiled,
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        }
+        done = subprocess.run(
+            [sys.executable, __file__, "--decode-child", str(model_dir), "--tokens", str(tokens)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("DECODE ")]
+        if done.returncode != 0 or not lines:
+            raise SystemExit(f"the {mode} decode run failed:\n{done.stderr[-4000:]}")
+        results[mode] = json.loads(lines[-1][len("DECODE ") :])
+    return results
+
+
+def print_decode_table(results: dict[str, Any], tokens: int) -> None:
+    eager, compiled = results["defer_and_fuse"], results["compiled"]
+    print(
+        f"vLLM decode step, offline engine, greedy, {tokens} output tokens per request: "
+        "DeferAndFuse vs compiled (TORCH_TPU_VLLM_COMPILE=1); host ms are medians over the "
+        "decode steps"
+    )
+    print("| concurrent requests | forward host ms D&F | compiled | ratio | "
+          "step ms D&F | compiled | executions/step D&F | compiled | "
+          "tok/s D&F | compiled | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for c in CONCURRENCY:
+        e, k = eager["rows"][str(c)], compiled["rows"][str(c)]
+        print(
+            f"| {c} | {e['forward_ms']:.2f} | {k['forward_ms']:.2f} | "
+            f"{e['forward_ms'] / k['forward_ms']:.1f}x | {e['step_ms']:.2f} | "
+            f"{k['step_ms']:.2f} | {e['executions']:.1f} | {k['executions']:.1f} | "
+            f"{e['tok_s']:.0f} | {k['tok_s']:.0f} | {k['tok_s'] / e['tok_s']:.2f}x |"
+        )
+    same = eager["tokens"] == compiled["tokens"]
+    print(
+        f"greedy tokens equal in both modes: {same}; compiles after each mode's first batch: "
+        f"D&F {eager['compiles_after_warm_up']}, compiled {compiled['compiles_after_warm_up']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
@@ -294,14 +425,24 @@ def main() -> None:
         help="the SGLang environment's python (scripts/setup_sglang.sh); empty: no SGLang rows",
     )
     parser.add_argument(
-        "--only", choices=("serve", "weight-push"), help="one part: the servers or RL's push"
+        "--only",
+        choices=("serve", "decode", "weight-push"),
+        help="one part: the servers, the decode-step modes or RL's push",
     )
+    parser.add_argument("--decode-child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.decode_child:
+        decode_child(Path(args.decode_child), args.tokens)
+        return
 
     work = Path(tempfile.mkdtemp(prefix="torch_tpu_serving_bench_"))
     model_dir = make_tiny_llama(work, layers=args.layers, hidden=args.hidden)
     if args.only == "weight-push":
         weight_push(model_dir, work)
+        return
+    decode = None if args.only == "serve" else decode_modes(model_dir, args.tokens)
+    if args.only == "decode":
+        print_decode_table(decode, args.tokens)
         return
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -372,6 +513,10 @@ def main() -> None:
             f"| {c} | {rate:.0f} | {ttft:.1f} | {sg_rate:.0f} | {sg_ttft:.1f} | {hf_rate:.0f} | "
             f"{hf_ttft:.1f} | {rate / hf_rate:.2f}x | {sg_rate / hf_rate:.2f}x |"
         )
+    print()
+    if decode is not None:
+        print_decode_table(decode, args.tokens)
+        print()
     if sglang is None:
         print("SGLang: not measured (no SGLang environment: bash scripts/setup_sglang.sh)")
     else:

@@ -26,6 +26,7 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
+from torch_tpu import _C
 from torch_tpu.vllm.buffers import elements_from, whole_buffer
 
 # vLLM's fp8 cache dtype names (it allocates such caches as uint8) and the float8 format each
@@ -197,6 +198,11 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         self.fp8_format = FP8_CACHE_DTYPES.get(kv_cache_dtype)
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.attn_type = attn_type
+        # Under vLLM's compilation (compiler.py) each call replays a recorded graph.
+        self.replayed = _compiled_mode()
+        self._replays: dict[tuple[int, int], Any] = {}
+        if self.replayed:
+            _register_fake_attention()
 
     def forward(
         self,
@@ -214,18 +220,61 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             raise NotImplementedError("tpu paged attention has no fused output quantization")
         if attn_metadata is None:  # a profiling run before the cache exists
             return output.fill_(0)
+        k_scale, v_scale = 1.0, 1.0
+        if self.fp8_format is not None:
+            k_scale, v_scale = float(layer._k_scale_float), float(layer._v_scale_float)
+        args = (
+            query,
+            key,
+            value,
+            kv_cache,
+            output,
+            attn_metadata.token_request[: query.shape[0]],
+            attn_metadata.token_position[: query.shape[0]],
+            attn_metadata.slot_mapping[: query.shape[0]],
+            attn_metadata.block_table,
+            k_scale,
+            v_scale,
+        )
+        if not self.replayed:
+            self._attend(*args)
+            return output
+        # Compiled mode (compiler.py): the layer's attention at this token and page bucket
+        # is one fused executable, recorded once and replayed at every later step, so that no
+        # op of it is dispatched per step. One replay per bucket pair keeps each to its one
+        # signature (a replay keeps a few, least recently used out).
+        bucket = (query.shape[0], attn_metadata.block_table.shape[1])
+        replay = self._replays.get(bucket)
+        if replay is None:
+            replay = self._replays[bucket] = _C._GraphReplay(self._attend)
+        replay(*args)
+        return output
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        output: torch.Tensor,
+        request: torch.Tensor,
+        position: torch.Tensor,
+        slot_mapping: torch.Tensor,
+        block_table: torch.Tensor,
+        k_scale: float,
+        v_scale: float,
+    ) -> tuple[()]:
+        """Writes the step's keys and values at their slots and each token's attention into
+        `output`. Reads nothing but its arguments, so that it can be replayed."""
         # Every row of the padded batch is computed: padding rows read request 0's pages and
         # write the null block (block 0, which vLLM never hands to a request); their outputs
         # are not read.
         tokens = query.shape[0]
-        request = attn_metadata.token_request[:tokens]
         real = request >= 0
         d = self.head_size
-        k_scale, v_scale = 1.0, 1.0
         if self.fp8_format is not None:
             # vLLM allocates the cache as bytes; the same bytes as float8.
             kv_cache = kv_cache.view(self.fp8_format)
-            k_scale, v_scale = float(layer._k_scale_float), float(layer._v_scale_float)
         # [blocks, block_size, kv_heads, 2 * head_size]: one row per token slot.
         cache = kv_cache.permute(0, 2, 1, 3)
         block_size = cache.shape[1]
@@ -234,11 +283,11 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             if self.fp8_format is not None:
                 new_keys, new_values = new_keys / k_scale, new_values / v_scale
             entry = torch.cat([new_keys, new_values], dim=-1).to(cache.dtype)
-            slots = torch.where(real, attn_metadata.slot_mapping[:tokens], 0)
+            slots = torch.where(real, slot_mapping, 0)
             _write_slots(kv_cache, cache, slots, entry)
 
         # Each query token's request context: [tokens, pages * block_size, kv_heads, 2 * d].
-        token_pages = attn_metadata.block_table[request.clamp(min=0)]
+        token_pages = block_table[request.clamp(min=0)]
         context = cache[token_pages].reshape(
             tokens, token_pages.shape[1] * block_size, self.num_kv_heads, 2 * d
         )
@@ -247,18 +296,41 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             keys, values = keys * k_scale, values * v_scale
 
         group = self.num_heads // self.num_kv_heads
-        q = query[:tokens].reshape(tokens, self.num_kv_heads, group, d)
+        q = query.reshape(tokens, self.num_kv_heads, group, d)
         scores = torch.einsum("tkgd,tlkd->tkgl", q.float(), keys) * self.scale
-        visible = (
-            torch.arange(context.shape[1], device=q.device)[None, :]
-            <= (attn_metadata.token_position[:tokens, None])
-        )
+        visible = torch.arange(context.shape[1], device=q.device)[None, :] <= position[:, None]
         scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         attended = torch.einsum("tkgl,tlkd->tkgd", probs, values)
         out = output.view(output.shape[0], self.num_heads, d)
         out[:tokens] = attended.reshape(tokens, self.num_heads, d).to(out.dtype)
-        return output
+        return ()
+
+
+ATTENTION_OP = "vllm::unified_attention_with_output"
+
+
+def _fake_attention(*args: Any, **kwargs: Any) -> None:
+    """What Dynamo sees of a layer's attention: it writes its `output` argument in place and
+    returns nothing, so the traced graph has no value of it to shape."""
+    return None
+
+
+def _register_fake_attention() -> None:
+    """Gives vLLM's attention op (registered by vLLM through torch.library without one) a fake
+    implementation, so that Dynamo traces around it as one opaque call by its declared
+    behaviour rather than by a fallback for ops without one."""
+    from torch._library.simple_registry import singleton
+
+    if singleton.find(ATTENTION_OP).fake_impl.kernel is None:
+        torch.library.register_fake(ATTENTION_OP, _fake_attention)
+
+
+def _compiled_mode() -> bool:
+    from vllm.config import CompilationMode, get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    return config is not None and config.compilation_config.mode == CompilationMode.VLLM_COMPILE
 
 
 def _write_slots(

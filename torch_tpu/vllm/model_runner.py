@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from vllm.config import CompilationMode
 from vllm.v1.worker import gpu_input_batch
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -102,6 +103,10 @@ class TpuModelRunner(GPUModelRunner):
         self.model.register_forward_pre_hook(lambda *_: _C._materialize_pending())
         self.model.register_forward_hook(lambda *_: _C._materialize_pending())
 
+    def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> None:
+        super().initialize_kv_cache(*args, **kwargs)
+        _type_replayed_caches(self.compilation_config.static_forward_context)
+
     def warm_up(self) -> int:
         """Runs a step of every shape traffic can make (warm_up.py); returns how many."""
         steps = warm_up.step_shapes(
@@ -111,6 +116,11 @@ class TpuModelRunner(GPUModelRunner):
             block_size=self.cache_config.block_size,
             page_width=self.input_batch.block_table[0].max_num_blocks_per_req,
         )
+        if self.compilation_config.mode == CompilationMode.VLLM_COMPILE:
+            # Compiled (compiler.py), a step's first run records its pieces' and attention's
+            # graphs, each run on its own; only a second run replays them all, joined into the
+            # one graph of the forward, whose executable then compiles.
+            steps = [step for step in steps for _ in range(2)]
         return warm_up.run(self, steps)
 
     def _determine_batch_execution_and_padding(
@@ -178,3 +188,24 @@ class TpuModelRunner(GPUModelRunner):
         # The GPU runner copies through a pinned buffer and a CUDA event; one device-to-host
         # read is the same here.
         return sampled_token_ids.tolist()
+
+
+def _type_replayed_caches(layers: dict[str, Any]) -> None:
+    """vLLM allocates each KV cache as int8 bytes that attention reads as its own dtype. The
+    first read in another dtype converts the buffer in an execution of its own, and a replayed
+    attention graph (compiled mode) whose recording ran two executions is recorded at every
+    call after. Zero-filled here in the dtype attention reads, the buffers are of that dtype
+    before any graph is recorded."""
+    done: set[int] = set()
+    for layer in layers.values():
+        impl = getattr(layer, "impl", None)
+        cache = getattr(layer, "kv_cache", None)
+        if not getattr(impl, "replayed", False) or not isinstance(cache, torch.Tensor):
+            continue
+        if cache.numel() == 0 or cache.untyped_storage().data_ptr() in done:
+            continue
+        done.add(cache.untyped_storage().data_ptr())
+        fp8 = getattr(impl, "fp8_format", None)
+        typed = cache.view(fp8) if fp8 is not None else cache
+        elements = typed.untyped_storage().nbytes() // typed.element_size()
+        typed.as_strided((elements,), (1,), 0).zero_()

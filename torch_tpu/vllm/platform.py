@@ -19,6 +19,13 @@ logger = init_logger(f"vllm.{__name__}")
 
 ATTENTION_BACKEND = "torch_tpu.vllm.attention.TpuAttentionBackend"
 WORKER = "torch_tpu.vllm.worker.TpuWorker"
+COMPILER = "torch_tpu.vllm.compiler.TpuCompiler"
+
+
+def compiled_mode() -> bool:
+    """Whether the model runs under vLLM's compilation (TORCH_TPU_VLLM_COMPILE=1, compiler.py)
+    rather than eagerly in DeferAndFuse."""
+    return os.environ.get("TORCH_TPU_VLLM_COMPILE", "0") == "1"
 
 
 class TpuPlatform(Platform):
@@ -61,6 +68,18 @@ class TpuPlatform(Platform):
                 selected_backend.name,
             )
         return ATTENTION_BACKEND
+
+    @classmethod
+    def get_compile_backend(cls) -> str:
+        # vLLM's piecewise compilation hands each piece to this CompilerInterface.
+        return COMPILER
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        # Compiled, attention is one custom op per layer (vllm::unified_attention_with_output),
+        # which Dynamo traces around and vLLM's compilation splits the graph at: its metadata
+        # lives in vLLM's forward context, outside the traced graph. Eager, a direct call.
+        return compiled_mode()
 
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
@@ -120,16 +139,19 @@ class TpuPlatform(Platform):
         from vllm.config import CompilationMode, CUDAGraphMode
 
         compilation = vllm_config.compilation_config
-        # The runner executes the model eagerly in DeferAndFuse mode: a step's ops fuse into a
-        # few executables, compiled per distinct padded shape and cached across steps (see
-        # worker.py). vLLM's own graph capture (Dynamo + Inductor passes, CUDA graphs) targets
-        # other devices.
-        compilation.mode = CompilationMode.NONE
-        compilation.cudagraph_mode = CUDAGraphMode.NONE
-        if compilation.compile_sizes is None:
-            compilation.compile_sizes = []
-        if vllm_config.model_config is not None:
-            vllm_config.model_config.enforce_eager = True
+        if compiled_mode() and vllm_config.speculative_config is None:
+            _compiled_config(vllm_config)
+        else:
+            # The runner executes the model eagerly in DeferAndFuse mode: a step's ops fuse
+            # into a few executables, compiled per distinct padded shape and cached across
+            # steps (see worker.py). vLLM's own graph capture (Dynamo + Inductor passes, CUDA
+            # graphs) targets other devices.
+            compilation.mode = CompilationMode.NONE
+            compilation.cudagraph_mode = CUDAGraphMode.NONE
+            if compilation.compile_sizes is None:
+                compilation.compile_sizes = []
+            if vllm_config.model_config is not None:
+                vllm_config.model_config.enforce_eager = True
         # A step's inputs are prepared on the host from the tokens the previous step sampled
         # (host_inputs.py), so the scheduler waits for them; device work is asynchronous
         # behind PJRT's dispatch either way.
@@ -157,3 +179,37 @@ class TpuPlatform(Platform):
         return (
             "vllm.distributed.device_communicators.base_device_communicator.DeviceCommunicatorBase"
         )
+
+
+def _compiled_config(vllm_config: VllmConfig) -> None:
+    """vLLM's piecewise compilation with torch_tpu's compiler (compiler.py), no CUDA graphs:
+    the pieces between attention ops replay fused executables, one per token bucket."""
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    compilation = vllm_config.compilation_config
+    compilation.mode = CompilationMode.VLLM_COMPILE
+    compilation.backend = COMPILER
+    compilation.cudagraph_mode = CUDAGraphMode.NONE
+    compilation.cudagraph_capture_sizes = []
+    # One symbolic token count, compiled once as a graph; the runner pads counts to buckets
+    # (padding.py) and each bucket is a signature of the pieces' replays.
+    compilation.compile_sizes = []
+    # Every attention op splits the graph: its metadata is read from vLLM's forward context,
+    # which a recorded piece would freeze at the step it was recorded at.
+    splitting = list(compilation.splitting_ops or [])
+    compilation.splitting_ops = [
+        *splitting,
+        *(op for op in compilation._attention_ops if op not in splitting),
+    ]
+    # vLLM's fusion passes rewrite graphs for Inductor's CUDA and ROCm kernels; the pieces here
+    # run through torch_tpu's own kernels and fusion.
+    passes = compilation.pass_config
+    for name in list(vars(passes)):
+        if name.startswith("fuse_") or name == "enable_qk_norm_rope_fusion":
+            setattr(passes, name, False)
+    if vllm_config.model_config is not None:
+        vllm_config.model_config.enforce_eager = False
+    # vLLM's compile cache stores Inductor artifacts; the pieces' executables persist in
+    # torch_tpu's own cache, and their replays are rebuilt at every start.
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+    os.environ.setdefault("VLLM_DISABLE_COMPILE_CACHE", "1")
