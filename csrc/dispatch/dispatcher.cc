@@ -108,7 +108,9 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (tensor.is_conj()) key += "*";
   if (tensor.is_neg()) key += "-";
   if (tensor.device().is_cpu()) {
-    key += "c;";
+    // A wrapped Python number promotes less than a 0-d tensor of its dtype (int64 + 1.0 is
+    // float32, int64 + tensor(1.0, dtype=float64) float64): they key apart.
+    key += tensor.unsafeGetTensorImpl()->is_wrapped_number() ? "w;" : "c;";
     return;
   }
   key += '[';

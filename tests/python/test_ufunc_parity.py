@@ -80,3 +80,15 @@ def test_real_results_into_complex_out(mode: str) -> None:
         want = op(a, b, out=torch.empty(3, dtype=torch.complex64))
         got = op(a.to(TPU), b.to(TPU), out=torch.empty(3, dtype=torch.complex64, device=TPU))
         assert_same(got, want)
+
+
+@pytest.mark.parametrize("op", ["add", "true_divide", "rsub", "mul"])
+def test_python_number_and_cpu_scalar_tensor_key_apart(mode: str, op: str) -> None:
+    # int64 + 1.5 is float32 and int64 + tensor(2.5, dtype=float64) float64: both reach the op
+    # as a 0-d CPU double, and the second reused the first's executable (float32).
+    fn = getattr(torch, op)
+    x = torch.tensor([1, 2, 3, 4, 7])
+    for other in (1.5, torch.tensor(2.5), torch.tensor(2.5, dtype=torch.float64), 3):
+        got, want = fn(x.to(TPU), other), fn(x, other)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)  # XLA may divide by a reciprocal: 1 ulp
