@@ -92,3 +92,11 @@ def test_python_number_and_cpu_scalar_tensor_key_apart(mode: str, op: str) -> No
         got, want = fn(x.to(TPU), other), fn(x, other)
         assert got.dtype == want.dtype
         torch.testing.assert_close(got.cpu(), want)  # XLA may divide by a reciprocal: 1 ulp
+
+
+def test_python_float_with_complex128_stays_float64(mode: str) -> None:
+    # A Python float met a complex128 tensor as a float32 constant (only float64 tensors kept
+    # float64 scalars): pi * z, as _refs.sinc computes, was 1e-7 off in relative terms.
+    z = torch.randn(256, dtype=torch.complex128) * 10
+    torch.testing.assert_close((z.to(TPU) * math.pi).cpu(), z * math.pi, rtol=1e-15, atol=0)
+    torch.testing.assert_close((z.to(TPU) + 0.1).cpu(), z + 0.1, rtol=1e-15, atol=0)
