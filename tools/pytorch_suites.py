@@ -3,7 +3,7 @@ docs/pytorch_suites.md (and .json): per file, what passed, failed and was skippe
 device, and every test that passes on CPU but not on tpu, classified by cause.
 
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test [--files test_view_ops.py ...]
-        [--timeout 120] [--jobs 2] [--devices tpu cpu]
+        [--timeout 120] [--jobs 2] [--devices tpu cpu] [--sample 10] [--source "TEXT"]
         # --devices tpu: runs tpu only, keeping each file's earlier CPU results
     .venv/bin/python tools/pytorch_suites.py --files     # rewrites the report from its JSON
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --rerun-failing
@@ -11,6 +11,11 @@ device, and every test that passes on CPU but not on tpu, classified by cause.
     .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --seeds 20
         # runs each tpu-only wrong-value failure under seeds 0..19 on tpu and on CPU: a test
         # whose tolerance depends on its random draws fails on CPU too under some seeds
+    .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test \
+        --files test_unary_ufuncs.py test_binary_ufuncs.py --sample 10 --source "commit ..."
+        # the ufunc files hold ~40,000 OpInfo tests per device (hours on two cores): --sample K
+        # runs the same 1-in-K of them on both devices (torch_tpu.testing.pytorch_suites_sample);
+        # --source says where the files came from; both are kept per file in the report
 
 The test files come from a PyTorch checkout close to the installed torch (they are not in the
 wheel and are not committed here). Each file runs under pytest once per device with
@@ -36,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# The report's entry (beside the files' results) for where each file came from and its sample.
+META = "_files"
 DEFAULT_FILES = [
     "test_view_ops.py",
     "test_indexing.py",
@@ -108,10 +115,15 @@ def classify(text: str) -> str:
 
 
 def run_file(
-    path: Path, device: str, timeout: int, jobs: int, only: list[str] | None = None
+    path: Path,
+    device: str,
+    timeout: int,
+    jobs: int,
+    only: list[str] | None = None,
+    sample: int = 1,
 ) -> dict[str, dict[str, Any]]:
     """{test key: {"outcome", "cause", "message", "seconds"}} for one file on one device (or for
-    the tests of `only`, test keys, alone)."""
+    the tests of `only`, test keys, alone; or for the 1-in-`sample` of its tests)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "junit.xml"
         command = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider"]
@@ -123,6 +135,9 @@ def run_file(
             command += ["-n", str(jobs), "--max-worker-restart", "1000"]
         if device == "tpu":
             command += ["-p", "torch_tpu.testing.pytorch_suites_plugin"]
+        if sample > 1 and only is None:
+            command += ["-p", "torch_tpu.testing.pytorch_suites_sample"]
+            command += ["--suites-sample", str(sample)]
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
         # The suites import their neighbours (common helpers next to them).
         env["PYTHONPATH"] = os.pathsep.join([str(path.parent), env.get("PYTHONPATH", "")])
@@ -184,7 +199,12 @@ def first_line(message: str) -> str:
     return ""
 
 
-def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: list[str]) -> str:
+def summarize(
+    runs: dict[str, dict[str, dict[str, dict[str, Any]]]],
+    devices: list[str],
+    meta: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    meta = meta or {}
     lines = ["# PyTorch's device-generic test files on tpu", ""]
     lines += [
         "Written by `tools/pytorch_suites.py` (see its docstring for how to run it). A *tpu-only "
@@ -219,6 +239,10 @@ def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: li
             left = sum(reason_left(key, result) is not None for key, result in failing)
             row += f" {len(failing)} | {left} |"
         lines.append(row)
+    notes = [f"- {file}: {describe(meta[file])}" for file in runs if describe(meta.get(file, {}))]
+    if notes:
+        lines += ["", "Where each file came from (not committed here), and what of it ran:", ""]
+        lines += notes
     if causes:
         lines += ["", "## tpu-only failures by cause", "", "| cause | tests |", "| --- | ---: |"]
         lines += [f"| {cause} | {count} |" for cause, count in causes.most_common()]
@@ -232,6 +256,16 @@ def summarize(runs: dict[str, dict[str, dict[str, dict[str, Any]]]], devices: li
             left = f" **Left:** {reason}." if reason else ""
             lines.append(f"- `{name}` ({result['cause']}): {result['message']}{left}")
     return "\n".join(lines) + "\n"
+
+
+def describe(info: dict[str, Any]) -> str:
+    parts = [info["source"]] if info.get("source") else []
+    if info.get("sample", 1) > 1:
+        parts.append(
+            f"a fixed 1-in-{info['sample']} sample of its tests, the same on both devices "
+            "(`--sample`)"
+        )
+    return "; ".join(parts)
 
 
 def main() -> None:
@@ -253,6 +287,15 @@ def main() -> None:
         default=0,
         help="run each tpu-only wrong-value failure under this many seeds, on tpu and on CPU",
     )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=1,
+        help="run the same 1-in-K of each file's tests on every device (kept per file)",
+    )
+    parser.add_argument(
+        "--source", help="where the files run now came from (a commit), kept per file"
+    )
     parser.add_argument("--seed-worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.seed_worker is not None:
@@ -263,6 +306,7 @@ def main() -> None:
     runs: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     report = args.out.with_suffix(".json")
     everything = load_report(report) if report.exists() else {}
+    meta: dict[str, dict[str, Any]] = everything.pop(META, {})
     started = time.time()
     if args.files and args.tests is None:
         sys.exit(
@@ -278,6 +322,12 @@ def main() -> None:
         if args.seeds:
             runs[file] = with_seed_counts(path, everything.get(file, {}), args.seeds)
             continue
+        # A file run again with --devices tpu keeps its sample, so both devices run the same tests.
+        info = meta.setdefault(file, {})
+        if args.sample > 1 or set(args.devices) >= {"tpu", "cpu"}:
+            info["sample"] = args.sample
+        if args.source:
+            info["source"] = args.source
         # A device not run now keeps its earlier results (--devices tpu after a tpu change).
         runs[file] = {
             device: results
@@ -286,7 +336,9 @@ def main() -> None:
         }
         for device in args.devices:
             t0 = time.time()
-            runs[file][device] = run_file(path, device, args.timeout, args.jobs)
+            runs[file][device] = run_file(
+                path, device, args.timeout, args.jobs, sample=info.get("sample", 1)
+            )
             print(
                 f"{file} on {device}: {len(runs[file][device])} tests in {time.time() - t0:.0f} s",
                 flush=True,
@@ -297,8 +349,11 @@ def main() -> None:
     everything.update(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     present = {device for by_device in everything.values() for device in by_device}
-    args.out.write_text(summarize(everything, [d for d in ("tpu", "cpu") if d in present]))
-    report.write_text(json.dumps(compact(everything), indent=1, sort_keys=True) + "\n")
+    args.out.write_text(summarize(everything, [d for d in ("tpu", "cpu") if d in present], meta))
+    stored = compact(everything)
+    if meta:
+        stored[META] = meta
+    report.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")
 
 
@@ -404,11 +459,14 @@ def compact(runs: dict[str, Any]) -> dict[str, Any]:
 
 def load_report(path: Path) -> dict[str, Any]:
     runs = json.loads(path.read_text())
+    meta = runs.pop(META, None)
     for by_device in runs.values():
         for tests in by_device.values():
             for key, record in tests.items():
                 if record == "passed":
                     tests[key] = {"outcome": "passed", "cause": "", "message": "", "seconds": 0.0}
+    if meta is not None:
+        runs[META] = meta
     return runs
 
 

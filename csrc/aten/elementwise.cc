@@ -291,7 +291,6 @@ Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Val
   LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {             \
     return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); }); \
   })
-TORCH_TPU_FLOAT_UNARY(exp, UnaryOp::Exponential);
 TORCH_TPU_FLOAT_UNARY(expm1, UnaryOp::ExponentialMinusOne);
 TORCH_TPU_FLOAT_UNARY(log, UnaryOp::Log);
 TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
@@ -306,6 +305,22 @@ TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
         [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
+// exp(a + ib) = e^a (cos b + i sin b): for a = +-inf and b infinite or NaN, XLA's expansion gives
+// NaN + iNaN where C99 (CPU, NumPy) gives inf + iNaN for a = +inf and 0 + 0i for a = -inf.
+Value complex_exponential(Builder& b, const Value& x) {
+  Value y = b.exponential(x);
+  Value re = b.real(x), im = b.imag(x);
+  const Shape& shape = re.shape;
+  Value inf = splat(b, INFINITY, re.type, shape);
+  Value zero = splat(b, 0, re.type, shape);
+  Value im_not_finite = b.not_(b.lt(b.abs(im), inf));
+  y = b.select(b.and_(b.eq(re, inf), im_not_finite), b.complex(inf, splat(b, NAN, re.type, shape)),
+               y);
+  return b.select(b.and_(b.eq(re, b.negate(inf)), im_not_finite), b.complex(zero, zero), y);
+}
+TORCH_TPU_FLOAT_UNARY_FN(exp, {
+  return hlo::is_complex(x.type) ? complex_exponential(b, x) : b.exponential(x);
+});
 TORCH_TPU_FLOAT_UNARY_FN(log2, {
   return b.divide(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
 });
@@ -677,7 +692,31 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
 // atan(x) = atan2(x / m, 1 / m), m = max(|x|, 1): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
 // Both arguments stay finite for any finite x; x = +-inf goes in as atan2(+-1, 0) = +-pi/2.
+// Complex atan(z) = -i atanh(iz) = (-i / 2) (log1p(iz) - log1p(-iz)): log1p keeps small z exact.
+Value complex_atan(Builder& b, const Value& z) {
+  Value iz = b.complex(b.negate(b.imag(z)), b.real(z));
+  Value d = b.subtract(b.log_plus_one(iz), b.log_plus_one(b.negate(iz)));
+  Value half = splat(b, 0.5, b.real(z).type, b.real(z).shape);
+  return b.complex(b.multiply(half, b.imag(d)), b.negate(b.multiply(half, b.real(d))));
+}
+// Complex asinh(z) = log1p(w + w^2 / (sqrt(w^2 + 1) + 1)) for w = z or -z, whichever has the
+// non-negative real part (asinh is odd; no cancellation); log(2w) where w^2 would overflow.
+Value complex_asinh(Builder& b, const Value& z) {
+  Value re = b.real(z);
+  const Shape& shape = re.shape;
+  Value flip = b.lt(re, splat(b, 0, re.type, shape));
+  Value w = b.select(flip, b.negate(z), z);
+  Value one = b.complex(splat(b, 1, re.type, shape), splat(b, 0, re.type, shape));
+  Value square = b.multiply(w, w);
+  Value small = b.log_plus_one(b.add(w, b.divide(square, b.add(b.sqrt(b.add(square, one)), one))));
+  Value large = b.add(b.log(w), b.complex(splat(b, 0.69314718055994531, re.type, shape),
+                                          splat(b, 0, re.type, shape)));
+  Value big = b.gt(b.abs(w), splat(b, 1e8, re.type, shape));
+  Value result = b.select(big, large, small);
+  return b.select(flip, b.negate(result), result);
+}
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
+  if (hlo::is_complex(x.type)) return complex_atan(b, x);
   Value magnitude = b.abs(x);
   Value inverse = b.divide(one_like(b, x), b.maximum(magnitude, one_like(b, x)));
   Value infinite = b.eq(magnitude, splat(b, INFINITY, x.type, x.shape));
@@ -696,6 +735,7 @@ TORCH_TPU_FLOAT_UNARY_FN(cosh, {
   return b.multiply(half, b.add(b.exponential(x), b.exponential(b.negate(x))));
 });
 TORCH_TPU_FLOAT_UNARY_FN(asinh, {
+  if (hlo::is_complex(x.type)) return complex_asinh(b, x);
   Value a = b.abs(x);
   Value magnitude = b.log(b.add(a, b.sqrt(b.add(b.multiply(x, x), one_like(b, x)))));
   return b.multiply(b.sign(x), magnitude);
@@ -836,7 +876,10 @@ LOWER({"xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", "xlogy.Scalar_Self",
         Value product = b.multiply(x, b.log(y));
         Value zero = splat(b, 0.0, m, shape);
         Value take_zero = b.and_(b.eq(x, zero), b.eq(y, y));
-        return Values{b.convert(b.select(take_zero, zero, product), t)};
+        // A NaN y is selected, not left to x * log(y): XLA rewrites a product with a converted
+        // bool x into a select that drops the NaN.
+        Value result = b.select(b.ne(y, y), y, b.select(take_zero, zero, product));
+        return Values{b.convert(result, t)};
       });
 
 }  // namespace

@@ -155,7 +155,9 @@ LOWER({"special_xlog1py", "special_xlog1py.other_scalar", "special_xlog1py.self_
         Value x = operand(ctx, 0, m, shape), y = operand(ctx, 1, m, shape);
         Value product = b.multiply(x, b.log_plus_one(y));
         Value take_zero = b.and_(b.eq(x, c(b, 0, x)), b.eq(y, y));
-        return Values{b.convert(b.select(take_zero, c(b, 0, x), product), t)};
+        // NaN selected explicitly (see xlogy: a bool x's product may be rewritten to a select).
+        Value result = b.select(b.ne(y, y), y, b.select(take_zero, c(b, 0, x), product));
+        return Values{b.convert(result, t)};
       });
 
 // entr(x) = -x log x for x > 0, 0 at 0, -inf below; NaN stays.

@@ -45,7 +45,10 @@ hlo::Value LoweringContext::tensor_at(const at::Tensor& tensor, int index, int l
 
 bool LoweringContext::has_double_device_tensor() const {
   auto is_double = [](const at::Tensor& t) {
-    return t.defined() && !t.device().is_cpu() && t.scalar_type() == c10::ScalarType::Double;
+    // complex128's parts are float64: its scalars need float64 too (pi * z in sinc).
+    return t.defined() && !t.device().is_cpu() &&
+           (t.scalar_type() == c10::ScalarType::Double ||
+            t.scalar_type() == c10::ScalarType::ComplexDouble);
   };
   for (const c10::IValue& value : args_) {
     if (value.isTensor() && is_double(value.toTensor())) return true;

@@ -108,7 +108,9 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (tensor.is_conj()) key += "*";
   if (tensor.is_neg()) key += "-";
   if (tensor.device().is_cpu()) {
-    key += "c;";
+    // A wrapped Python number promotes less than a 0-d tensor of its dtype (int64 + 1.0 is
+    // float32, int64 + tensor(1.0, dtype=float64) float64): they key apart.
+    key += tensor.unsafeGetTensorImpl()->is_wrapped_number() ? "w;" : "c;";
     return;
   }
   key += '[';
@@ -384,8 +386,9 @@ std::shared_ptr<CacheEntry> build_entry(const std::string& op_name,
     TORCH_CHECK(c10::canCast(result_dtype, target.scalar_type()), "result type ", result_dtype,
                 " can't be cast to the desired output type ", target.scalar_type());
     // Some CPU kernels refuse an out= of another dtype where the Meta kernel allows it
-    // (neg, floor): CPU's refusal, if it has one, is ours too. Checked once per key.
-    if (result_dtype != target.scalar_type()) raise_cpu_error(schema, args);
+    // (neg, floor): CPU's refusal of the dtypes, if it has one, is ours too (not an error the
+    // zero-filled stand-ins cause: an integer remainder by zero). Checked once per key.
+    if (result_dtype != target.scalar_type()) raise_cpu_dtype_error(schema, args);
     hlo::Value converted = builder.convert(result, to_element_type(target.scalar_type()));
     hlo::Value flat = written_storage(ctx, converted, target, written[w]);
     OutputPlan plan;

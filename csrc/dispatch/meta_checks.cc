@@ -242,7 +242,8 @@ bool is_dtype_error(const c10::Error& error) {
 // relies on: tpu takes them too (histc of integer expert ids, in mixture-of-experts routing).
 bool cuda_takes_more_dtypes(std::string_view name) { return name == "aten::histc"; }
 
-// CPU's refusal of the call's dtypes, if it refuses them.
+}  // namespace
+
 void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
                            const std::vector<c10::IValue>& args) {
   if (cuda_takes_more_dtypes(schema.name())) return;
@@ -252,8 +253,6 @@ void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
     if (is_dtype_error(error)) throw;
   }
 }
-
-}  // namespace
 
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args) {

@@ -32,4 +32,8 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
 // raises one; returns where CPU takes the call or has no kernel for it.
 void raise_cpu_error(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
+// The same, only where CPU's error is about the call's dtypes (errors the zero-filled values
+// cause, an integer division by zero, are not the call's).
+void raise_cpu_dtype_error(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
 }  // namespace torch_tpu
