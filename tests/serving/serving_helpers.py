@@ -12,7 +12,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,15 @@ class VllmServer:
                 self.process.wait(timeout=30)
                 raise AssertionError("vllm serve did not stop within 60 s of SIGINT") from None
         return int(self.process.returncode)
+
+
+@contextmanager
+def served(model_dir: Path, log: Path, extra_args: Sequence[str] = ()) -> Iterator[VllmServer]:
+    """A VllmServer, ready, stopped (SIGINT) on the way out unless a test stopped it."""
+    instance = VllmServer(model_dir, log, extra_args)
+    try:
+        instance.wait_ready()
+        yield instance
+    finally:
+        if instance.process.poll() is None:
+            instance.stop()

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from serving_helpers import MODEL, PROMPTS, VllmServer, cpu_greedy
+from serving_helpers import MODEL, PROMPTS, VllmServer, cpu_greedy, served
 
 MAX_TOKENS = 8
 REQUESTS = 16
@@ -20,13 +20,8 @@ REQUESTS = 16
 @pytest.fixture(scope="module")
 def server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     log = tmp_path_factory.mktemp("data_parallel") / "serve.log"
-    instance = VllmServer(tiny_llama, log, ["--data-parallel-size", "2"])
-    try:
-        instance.wait_ready()
+    with served(tiny_llama, log, ["--data-parallel-size", "2"]) as instance:
         yield instance
-    finally:
-        if instance.process.poll() is None:
-            instance.stop()
 
 
 def _successes_by_engine(metrics: str) -> dict[str, float]:
@@ -61,10 +56,10 @@ def test_two_engines_share_the_requests_and_answer_as_transformers(
     with ThreadPoolExecutor(max_workers=REQUESTS) as pool:
         answers = list(pool.map(complete, prompts))
     assert answers == [expected[p] for p in prompts]
-    served = _successes_by_engine(server.get("/metrics")[1])
-    assert set(served) == {"0", "1"}, served
-    assert sum(served.values()) == REQUESTS
-    assert min(served.values()) > 0, f"one engine served nothing: {served}"
+    by_engine = _successes_by_engine(server.get("/metrics")[1])
+    assert set(by_engine) == {"0", "1"}, by_engine
+    assert sum(by_engine.values()) == REQUESTS
+    assert min(by_engine.values()) > 0, f"one engine served nothing: {by_engine}"
 
 
 def test_each_engine_runs_its_own_worker_on_tpu(server: VllmServer) -> None:

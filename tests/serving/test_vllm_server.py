@@ -16,20 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving_helpers import MODEL, PROMPTS, REQUEST_TIMEOUT_S, VllmServer, cpu_greedy
+from serving_helpers import MODEL, PROMPTS, REQUEST_TIMEOUT_S, VllmServer, cpu_greedy, served
 
 MAX_TOKENS = 12
 
 
 @pytest.fixture(scope="module")
 def server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    instance = VllmServer(tiny_llama, tmp_path_factory.mktemp("server") / "serve.log")
-    try:
-        instance.wait_ready()
+    with served(tiny_llama, tmp_path_factory.mktemp("server") / "serve.log") as instance:
         yield instance
-    finally:
-        if instance.process.poll() is None:
-            instance.stop()
 
 
 @pytest.fixture(scope="module")
