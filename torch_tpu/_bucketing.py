@@ -575,6 +575,16 @@ class BucketedGraph:
         if reason is not None:
             self._give_up(reason)
         self.upper: dict[sympy.Symbol, int | None] = {}
+        # Symbols that size a tensor somewhere in the graph are bucketed; the rest are integers
+        # used as values (an offset, a vocabulary range: `x - start` with dynamic=True), which
+        # padding would change, so they run at their actual value.
+        self.size_symbols: set[sympy.Symbol] = {
+            symbol
+            for node in gm.graph.nodes
+            for value in _flatten(node.meta.get("val"))
+            if isinstance(value, torch.Tensor)
+            for symbol in _free_symbols(value)
+        }
         self.mask_cache: OrderedDict[tuple[int, ...], dict[str, Any]] = OrderedDict()
         if self.reason is None:
             self._read_bounds()
@@ -646,7 +656,10 @@ class BucketedGraph:
         key = tuple(actual[s] for s in sorted(actual, key=str))
         if self.reason is not None:
             return self._run_exact(args, actual, key)
-        padded = {s: _bucket(n, self.upper.get(s)) for s, n in actual.items()}
+        padded = {
+            s: _bucket(n, self.upper.get(s)) if s in self.size_symbols else n
+            for s, n in actual.items()
+        }
         cached = self.mask_cache.get(key)
         if cached is not None:
             self.mask_cache.move_to_end(key)

@@ -171,3 +171,21 @@ def test_graph_with_an_op_without_padding_rule_runs_exact() -> None:
         for cols in (5, 6, 11):
             x = torch.randn(3, cols)
             torch.testing.assert_close(compiled(x.to(DEVICE)).cpu(), f(x))
+
+
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_integer_arguments_keep_their_value_while_sizes_bucket(n: int) -> None:
+    # With dynamic=True, Dynamo makes integer arguments symbols like sizes; one that sizes no
+    # tensor is a value (vLLM's vocabulary-shard offsets: `x - start`) and must not be padded
+    # to a bucket (it read 0 as 1, 3 as 4, 7 as 8).
+    torch._dynamo.reset()
+
+    def shard_offsets(x: torch.Tensor, start: int, end: int) -> torch.Tensor:
+        inside = (x >= start) & (x < end)
+        return inside * (x - start)
+
+    compiled = torch.compile(shard_offsets, dynamic=True, backend="tpu")
+    for start, end in [(0, 256), (3, 300), (7, 512), (256, 512)]:
+        x = torch.arange(n) * 97 % 512
+        got = compiled(x.to(DEVICE), start, end)
+        assert torch.equal(got.cpu(), shard_offsets(x, start, end)), (start, end)
