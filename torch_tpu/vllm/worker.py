@@ -49,7 +49,10 @@ class TpuWorker(Worker):
     kv_budget: KvBudget | None = None
 
     def init_device(self) -> None:
-        self.device = torch.device("tpu", self.local_rank)
+        # vLLM numbers a worker's device by its local rank. A process that sees one device (the
+        # CPU plugin's; a chip made the only visible one) drives that one, whatever its rank.
+        index = 0 if torch.tpu.device_count() == 1 else self.local_rank
+        self.device = torch.device("tpu", index)
         torch.tpu.set_device(self.device)
         torch_tpu.set_eager_mode(os.environ.get("TORCH_TPU_VLLM_EAGER_MODE", DEFAULT_EAGER_MODE))
         init_worker_distributed_environment(
