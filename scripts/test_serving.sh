@@ -3,11 +3,11 @@
 # then tests/serving: the platform plugin's selection, the offline engine against transformers
 # on CPU, the compiled decode step, speculative decoding, structured output, tool calls, the FP8
 # KV cache and their kernels, the prefix cache's host-memory tier, the KV cache's default budget,
-# tensor and data parallel 2, `vllm serve` on a loopback port, RL weight pushes into a running
-# engine (GRPO colocated and as Ray actors); then SGLang's (scripts/test_sglang.sh, its own
-# environment). A few minutes once set up. `--full` (first) adds the tests marked full_suite
-# (GRPO with its engine and trainer as Ray actors, ~2 min). Other arguments go to the vLLM
-# tests' pytest.
+# `vllm serve` on a loopback port, RL weight pushes into a running engine; then SGLang's
+# (scripts/test_sglang.sh, its own environment). A few minutes once set up. `--full` (first)
+# adds the tests marked full_suite: tensor and data parallel 2, and GRPO with its engine in a
+# process of its own and as Ray actors (~7 min more). Other arguments go to the vLLM tests'
+# pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MARKS=(-m "not full_suite")

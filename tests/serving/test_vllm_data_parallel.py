@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from serving_helpers import MODEL, PROMPTS, VllmServer, cpu_greedy, served
 
+# Two engine or worker processes beside the test's: the full tier (scripts/test_serving.sh --full).
+pytestmark = pytest.mark.full_suite
+
 MAX_TOKENS = 8
 REQUESTS = 16
 

@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from serving_helpers import PROMPTS, cpu_greedy
 
+# Two engine or worker processes beside the test's: the full tier (scripts/test_serving.sh --full).
+pytestmark = pytest.mark.full_suite
+
 MAX_TOKENS = 8
 
 
