@@ -305,6 +305,16 @@ TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
         [](LoweringContext& ctx) { return float_unary(ctx, [](Builder & b, Value x) body); })
+// The same computed as CPU computes half precision: in float32, rounded once at the end (the
+// functions below use constants and intermediate values past float16's range).
+Values float_unary_in_opmath(LoweringContext& ctx, Value (*f)(Builder&, Value)) {
+  return float_unary(ctx, [f](Builder& b, Value x) {
+    return b.convert(f(b, b.convert(x, opmath(x.type))), x.type);
+  });
+}
+#define TORCH_TPU_FLOAT_UNARY_OPMATH_FN(name, body) \
+  LOWER({#name, #name "_", #name ".out"},           \
+        [](LoweringContext& ctx) { return float_unary_in_opmath(ctx, [](Builder & b, Value x) body); })
 // exp(a + ib) = e^a (cos b + i sin b): for a = +-inf and b infinite or NaN, XLA's expansion gives
 // NaN + iNaN where C99 (CPU, NumPy) gives inf + iNaN for a = +inf and 0 + 0i for a = -inf.
 Value complex_exponential(Builder& b, const Value& x) {
@@ -699,21 +709,59 @@ Value complex_atan(Builder& b, const Value& z) {
   Value half = splat(b, 0.5, b.real(z).type, b.real(z).shape);
   return b.complex(b.multiply(half, b.imag(d)), b.negate(b.multiply(half, b.real(d))));
 }
-// Complex asinh(z) = log1p(w + w^2 / (sqrt(w^2 + 1) + 1)) for w = z or -z, whichever has the
-// non-negative real part (asinh is odd; no cancellation); log(2w) where w^2 would overflow.
+Value log_of_twice(Builder& b, const Value& x) {
+  constexpr double kLog2 = 0.69314718055994531;
+  if (!hlo::is_complex(x.type)) return b.add(b.log(x), splat(b, kLog2, x.type, x.shape));
+  Value re = b.real(x);
+  return b.add(b.log(x),
+               b.complex(splat(b, kLog2, re.type, re.shape), splat(b, 0, re.type, re.shape)));
+}
+// Complex asinh(a + ib) = -i asin(i(a + ib)), by Hull, Fairgrieve and Tang's asin: with x = |b|,
+// y = |a|, r = |(x + 1, y)|, s = |(x - 1, y)| and A = (r + s) / 2, the real part is
+// sign(a) log1p(A - 1 + sqrt((A - 1)(A + 1))) and the imaginary part sign(b) atan2(x,
+// sqrt((A + x)(A - x))), each difference (A - 1, A - x) written without cancellation, so the
+// parts stay exact near the branch points +-i. Past |z| = 1e8, log(2w) for w = z or -z with the
+// non-negative real part (asinh is odd).
 Value complex_asinh(Builder& b, const Value& z) {
-  Value re = b.real(z);
+  Value re = b.real(z), im = b.imag(z);
   const Shape& shape = re.shape;
-  Value flip = b.lt(re, splat(b, 0, re.type, shape));
+  auto constant = [&](double v) { return splat(b, v, re.type, shape); };
+  // |(u, v)| scaled by the larger part: no square underflows or overflows on the way.
+  auto hypot = [&](const Value& u, const Value& v) {
+    Value m = b.maximum(b.abs(u), b.abs(v)), n = b.minimum(b.abs(u), b.abs(v));
+    Value q = b.divide(n, m);
+    Value h = b.multiply(m, b.sqrt(b.add(constant(1), b.multiply(q, q))));
+    return b.select(b.eq(m, constant(0)), m, h);
+  };
+  // Sign bits, -0 included (asinh is odd: asinh(-0 - 2i) = -asinh(0 + 2i)).
+  auto negative = [&](const Value& v) {
+    Value zero = constant(0);
+    return b.or_(b.lt(v, zero), b.and_(b.eq(v, zero), b.lt(b.divide(constant(1), v), zero)));
+  };
+  Value x = b.abs(im), y = b.abs(re), one = constant(1), half = constant(0.5);
+  Value r = hypot(b.add(x, one), y), s = hypot(b.subtract(x, one), y);
+  Value big_a = b.multiply(half, b.add(r, s));
+  Value y2 = b.multiply(y, y);
+  Value over_r = b.divide(y2, b.add(r, b.add(x, one)));
+  Value inside = b.lt(x, one);  // x < 1: s + (1 - x) has no cancellation, else s - (x - 1) has
+  Value s_plus_one_minus_x = b.add(s, b.subtract(one, x));
+  Value s_plus_x_minus_one = b.add(s, b.subtract(x, one));  // 0 at z = +-i: then so is y2
+  Value over_s = b.select(b.eq(y2, constant(0)), y2, b.divide(y2, s_plus_x_minus_one));
+  Value a_minus_one =
+      b.multiply(half, b.add(over_r, b.select(inside, b.divide(y2, s_plus_one_minus_x),
+                                              s_plus_x_minus_one)));
+  Value a_minus_x =
+      b.multiply(half, b.add(over_r, b.select(inside, s_plus_one_minus_x, over_s)));
+  Value real_part = b.log_plus_one(
+      b.add(a_minus_one, b.sqrt(b.multiply(a_minus_one, b.add(big_a, one)))));
+  Value imag_part = b.atan2(x, b.sqrt(b.multiply(b.add(big_a, x), a_minus_x)));
+  Value exact = b.complex(b.select(negative(re), b.negate(real_part), real_part),
+                          b.select(negative(im), b.negate(imag_part), imag_part));
+  Value flip = b.lt(re, constant(0));
   Value w = b.select(flip, b.negate(z), z);
-  Value one = b.complex(splat(b, 1, re.type, shape), splat(b, 0, re.type, shape));
-  Value square = b.multiply(w, w);
-  Value small = b.log_plus_one(b.add(w, b.divide(square, b.add(b.sqrt(b.add(square, one)), one))));
-  Value large = b.add(b.log(w), b.complex(splat(b, 0.69314718055994531, re.type, shape),
-                                          splat(b, 0, re.type, shape)));
-  Value big = b.gt(b.abs(w), splat(b, 1e8, re.type, shape));
-  Value result = b.select(big, large, small);
-  return b.select(flip, b.negate(result), result);
+  Value large = log_of_twice(b, w);
+  large = b.select(flip, b.negate(large), large);
+  return b.select(b.gt(b.abs(z), constant(1e8)), large, exact);
 }
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
   if (hlo::is_complex(x.type)) return complex_atan(b, x);
@@ -725,24 +773,79 @@ TORCH_TPU_FLOAT_UNARY_FN(atan, {
 });
 TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.atan2(x, sqrt_one_minus_square(b, x)); });
 TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.atan2(sqrt_one_minus_square(b, x), x); });
-TORCH_TPU_FLOAT_UNARY_FN(sinh, {
+// Past |x| = 20, e^-|x| is below the last bit of e^|x| in float64 and float32 alike, so
+// sinh x = sign(x) e^|x| / 2 and cosh x = e^|x| / 2, computed times a factor f as
+// h (h f / 2), h = e^(|x| / 2): finite wherever the result is (e^|x| itself overflows a little
+// earlier: float32 sinh(89) is 2.2e38, e^89 is inf; cosh(89.5) cos(2) is 1.5e38).
+Value beyond_exp_minus_abs(Builder& b, const Value& x) {
+  return b.gt(b.abs(x), splat(b, 20, x.type, x.shape));
+}
+Value half_exp_of_abs_times(Builder& b, const Value& x, const Value& factor) {
+  Value h = b.exponential(b.multiply(b.abs(x), splat(b, 0.5, x.type, x.shape)));
+  return b.multiply(h, b.multiply(b.multiply(h, splat(b, 0.5, x.type, x.shape)), factor));
+}
+// sinh x (or cosh x) times factor.
+Value hyperbolic_times(Builder& b, const Value& x, const Value& factor, bool sine) {
   Value half = splat(b, 0.5, x.type, x.shape);
-  return b.multiply(half,
-                    b.subtract(b.exponential_minus_one(x), b.exponential_minus_one(b.negate(x))));
+  Value near = sine ? b.subtract(b.exponential_minus_one(x), b.exponential_minus_one(b.negate(x)))
+                    : b.add(b.exponential(x), b.exponential(b.negate(x)));
+  near = b.multiply(b.multiply(half, near), factor);
+  Value far = half_exp_of_abs_times(b, x, sine ? b.multiply(b.sign(x), factor) : factor);
+  return b.select(beyond_exp_minus_abs(b, x), far, near);
+}
+// sinh(a + ib) = sinh a cos b + i cosh a sin b, cosh(a + ib) = cosh a cos b + i sinh a sin b,
+// from real functions (a complex e^z overflows where the result does not, and an infinite part
+// times a zero one gives NaN); for b = 0 the imaginary part is a zero, as C99's.
+Value complex_hyperbolic(Builder& b, const Value& z, bool sine) {
+  Value re = b.real(z), im = b.imag(z);
+  Value real_part = hyperbolic_times(b, re, b.cosine(im), sine);
+  Value imag_part = hyperbolic_times(b, re, b.sine(im), !sine);
+  Value signed_zero = sine ? im : b.multiply(im, b.sign(re));
+  return b.complex(real_part,
+                   b.select(b.eq(im, splat(b, 0, re.type, re.shape)), signed_zero, imag_part));
+}
+TORCH_TPU_FLOAT_UNARY_OPMATH_FN(sinh, {
+  if (hlo::is_complex(x.type)) return complex_hyperbolic(b, x, true);
+  return hyperbolic_times(b, x, one_like(b, x), true);
 });
-TORCH_TPU_FLOAT_UNARY_FN(cosh, {
-  Value half = splat(b, 0.5, x.type, x.shape);
-  return b.multiply(half, b.add(b.exponential(x), b.exponential(b.negate(x))));
+TORCH_TPU_FLOAT_UNARY_OPMATH_FN(cosh, {
+  if (hlo::is_complex(x.type)) return complex_hyperbolic(b, x, false);
+  return hyperbolic_times(b, x, one_like(b, x), false);
 });
-TORCH_TPU_FLOAT_UNARY_FN(asinh, {
+// Past 2^28, sqrt(x^2 +- 1) is |x| to the last bit in float64 (and x^2 may overflow): there
+// asinh |x| = acosh |x| = log |x| + log 2.
+Value beyond_square_root(Builder& b, const Value& magnitude) {
+  return b.gt(magnitude, splat(b, 268435456.0, magnitude.type, magnitude.shape));
+}
+// asinh x = sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|: log1p keeps small x exact.
+TORCH_TPU_FLOAT_UNARY_OPMATH_FN(asinh, {
   if (hlo::is_complex(x.type)) return complex_asinh(b, x);
   Value a = b.abs(x);
-  Value magnitude = b.log(b.add(a, b.sqrt(b.add(b.multiply(x, x), one_like(b, x)))));
+  Value one = one_like(b, x);
+  Value square = b.multiply(a, a);
+  Value near = b.log_plus_one(b.add(a, b.divide(square, b.add(one, b.sqrt(b.add(one, square))))));
+  Value magnitude = b.select(beyond_square_root(b, a), log_of_twice(b, a), near);
   return b.multiply(b.sign(x), magnitude);
 });
-TORCH_TPU_FLOAT_UNARY_FN(acosh, {
-  Value root = b.sqrt(b.subtract(b.multiply(x, x), one_like(b, x)));
-  return b.log(b.add(x, root));
+// acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1 (exact near 1); NaN below 1, where the formula
+// could round to log(0) in half precision.
+// Complex acosh z = log(z + sqrt(z + 1) sqrt(z - 1)) (the two roots keep the branch cut, Kahan's
+// form), log 2z where |z| is past 2^28 or infinite (C99's values at infinity: inf + i arg z).
+Value complex_acosh(Builder& b, const Value& z) {
+  Value re = b.real(z);
+  Value one = b.complex(splat(b, 1, re.type, re.shape), splat(b, 0, re.type, re.shape));
+  Value root = b.multiply(b.sqrt(b.add(z, one)), b.sqrt(b.subtract(z, one)));
+  Value near = b.log(b.add(z, root));
+  return b.select(beyond_square_root(b, b.abs(z)), log_of_twice(b, z), near);
+}
+TORCH_TPU_FLOAT_UNARY_OPMATH_FN(acosh, {
+  if (hlo::is_complex(x.type)) return complex_acosh(b, x);
+  Value one = one_like(b, x);
+  Value t = b.subtract(x, one);
+  Value near = b.log_plus_one(
+      b.add(t, b.sqrt(b.add(b.multiply(splat(b, 2, x.type, x.shape), t), b.multiply(t, t)))));
+  Value value = b.select(beyond_square_root(b, x), log_of_twice(b, x), near);
+  return b.select(b.lt(x, one), splat(b, NAN, x.type, x.shape), value);
 });
 TORCH_TPU_FLOAT_UNARY_FN(atanh, {
   Value ratio = b.divide(b.add(one_like(b, x), x), b.subtract(one_like(b, x), x));
