@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/complex_inverse.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -312,9 +313,10 @@ Values float_unary_in_opmath(LoweringContext& ctx, Value (*f)(Builder&, Value)) 
     return b.convert(f(b, b.convert(x, opmath(x.type))), x.type);
   });
 }
-#define TORCH_TPU_FLOAT_UNARY_OPMATH_FN(name, body) \
-  LOWER({#name, #name "_", #name ".out"},           \
-        [](LoweringContext& ctx) { return float_unary_in_opmath(ctx, [](Builder & b, Value x) body); })
+#define TORCH_TPU_FLOAT_UNARY_OPMATH_FN(name, body)                   \
+  LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {  \
+    return float_unary_in_opmath(ctx, [](Builder & b, Value x) body); \
+  })
 // exp(a + ib) = e^a (cos b + i sin b): for a = +-inf and b infinite or NaN, XLA's expansion gives
 // NaN + iNaN where C99 (CPU, NumPy) gives inf + iNaN for a = +inf and 0 + 0i for a = -inf.
 Value complex_exponential(Builder& b, const Value& x) {
@@ -702,66 +704,8 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
 // atan(x) = atan2(x / m, 1 / m), m = max(|x|, 1): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
 // Both arguments stay finite for any finite x; x = +-inf goes in as atan2(+-1, 0) = +-pi/2.
-// Complex atan(z) = -i atanh(iz) = (-i / 2) (log1p(iz) - log1p(-iz)): log1p keeps small z exact.
-Value complex_atan(Builder& b, const Value& z) {
-  Value iz = b.complex(b.negate(b.imag(z)), b.real(z));
-  Value d = b.subtract(b.log_plus_one(iz), b.log_plus_one(b.negate(iz)));
-  Value half = splat(b, 0.5, b.real(z).type, b.real(z).shape);
-  return b.complex(b.multiply(half, b.imag(d)), b.negate(b.multiply(half, b.real(d))));
-}
 Value log_of_twice(Builder& b, const Value& x) {
-  constexpr double kLog2 = 0.69314718055994531;
-  if (!hlo::is_complex(x.type)) return b.add(b.log(x), splat(b, kLog2, x.type, x.shape));
-  Value re = b.real(x);
-  return b.add(b.log(x),
-               b.complex(splat(b, kLog2, re.type, re.shape), splat(b, 0, re.type, re.shape)));
-}
-// Complex asinh(a + ib) = -i asin(i(a + ib)), by Hull, Fairgrieve and Tang's asin: with x = |b|,
-// y = |a|, r = |(x + 1, y)|, s = |(x - 1, y)| and A = (r + s) / 2, the real part is
-// sign(a) log1p(A - 1 + sqrt((A - 1)(A + 1))) and the imaginary part sign(b) atan2(x,
-// sqrt((A + x)(A - x))), each difference (A - 1, A - x) written without cancellation, so the
-// parts stay exact near the branch points +-i. Past |z| = 1e8, log(2w) for w = z or -z with the
-// non-negative real part (asinh is odd).
-Value complex_asinh(Builder& b, const Value& z) {
-  Value re = b.real(z), im = b.imag(z);
-  const Shape& shape = re.shape;
-  auto constant = [&](double v) { return splat(b, v, re.type, shape); };
-  // |(u, v)| scaled by the larger part: no square underflows or overflows on the way.
-  auto hypot = [&](const Value& u, const Value& v) {
-    Value m = b.maximum(b.abs(u), b.abs(v)), n = b.minimum(b.abs(u), b.abs(v));
-    Value q = b.divide(n, m);
-    Value h = b.multiply(m, b.sqrt(b.add(constant(1), b.multiply(q, q))));
-    return b.select(b.eq(m, constant(0)), m, h);
-  };
-  // Sign bits, -0 included (asinh is odd: asinh(-0 - 2i) = -asinh(0 + 2i)).
-  auto negative = [&](const Value& v) {
-    Value zero = constant(0);
-    return b.or_(b.lt(v, zero), b.and_(b.eq(v, zero), b.lt(b.divide(constant(1), v), zero)));
-  };
-  Value x = b.abs(im), y = b.abs(re), one = constant(1), half = constant(0.5);
-  Value r = hypot(b.add(x, one), y), s = hypot(b.subtract(x, one), y);
-  Value big_a = b.multiply(half, b.add(r, s));
-  Value y2 = b.multiply(y, y);
-  Value over_r = b.divide(y2, b.add(r, b.add(x, one)));
-  Value inside = b.lt(x, one);  // x < 1: s + (1 - x) has no cancellation, else s - (x - 1) has
-  Value s_plus_one_minus_x = b.add(s, b.subtract(one, x));
-  Value s_plus_x_minus_one = b.add(s, b.subtract(x, one));  // 0 at z = +-i: then so is y2
-  Value over_s = b.select(b.eq(y2, constant(0)), y2, b.divide(y2, s_plus_x_minus_one));
-  Value a_minus_one =
-      b.multiply(half, b.add(over_r, b.select(inside, b.divide(y2, s_plus_one_minus_x),
-                                              s_plus_x_minus_one)));
-  Value a_minus_x =
-      b.multiply(half, b.add(over_r, b.select(inside, s_plus_one_minus_x, over_s)));
-  Value real_part = b.log_plus_one(
-      b.add(a_minus_one, b.sqrt(b.multiply(a_minus_one, b.add(big_a, one)))));
-  Value imag_part = b.atan2(x, b.sqrt(b.multiply(b.add(big_a, x), a_minus_x)));
-  Value exact = b.complex(b.select(negative(re), b.negate(real_part), real_part),
-                          b.select(negative(im), b.negate(imag_part), imag_part));
-  Value flip = b.lt(re, constant(0));
-  Value w = b.select(flip, b.negate(z), z);
-  Value large = log_of_twice(b, w);
-  large = b.select(flip, b.negate(large), large);
-  return b.select(b.gt(b.abs(z), constant(1e8)), large, exact);
+  return b.add(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
 }
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
   if (hlo::is_complex(x.type)) return complex_atan(b, x);
@@ -771,8 +715,14 @@ TORCH_TPU_FLOAT_UNARY_FN(atan, {
   Value numerator = b.select(infinite, b.sign(x), b.multiply(x, inverse));
   return b.atan2(numerator, inverse);
 });
-TORCH_TPU_FLOAT_UNARY_FN(asin, { return b.atan2(x, sqrt_one_minus_square(b, x)); });
-TORCH_TPU_FLOAT_UNARY_FN(acos, { return b.atan2(sqrt_one_minus_square(b, x), x); });
+TORCH_TPU_FLOAT_UNARY_FN(asin, {
+  if (hlo::is_complex(x.type)) return complex_asin(b, x);
+  return b.atan2(x, sqrt_one_minus_square(b, x));
+});
+TORCH_TPU_FLOAT_UNARY_FN(acos, {
+  if (hlo::is_complex(x.type)) return complex_acos(b, x);
+  return b.atan2(sqrt_one_minus_square(b, x), x);
+});
 // Past |x| = 20, e^-|x| is below the last bit of e^|x| in float64 and float32 alike, so
 // sinh x = sign(x) e^|x| / 2 and cosh x = e^|x| / 2, computed times a factor f as
 // h (h f / 2), h = e^(|x| / 2): finite wherever the result is (e^|x| itself overflows a little
@@ -801,8 +751,19 @@ Value complex_hyperbolic(Builder& b, const Value& z, bool sine) {
   Value real_part = hyperbolic_times(b, re, b.cosine(im), sine);
   Value imag_part = hyperbolic_times(b, re, b.sine(im), !sine);
   Value signed_zero = sine ? im : b.multiply(im, b.sign(re));
-  return b.complex(real_part,
-                   b.select(b.eq(im, splat(b, 0, re.type, re.shape)), signed_zero, imag_part));
+  Value zero = splat(b, 0, re.type, re.shape), inf = splat(b, INFINITY, re.type, re.shape);
+  imag_part = b.select(b.eq(im, zero), signed_zero, imag_part);
+  // On the imaginary axis sinh's real part and cosh's imaginary part are zeros, an infinite or
+  // NaN b included (C99: sinh(0 + i inf) = 0 + i NaN).
+  Value on_axis = b.and_(b.eq(re, zero), b.not_(b.lt(b.abs(im), inf)));
+  if (sine)
+    real_part = b.select(on_axis, re, real_part);
+  else
+    imag_part = b.select(on_axis, re, imag_part);
+  // An infinite real part with an infinite or NaN imaginary one: inf + i NaN (C99).
+  Value both = b.and_(b.eq(b.abs(re), inf), b.not_(b.lt(b.abs(im), inf)));
+  return b.complex(b.select(both, inf, real_part),
+                   b.select(both, splat(b, NAN, re.type, re.shape), imag_part));
 }
 TORCH_TPU_FLOAT_UNARY_OPMATH_FN(sinh, {
   if (hlo::is_complex(x.type)) return complex_hyperbolic(b, x, true);
@@ -828,16 +789,7 @@ TORCH_TPU_FLOAT_UNARY_OPMATH_FN(asinh, {
   return b.multiply(b.sign(x), magnitude);
 });
 // acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1 (exact near 1); NaN below 1, where the formula
-// could round to log(0) in half precision.
-// Complex acosh z = log(z + sqrt(z + 1) sqrt(z - 1)) (the two roots keep the branch cut, Kahan's
-// form), log 2z where |z| is past 2^28 or infinite (C99's values at infinity: inf + i arg z).
-Value complex_acosh(Builder& b, const Value& z) {
-  Value re = b.real(z);
-  Value one = b.complex(splat(b, 1, re.type, re.shape), splat(b, 0, re.type, re.shape));
-  Value root = b.multiply(b.sqrt(b.add(z, one)), b.sqrt(b.subtract(z, one)));
-  Value near = b.log(b.add(z, root));
-  return b.select(beyond_square_root(b, b.abs(z)), log_of_twice(b, z), near);
-}
+// could round to log(0) in half precision. Complex ones: complex_inverse.h.
 TORCH_TPU_FLOAT_UNARY_OPMATH_FN(acosh, {
   if (hlo::is_complex(x.type)) return complex_acosh(b, x);
   Value one = one_like(b, x);
@@ -847,9 +799,12 @@ TORCH_TPU_FLOAT_UNARY_OPMATH_FN(acosh, {
   Value value = b.select(beyond_square_root(b, x), log_of_twice(b, x), near);
   return b.select(b.lt(x, one), splat(b, NAN, x.type, x.shape), value);
 });
-TORCH_TPU_FLOAT_UNARY_FN(atanh, {
-  Value ratio = b.divide(b.add(one_like(b, x), x), b.subtract(one_like(b, x), x));
-  return b.multiply(splat(b, 0.5, x.type, x.shape), b.log(ratio));
+// atanh x = log1p(2x / (1 - x)) / 2: log1p keeps small x exact.
+TORCH_TPU_FLOAT_UNARY_OPMATH_FN(atanh, {
+  if (hlo::is_complex(x.type)) return complex_atanh(b, x);
+  Value twice = b.multiply(splat(b, 2, x.type, x.shape), x);
+  Value ratio = b.divide(twice, b.subtract(one_like(b, x), x));
+  return b.multiply(splat(b, 0.5, x.type, x.shape), b.log_plus_one(ratio));
 });
 TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.subtract(one_like(b, x), erf(b, x)); });
 

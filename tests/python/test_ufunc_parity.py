@@ -52,6 +52,52 @@ def test_complex_atan_asinh(mode: str, op: str, dtype: torch.dtype) -> None:
     torch.testing.assert_close(fn(x.to(TPU)).cpu(), fn(x), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("op", ["sinh", "cosh", "asinh", "acosh", "atanh"])
+def test_real_hyperbolics_where_exp_or_square_overflows(
+    mode: str, op: str, dtype: torch.dtype
+) -> None:
+    # sinh/cosh were e^|x| / 2 computed as e^|x| (inf from 88.7 in float32 where the result is
+    # finite to 89.4, from 709.8 in float64); asinh/acosh squared x (inf past 1.8e19 in float32;
+    # in float16 the threshold itself was inf, NaN for every large x); acosh(-49) in float16 was
+    # log(0) = -inf instead of NaN; atanh near 0 lost digits through log((1 + x) / (1 - x)).
+    fn = getattr(torch, op)
+    big = torch.finfo(dtype).max
+    values = [0.0, -0.0, 1e-6, -3e-4, 0.5, -0.99, 1.0, 1.5, 2.0, 20.0, -21.0, 88.9, 89.3, -89.3]
+    values += [709.0, 1e5, 3e8, -4e19, big, -big, -49.0, INF, -INF, NAN]
+    x = torch.tensor(values, dtype=torch.float64).clamp(-big, big).to(dtype)
+    tol = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 2e-6, torch.float64: 1e-13}
+    torch.testing.assert_close(
+        fn(x.to(TPU)).cpu(), fn(x), rtol=tol[dtype], atol=1e-30, equal_nan=True
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("op", ["sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh"])
+def test_complex_hyperbolic_and_inverse_at_edges(mode: str, op: str, dtype: torch.dtype) -> None:
+    # Large real parts (sinh/cosh were NaN: e^z overflowed, then inf times 0), points next to the
+    # branch points +-1 and +-i (asinh's real part was 0 for 1e-20 + i, 1e-10 on CPU), infinities
+    # (asin/acos/atan/atanh gave NaN where C99 gives pi/4 + i inf and the like), zeros' signs.
+    fn = getattr(torch, op)
+    parts = [(89.0, 1.0), (-89.5, 2.0), (100.0, 0.1), (1e4, 1e-3), (-200.0, 3.0), (20.5, -0.0)]
+    parts += [(1e-20, 1.0), (1.0, 1e-20), (-1.0, 1e-12), (1e-5, -0.9), (0.0, -2.0), (-0.0, -2.0)]
+    parts += [(1e-3, 1e-3), (0.5, 0.5), (1e9, 1.0), (-1e9, -1e9), (0.0, 0.0), (-0.0, -0.0)]
+    parts += [(INF, INF), (INF, -INF), (-INF, INF), (INF, 0.0), (INF, 1.0), (-INF, -2.0)]
+    parts += [(0.0, INF), (1.0, -INF), (-0.5, INF), (NAN, NAN)]
+    x = torch.tensor([complex(a, b) for a, b in parts], dtype=dtype)
+    # CPU's own complex128 acos is off in the 8th digit near 1 and at 1e9 + i (1.00000008e-10
+    # for acos(1 + 1e-20i), whose real part is 1e-10).
+    rtol = 3e-6 if dtype == torch.complex64 else 2e-7
+    tol = {"rtol": rtol, "atol": 1e-30 if dtype == torch.complex64 else 1e-300}
+    actual, expected = fn(x.to(TPU)).cpu(), fn(x)
+    torch.testing.assert_close(actual.real, expected.real, equal_nan=True, **tol)
+    torch.testing.assert_close(actual.imag, expected.imag, equal_nan=True, **tol)
+    # Signs of zero parts aside (CPU's complex128 acos(0) is pi/2 + 0i, C99's pi/2 - 0i).
+    for a, e in ((actual.real, expected.real), (actual.imag, expected.imag)):
+        signed = e.isfinite() & (e != 0)
+        assert torch.equal(a[signed].signbit(), e[signed].signbit())
+
+
 def test_xlogy_of_bool_x_keeps_nan(mode: str) -> None:
     # x * log(y) with a bool x: a NaN y gave 0 (the product became a select).
     y = torch.tensor([-1.0, 0.0, 1.0, 2.0, INF, -INF, NAN])
