@@ -815,18 +815,25 @@ hlo::DotPrecision follow_matmul_precision() {
 std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::FunctionSchema& schema,
                                   const LoweringEntry& lowering, std::vector<c10::IValue>& args,
                                   const std::vector<bool>* key_mask = nullptr,
-                                  BucketKind bucket = BucketKind::None) {
+                                  BucketKind bucket = BucketKind::None,
+                                  bool indices_checked = false) {
   HostLaps laps;
   if (bucket != BucketKind::None) {
+    // Debug checks indices as the caller gave them: at a bucket's length they carry padding.
+    if (eager_mode() == EagerMode::Debug && !indices_checked) {
+      check_indices(schema, args);
+      indices_checked = true;
+    }
     auto results = dispatch_in_buckets(
         bucket, op_name, schema, args, [&](std::vector<c10::IValue>& at_bucket_length) {
-          return dispatch(op_name, schema, lowering, at_bucket_length, key_mask);
+          return dispatch(op_name, schema, lowering, at_bucket_length, key_mask, BucketKind::None,
+                          indices_checked);
         });
     if (results) return std::move(*results);
   }
   read_views_from_buckets(schema, args);
   int device = check_devices(schema, args);
-  if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
+  if (eager_mode() == EagerMode::Debug && !indices_checked) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   laps.lap(HostPhase::Arguments);
   OutputLayouts layouts;

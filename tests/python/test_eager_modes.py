@@ -162,6 +162,29 @@ def test_debug_bounds_error_names_the_op() -> None:
         torch.index_select(torch.zeros(5, device=TPU), 0, torch.tensor([9], device=TPU))
 
 
+def test_debug_bounds_error_names_the_op_for_indices_in_a_size_bucket(
+    size_buckets_on: None,
+) -> None:
+    # Uploads and fills of two lengths within a bucket put the next index and table in buckets'
+    # buffers; index_select then ran at the buckets, checked on the device, and Debug's error at
+    # the op was lost (the test above failed whenever earlier tests had met such lengths).
+    torch_tpu.set_eager_mode("debug")
+    for length in (2, 3):
+        torch.arange(length).to(TPU)
+        torch.zeros(length + 4, device=TPU)
+    before = torch_tpu.metrics()["size_bucket_ops"]
+    index = torch.tensor([1, 9, 0, 2], device=TPU)
+    table = torch.zeros(5, device=TPU)
+    assert torch_tpu.metrics()["size_bucket_ops"] == before + 2  # both in buckets
+    with pytest.raises(IndexError, match=r"^index_select\(\)"):
+        torch.index_select(table, 0, index)
+    good = torch.tensor([4, 0, 1, 3], device=TPU)
+    table = torch.arange(5.0, device=TPU)
+    torch.testing.assert_close(
+        torch.index_select(table, 0, good).cpu(), torch.arange(5.0)[good.cpu()]
+    )
+
+
 def test_check_finite_names_first_op_with_nan() -> None:
     code = (
         "import torch\n"
