@@ -148,9 +148,12 @@ Value complex_atanh(Builder& b, const Value& z) {
   Parts c{b, x};
   Value one = c.constant(1);
   Value one_minus_x = b.subtract(one, x);
-  Value denominator = b.add(b.multiply(one_minus_x, one_minus_x), b.multiply(y, y));
+  // The real part is odd in x: from |x|, log1p's argument is positive (near -1 it lost digits).
+  Value a = b.abs(x), one_minus_a = b.subtract(one, a);
+  Value denominator = b.add(b.multiply(one_minus_a, one_minus_a), b.multiply(y, y));
   Value re = b.multiply(c.constant(0.25),
-                        b.log_plus_one(b.divide(b.multiply(c.constant(4), x), denominator)));
+                        b.log_plus_one(b.divide(b.multiply(c.constant(4), a), denominator)));
+  re = c.with_sign_of(re, x);
   Value to_plus = c.hypot(b.add(one, x), y), to_minus = c.hypot(one_minus_x, y);
   Value by_hypot = b.multiply(c.constant(0.5), b.subtract(b.log(to_plus), b.log(to_minus)));
   Value near_one = b.lt(b.minimum(to_plus, to_minus), c.constant(1e-4));

@@ -704,9 +704,6 @@ Value sqrt_one_minus_square(Builder& b, const Value& x) {
 // atan(x) = atan2(x / m, 1 / m), m = max(|x|, 1): the plugin's CPU compiler rewrites
 // atan2(x, constant 1) into an expansion that is wrong for |x| > 1, so no constant is used.
 // Both arguments stay finite for any finite x; x = +-inf goes in as atan2(+-1, 0) = +-pi/2.
-Value log_of_twice(Builder& b, const Value& x) {
-  return b.add(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
-}
 TORCH_TPU_FLOAT_UNARY_FN(atan, {
   if (hlo::is_complex(x.type)) return complex_atan(b, x);
   Value magnitude = b.abs(x);
@@ -778,6 +775,9 @@ TORCH_TPU_FLOAT_UNARY_OPMATH_FN(cosh, {
 Value beyond_square_root(Builder& b, const Value& magnitude) {
   return b.gt(magnitude, splat(b, 268435456.0, magnitude.type, magnitude.shape));
 }
+Value log_of_twice(Builder& b, const Value& x) {
+  return b.add(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
+}
 // asinh x = sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|: log1p keeps small x exact.
 TORCH_TPU_FLOAT_UNARY_OPMATH_FN(asinh, {
   if (hlo::is_complex(x.type)) return complex_asinh(b, x);
@@ -799,12 +799,14 @@ TORCH_TPU_FLOAT_UNARY_OPMATH_FN(acosh, {
   Value value = b.select(beyond_square_root(b, x), log_of_twice(b, x), near);
   return b.select(b.lt(x, one), splat(b, NAN, x.type, x.shape), value);
 });
-// atanh x = log1p(2x / (1 - x)) / 2: log1p keeps small x exact.
+// atanh x = sign(x) log1p(2a / (1 - a)) / 2, a = |x|: log1p keeps small x exact, and its
+// argument stays positive (near -1 it would approach -1 and lose digits).
 TORCH_TPU_FLOAT_UNARY_OPMATH_FN(atanh, {
   if (hlo::is_complex(x.type)) return complex_atanh(b, x);
-  Value twice = b.multiply(splat(b, 2, x.type, x.shape), x);
-  Value ratio = b.divide(twice, b.subtract(one_like(b, x), x));
-  return b.multiply(splat(b, 0.5, x.type, x.shape), b.log_plus_one(ratio));
+  Value a = b.abs(x);
+  Value ratio =
+      b.divide(b.multiply(splat(b, 2, x.type, x.shape), a), b.subtract(one_like(b, x), a));
+  return b.multiply(b.multiply(splat(b, 0.5, x.type, x.shape), b.sign(x)), b.log_plus_one(ratio));
 });
 TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.subtract(one_like(b, x), erf(b, x)); });
 
