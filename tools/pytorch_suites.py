@@ -83,6 +83,13 @@ LEFT_WITH_REASON = [
         "PyTorch's quantized backend (nor does torch_xla)",
     ),
     (
+        r"test_scalar_support__refs_pow_DEVICE_complex64",
+        "complex64 z ** w = exp(w log z) is ~5e-6 off the exact value on CPU and on tpu alike, "
+        "rounded apart; the test asks 1.3e-6 of their difference. tpu is as close to the "
+        "complex128 result as CPU (test_ufunc_parity.py::test_complex64_pow_is_as_close_to_exact_"
+        "as_cpus)",
+    ),
+    (
         r"found on the device at this sync point",
         "indices in a device tensor are checked inside the executable and reported at the next "
         "sync point, as CUDA's device asserts are; these tests skip CUDA for the same reason",
