@@ -106,11 +106,15 @@ def reason_left(key: str, result: dict[str, Any]) -> str | None:
 
 def classify(text: str) -> str:
     # A test that names CUDA in its own failure assumes it; CUDA deep in a traceback does not.
-    if re.search(r"\bcuda\b|CUDA", first_line(text)):
+    head = first_line(text)
+    if re.search(r"\bcuda\b|CUDA", head):
         return "CUDA-only assumption"
-    for cause, pattern in CAUSES:
-        if re.search(pattern, text):
-            return cause
+    # The failure's own line first: a word deep in its traceback (a module named "quantized")
+    # must not outrank what the error says.
+    for part in (head, text):
+        for cause, pattern in CAUSES:
+            if re.search(pattern, part):
+                return cause
     return "other"
 
 

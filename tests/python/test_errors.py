@@ -699,3 +699,15 @@ def test_bool_input_without_a_kernel_is_refused_as_on_cpu(call: Callable[..., An
         call(x)
     with pytest.raises(NotImplementedError, match="'Bool'"):
         call(x.to("tpu"))
+
+
+def test_ctc_loss_of_empty_log_probs_names_it(tpu: torch.device) -> None:
+    # CPU refuses an empty log_probs by name; tpu failed inside its lowering with an IndexError.
+    args = [torch.tensor([], dtype=torch.long) for _ in range(3)]
+    for device in ("cpu", tpu):
+        with pytest.raises(RuntimeError, match="log_probs tensor must not be empty"):
+            F.ctc_loss(
+                torch.rand(0, 0, 4, device=device),
+                *[a.to(device) for a in args],
+                reduction="none",
+            )
