@@ -37,8 +37,7 @@ def encoder_layer(activation: str, norm_first: bool) -> nn.TransformerEncoderLay
     return layer.eval()
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize(("activation", "norm_first"), [("relu", False), ("gelu", True)])
 @pytest.mark.parametrize("masks", ["none", "padding", "attention", "both"])
 def test_encoder_layer_fast_path_matches_cpu(
     mode: str, activation: str, norm_first: bool, masks: str
