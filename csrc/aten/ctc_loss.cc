@@ -47,6 +47,7 @@ Layout lay_out(const at::Tensor& log_probs, const at::Tensor& targets,
                at::IntArrayRef input_lengths, at::IntArrayRef target_lengths, int64_t blank) {
   TORCH_CHECK(log_probs.dim() == 3, "ctc_loss: expected log_probs of shape (T, N, C), got ",
               log_probs.sizes());
+  TORCH_CHECK(log_probs.numel() > 0, "log_probs tensor must not be empty");
   Layout layout;
   layout.steps = log_probs.size(0);
   layout.batch = log_probs.size(1);

@@ -600,18 +600,30 @@ LOWER({"elu", "elu_", "elu.out"}, [](LoweringContext& ctx) {
   return Values{b.select(b.gt(x, splat(b, 0, x.type, x.shape)), positive, negative)};
 });
 // elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
-LOWER({"elu_backward", "elu_backward.grad_input"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
-  Value grad = ctx.tensor(0), x = ctx.tensor(5);
-  auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
-  Value alpha = s(1), scale = s(2), input_scale = s(3);
-  Value negative_coefficient = b.multiply(alpha, scale);
-  Value negative = ctx.arg(4).toBool() ? b.multiply(input_scale, b.add(x, negative_coefficient))
-                                       : b.multiply(b.multiply(input_scale, negative_coefficient),
-                                                    b.exponential(b.multiply(x, input_scale)));
-  Value slope = b.select(b.le(x, splat(b, 0, x.type, x.shape)), negative, scale);
-  return Values{b.multiply(grad, slope)};
-});
+LOWER(
+    {"elu_backward", "elu_backward.grad_input"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      Value grad = ctx.tensor(0), x = ctx.tensor(5);
+      auto s = [&](int i) { return as(b, ctx.scalar(i, x.type), x.type, x.shape); };
+      Value alpha = s(1), scale = s(2), input_scale = s(3);
+      Value negative_coefficient = b.multiply(alpha, scale);
+      Value negative = ctx.arg(4).toBool()
+                           ? b.multiply(input_scale, b.add(x, negative_coefficient))
+                           : b.multiply(b.multiply(input_scale, negative_coefficient),
+                                        b.exponential(b.multiply(x, input_scale)));
+      Value slope = b.select(b.le(x, splat(b, 0, x.type, x.shape)), negative, scale);
+      return Values{b.multiply(grad, slope)};
+    },
+    {},
+    // On every call (alpha is a runtime input): after an in-place forward (elu_, celu_), the
+    // result's sign tells the input's only for an alpha of at least 0, as CPU checks.
+    [](const std::vector<c10::IValue>& args) {
+      TORCH_CHECK(!args[4].toBool() || args[1].toScalar().toDouble() >= 0.0,
+                  "In-place elu backward calculation is triggered with a negative slope which is "
+                  "not supported. This is caused by calling in-place forward function with a "
+                  "negative slope, please call out-of-place version instead.");
+    });
 
 // softplus(x) = log1p(exp(beta x)) / beta, or x where beta x > threshold.
 Value softplus(Builder& b, const Value& x, const Value& beta, const Value& threshold) {

@@ -213,8 +213,9 @@ LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.t
         Builder& b = ctx.b;
         const at::Tensor& self = ctx.tensor_meta(0);
         Shape shape = shape_of(self);
-        bool has_from = ctx.arg(1).isInt() && ctx.num_args() > 2 && !ctx.arg(2).isGenerator() &&
-                        (ctx.arg(2).isInt() || ctx.arg(2).isNone());
+        // The .from overloads take (self, from, to, generator[, out]); the .to ones (self, to,
+        // generator[, out]): random_(2)'s absent generator is not a `to`.
+        bool has_from = ctx.num_args() >= 4 && !ctx.arg(3).isTensor();
         int64_t from = has_from ? ctx.arg(1).toInt() : 0;
         c10::IValue to_value = has_from ? ctx.arg(2) : ctx.arg(1);
         TORCH_CHECK(!to_value.isNone(),

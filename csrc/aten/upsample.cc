@@ -148,38 +148,43 @@ Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<doubl
 
 // Antialiasing (PIL's filters, as CPU's _upsample_*_aa): a window that widens with the
 // downscale factor, weights normalized to sum to one. Unused window slots weigh zero.
+// In T: float, or double for float64 inputs (CPU computes the weights in the input's type, so
+// a float64 image of ones resamples to exact ones).
+template <typename T>
 Taps antialias_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale_opt,
                     bool cubic) {
-  const float scale = compute_scale(in, out, align_corners, scale_opt);
+  const T scale = compute_scale<T>(in, out, align_corners, scale_opt);
   const int interp_size = cubic ? 4 : 2;
-  const float support =
-      static_cast<float>(scale >= 1.0 ? (interp_size * 0.5) * scale : interp_size * 0.5);
+  const T support = scale >= T(1) ? T(interp_size * 0.5) * scale : T(interp_size * 0.5);
   const int64_t width = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  const float inverse_scale = scale >= 1.0f ? 1.0f / scale : 1.0f;
-  auto filter = [cubic](float x) -> float {
+  const T inverse_scale = scale >= T(1) ? T(1) / scale : T(1);
+  auto filter = [cubic](T x) -> T {
     x = std::abs(x);
-    if (!cubic) return x < 1.f ? 1.f - x : 0.f;
-    if (x < 1.f) return cubic_near(x, -0.5f);
-    return x < 2.f ? cubic_far(x, -0.5f) : 0.f;
+    if (!cubic) return x < T(1) ? T(1) - x : T(0);
+    if (x < T(1)) return cubic_near(x, T(-0.5));
+    return x < T(2) ? cubic_far(x, T(-0.5)) : T(0);
   };
   Taps taps{width, {}, {}};
-  std::vector<float> weights(static_cast<size_t>(width));
+  std::vector<T> weights(static_cast<size_t>(width));
   for (int64_t i = 0; i < out; ++i) {
-    const auto center = static_cast<float>(scale * (static_cast<double>(i) + 0.5));
+    const auto center = static_cast<T>(static_cast<double>(scale) * (static_cast<double>(i) + 0.5));
     const int64_t first =
-        std::max(static_cast<int64_t>(center - support + 0.5), static_cast<int64_t>(0));
+        std::max(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), int64_t{0});
     const int64_t count = std::clamp<int64_t>(
-        std::min(static_cast<int64_t>(center + support + 0.5), in) - first, 0, width);
-    float total = 0.f;
+        std::min(static_cast<int64_t>(static_cast<double>(center + support) + 0.5), in) - first, 0,
+        width);
+    T total = 0;
     for (int64_t j = 0; j < width; ++j) {
-      const float offset = static_cast<float>(j + first) - center;
-      weights[j] = j < count ? filter(static_cast<float>((offset + 0.5) * inverse_scale)) : 0.f;
+      const T offset = static_cast<T>(j + first) - center;
+      weights[j] = j < count
+                       ? filter(static_cast<T>((static_cast<double>(offset) + 0.5) * inverse_scale))
+                       : T(0);
       total += weights[j];
     }
     for (int64_t j = 0; j < width; ++j) {
       const int64_t slot = std::min(j, std::max<int64_t>(count - 1, 0));
       taps.index.push_back(static_cast<double>(std::clamp<int64_t>(first + slot, 0, in - 1)));
-      taps.weight.push_back(total != 0.f ? weights[j] / total : weights[j]);
+      taps.weight.push_back(static_cast<double>(total != T(0) ? weights[j] / total : weights[j]));
     }
   }
   return taps;
@@ -302,7 +307,9 @@ Taps filter_taps(Filter filter, int64_t in, int64_t out, bool align_corners,
     return wide ? cubic_taps<double>(in, out, align_corners, scale)
                 : cubic_taps<float>(in, out, align_corners, scale);
   }
-  return antialias_taps(in, out, align_corners, scale, filter == Filter::AntialiasBicubic);
+  const bool cubic = filter == Filter::AntialiasBicubic;
+  return wide ? antialias_taps<double>(in, out, align_corners, scale, cubic)
+              : antialias_taps<float>(in, out, align_corners, scale, cubic);
 }
 
 // The 2-D filters' (self, output_size, align_corners, scales_h, scales_w). Bicubic sums its 4x4

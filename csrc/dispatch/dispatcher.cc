@@ -115,6 +115,14 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   }
   key += '[';
   for (int64_t size : tensor.sizes()) append_number(key, size, ',');
+  // The entry keeps the output layout the Meta kernel chose, which follows the input's suggested
+  // memory format; the strides of size-1 dims can change that ([1, C, H, W] taken from a
+  // channels-last batch with x[0][None] suggests contiguous, the batch itself channels-last)
+  // though they change nothing read, so they key apart by it. (A cached flag: cheap.)
+  if ((tensor.dim() == 4 || tensor.dim() == 5) &&
+      tensor.suggest_memory_format() != c10::MemoryFormat::Contiguous) {
+    key += 'C';
+  }
   if (!covers_whole_storage(tensor)) {
     key += '|';
     // A dim of size 1 is read at index 0 whatever its stride: x[:, -1:] of a growing [1, n]

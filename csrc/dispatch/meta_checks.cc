@@ -90,23 +90,13 @@ bool is_determinism_alert(std::string_view message) {
 // Ops whose CPU kernels write into overlapping (expanded) targets without complaint: fills,
 // masked and indexed writes (deprecated there, but allowed), and reductions' out=.
 bool may_write_overlapping(std::string_view name) {
-  static const std::unordered_set<std::string_view> allowed = {"aten::fill_",
-                                                               "aten::zero_",
-                                                               "aten::masked_fill_",
-                                                               "aten::index_put_",
-                                                               "aten::_index_put_impl_",
-                                                               "aten::index_fill_",
-                                                               "aten::sum",
-                                                               "aten::prod",
-                                                               "aten::amax",
-                                                               "aten::amin",
-                                                               "aten::nansum",
-                                                               "aten::std",
-                                                               "aten::var",
-                                                               "aten::norm",
-                                                               "aten::any",
-                                                               "aten::all",
-                                                               "aten::linalg_vector_norm"};
+  static const std::unordered_set<std::string_view> allowed = {
+      "aten::fill_", "aten::zero_", "aten::masked_fill_", "aten::index_put_",
+      "aten::_index_put_impl_", "aten::index_fill_", "aten::sum", "aten::prod", "aten::amax",
+      "aten::amin", "aten::nansum", "aten::std", "aten::var", "aten::norm", "aten::any",
+      "aten::all", "aten::linalg_vector_norm",
+      // idempotent: x <= t -> v
+      "aten::threshold_"};
   return allowed.contains(name);
 }
 

@@ -699,3 +699,46 @@ def test_bool_input_without_a_kernel_is_refused_as_on_cpu(call: Callable[..., An
         call(x)
     with pytest.raises(NotImplementedError, match="'Bool'"):
         call(x.to("tpu"))
+
+
+def test_ctc_loss_of_empty_log_probs_names_it(tpu: torch.device) -> None:
+    # CPU refuses an empty log_probs by name; tpu failed inside its lowering with an IndexError.
+    args = [torch.tensor([], dtype=torch.long) for _ in range(3)]
+    for device in ("cpu", tpu):
+        with pytest.raises(RuntimeError, match="log_probs tensor must not be empty"):
+            F.ctc_loss(
+                torch.rand(0, 0, 4, device=device),
+                *[a.to(device) for a in args],
+                reduction="none",
+            )
+
+
+@pytest.mark.parametrize("op", ["elu_", "celu_"])
+def test_inplace_elu_with_negative_alpha_refuses_backward_as_cpu(
+    tpu: torch.device, op: str
+) -> None:
+    # The result of elu_ with alpha < 0 cannot give the input's sign back: CPU refuses the
+    # backward (tpu computed a gradient from the wrong branch).
+    for device in ("cpu", tpu):
+        a = torch.tensor([-1.0, 1.0], device=device, requires_grad=True)
+        b = getattr(F, op)(a.clone(), alpha=-2)
+        with pytest.raises(RuntimeError, match="call out-of-place version"):
+            b.backward(torch.ones(2, device=device))
+        # A positive alpha still differentiates, as on CPU.
+        c = getattr(F, op)(a.clone(), alpha=2)
+        c.sum().backward()
+    assert_close_to_cpu(lambda x: F.elu(x, alpha=2.0), torch.tensor([-1.0, 0.5]))
+
+
+def test_calls_cpu_accepts_are_accepted(tpu: torch.device) -> None:
+    # random_(to) with no generator read its absent generator as `to` and refused the call.
+    torch.manual_seed(0)
+    x = torch.empty(4000, device=tpu).random_(2).cpu()
+    assert set(x.unique().tolist()) == {0.0, 1.0}
+    y = torch.empty(4000, device=tpu, dtype=torch.int64).random_(3, 7).cpu()
+    assert set(y.unique().tolist()) == {3, 4, 5, 6}
+    # threshold_ on an expanded tensor: every alias gets the same value, so CPU allows it.
+    assert_close_to_cpu(
+        lambda t: F.threshold(t.expand(6, 6), 0.5, 0.5, inplace=True),
+        torch.randn(1, 6),
+    )

@@ -64,3 +64,16 @@ def test_source_and_sample_kept_in_the_report(tmp_path: Path) -> None:
     text = tool.summarize(loaded, ["tpu", "cpu"], meta)
     assert "- test_x.py: commit abc1234; a fixed 1-in-16 sample" in text
     assert "| test_x.py | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 |" in text
+
+
+def test_failure_classified_by_its_own_line_first() -> None:
+    # A missing op whose traceback passes through a module with "quantized" in its name is a
+    # missing op, not a quantized one (which would be left with the quantized reason).
+    text = (
+        "NotImplementedError: The operator 'aten::_transformer_encoder_layer_fwd' is not "
+        "implemented for the tpu device yet.\n"
+        '  File "torch/ao/nn/quantized/modules/linear.py", line 1, in forward\n'
+    )
+    assert tool.classify(text) == "missing op"
+    # What the first line does not say is still found further down.
+    assert tool.classify("Error\nworker 'gw1' crashed while running") == "crash"

@@ -481,3 +481,47 @@ def test_max_pools_pick_cpus_index_among_nans_and_neg_infs(mode: str, pool: str,
     values, indices = POOLS[pool](x.to(TPU))
     assert torch.equal(indices.cpu(), expected_indices)
     torch.testing.assert_close(values.cpu(), expected_values, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode_name", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_float64_resize_is_float64_accurate(
+    mode: str, mode_name: str, align_corners: bool
+) -> None:
+    # The antialiasing weights were tabulated in float32 for every dtype, so a float64 image of
+    # ones came out 1 - 2e-7 where CPU (weights in float64) gives ones to the last bits.
+    x = torch.ones(2, 3, 8, 8, dtype=torch.float64)
+    for size in (4, 5, 12):
+        args = {"mode": mode_name, "align_corners": align_corners, "antialias": True}
+        expected = F.interpolate(x, size=size, **args)
+        actual = F.interpolate(x.to(TPU), size=size, **args).cpu()
+        torch.testing.assert_close(actual, expected, atol=1e-12, rtol=0)
+    y = torch.randn(2, 3, 9, 7, dtype=torch.float64)
+    args = {"mode": mode_name, "align_corners": align_corners, "antialias": True}
+    torch.testing.assert_close(
+        F.interpolate(y.to(TPU), size=(4, 3), **args).cpu(),
+        F.interpolate(y, size=(4, 3), **args),
+        atol=1e-12,
+        rtol=1e-12,
+    )
+
+
+def test_output_layout_follows_each_inputs_suggested_format(mode: str) -> None:
+    # A channels-last batch of one and the same image taken back out with x[0][None] read the
+    # same elements and keyed one executable, which kept the first call's output layout: the
+    # second got channels-last strides where CPU (following suggest_memory_format) is contiguous.
+    batch = torch.randint(0, 256, (1, 3, 16, 16), dtype=torch.uint8)
+    batch = batch.contiguous(memory_format=torch.channels_last)
+    for first_whole in (True, False):
+        for device in ("cpu", TPU):
+            x = batch.to(device).contiguous(memory_format=torch.channels_last)
+            inputs = [x, x[0][None]] if first_whole else [x[0][None], x]
+            outs = [F.interpolate(t.float(), size=(8, 8), mode="bilinear") for t in inputs]
+            outs += [F.interpolate(t, size=(8, 8), mode="nearest") for t in inputs]
+            if device == "cpu":
+                expected = [(o.stride(), o.is_contiguous()) for o in outs]
+                values = list(outs)
+            else:
+                assert [(o.stride(), o.is_contiguous()) for o in outs] == expected
+                for got, want in zip(outs, values, strict=True):
+                    torch.testing.assert_close(got.cpu(), want)
