@@ -36,10 +36,10 @@ fi
 # pip's own failures stop the script (pipefail); only its noise about local indexes is dropped.
 quiet() { grep -v "^WARNING: Location" || true; }
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | quiet; }
-if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, expecttest" 2>/dev/null \
+if ! "$PY" -c "import torch, numpy, pytest, xdist, pytest_timeout, ruff, expecttest, hypothesis" 2>/dev/null \
    || [ "$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')" != "2.13.0" ]; then
-  say "installing torch==2.13.0 and the test tools"
-  pip_install torch==2.13.0 numpy pytest pytest-xdist pytest-timeout ruff setuptools wheel expecttest
+  say "installing torch==2.13.0 and the test tools (hypothesis: PyTorch's own test files import it)"
+  pip_install torch==2.13.0 numpy pytest pytest-xdist pytest-timeout ruff setuptools wheel expecttest hypothesis
 fi
 
 # 3. What the extras name: the XLA CPU PJRT plugin (cpu), jax (kernels), the Hugging Face stack
