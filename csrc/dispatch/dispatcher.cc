@@ -826,6 +826,7 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
   }
   read_views_from_buckets(schema, args);
   int device = check_devices(schema, args);
+  check_written_overlap(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   laps.lap(HostPhase::Arguments);

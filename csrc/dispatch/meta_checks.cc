@@ -110,20 +110,6 @@ bool may_write_overlapping(std::string_view name) {
   return allowed.contains(name);
 }
 
-// In-place and out= targets must not have several elements on one memory location, as CPU
-// checks (Meta kernels do not): the write would be silently ambiguous.
-void check_written_overlap(const c10::FunctionSchema& schema,
-                           const std::vector<c10::IValue>& args) {
-  if (may_write_overlapping(schema.name())) return;
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
-    const c10::AliasInfo* alias = arguments[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
-    const at::Tensor& target = args[i].toTensor();
-    if (target.defined()) at::assert_no_internal_overlap(target);
-  }
-}
-
 // Calls whose Meta kernel copies one backend's limits rather than the op's: _grouped_mm's
 // takes only bfloat16 (CUDA's fast path), while CPU, CUDA's fallback and our lowering take any
 // float; nll_loss's (a decomposition through gather) refuses the uint8 targets CPU takes.
@@ -243,6 +229,29 @@ bool is_dtype_error(const c10::Error& error) {
 bool cuda_takes_more_dtypes(std::string_view name) { return name == "aten::histc"; }
 
 }  // namespace
+
+// In-place and out= targets must not have several elements on one memory location, nor share
+// some (not all) of their memory with an input (x[:-1] <<= x[1:]), as CPU checks (Meta kernels
+// do not): the write would be silently ambiguous. set_ makes a tensor over another's memory.
+void check_written_overlap(const c10::FunctionSchema& schema,
+                           const std::vector<c10::IValue>& args) {
+  if (may_write_overlapping(schema.name()) || schema.name() == "aten::set_") return;
+  const auto& arguments = schema.arguments();
+  auto written = [&](size_t i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    return alias != nullptr && alias->isWrite();
+  };
+  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+    if (!written(i) || !args[i].isTensor()) continue;
+    const at::Tensor& target = args[i].toTensor();
+    if (!target.defined()) continue;
+    at::assert_no_internal_overlap(target);
+    for (size_t j = 0; j < arguments.size() && j < args.size(); ++j) {
+      if (written(j) || !args[j].isTensor() || !args[j].toTensor().defined()) continue;
+      at::assert_no_partial_overlap(target, args[j].toTensor());
+    }
+  }
+}
 
 void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
                            const std::vector<c10::IValue>& args) {

@@ -28,6 +28,12 @@ using OutputLayouts = std::vector<std::vector<int64_t>>;
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args);
 
+// Raises CPU's error for an in-place or out= target with several elements on one memory
+// location, or sharing part (not all) of its memory with an input. Part of run_meta_checks, and
+// also made on every call (cache hits too): the cache key holds no aliasing, and these checks
+// cost a few comparisons.
+void check_written_overlap(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
 // Raises the error CPU's kernel raises for `args` (run on zero-filled CPU stand-ins), if it
 // raises one; returns where CPU takes the call or has no kernel for it.
 void raise_cpu_error(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);

@@ -256,6 +256,45 @@ def test_write_into_overlapping_view_raises_as_on_cpu(case: str) -> None:
     same_error_as_cpu(lambda x: OVERLAPPING_WRITES[case](x.expand(3)), torch.zeros(1))
 
 
+# Writes into a view sharing part of an input's memory: CPU refuses (PyTorch's test_torch.py's
+# *_mem_overlap tests); tpu answered. Run in a fresh process: after a refused conv2d call the
+# check can be missed for the next tensors (not yet understood; see docs/pytorch_suites.md).
+PARTIAL_OVERLAP_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    cases = {
+        "ilshift_float": lambda x: x[:-1].__ilshift__(x[1:]),
+        "add_": lambda x: x[:-1].add_(x[1:]),
+        "copy_": lambda x: x[1:].copy_(x[:-1]),
+        "index_add_": lambda x: x.index_add_(0, torch.tensor([0, 1], device=x.device), x[:2]),
+        "add_out": lambda x: torch.add(x[:3], 1, out=x[1:4]),
+        "add_self": lambda x: x.add_(x),  # the same memory in full: allowed
+    }
+    for name, call in cases.items():
+        seen = []
+        for device in ("cpu", "tpu"):
+            try:
+                call(torch.rand(5, device=device))
+                seen.append("ok")
+            except RuntimeError as error:
+                seen.append(str(error))
+        print(name, seen[0] == seen[1], seen[0][:40])
+    """
+)
+
+
+def test_write_over_part_of_an_input_raises_as_on_cpu() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PARTIAL_OVERLAP_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 6, proc.stdout
+    for line in lines:
+        assert " True " in line, line
+    assert "unsupported operation" in lines[0] and lines[-1].endswith("ok")
+
+
 def test_fill_into_overlapping_view_works_as_on_cpu(tpu: torch.device) -> None:
     x = torch.zeros(1, device=tpu)
     x.expand(3).fill_(2.0)  # CPU allows fills (and masked/indexed writes) here
