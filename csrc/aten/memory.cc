@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -12,6 +13,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/zeros.h>
@@ -337,6 +339,11 @@ void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  // As CPU: not into an expanded tensor, nor from memory it shares in part.
+  if (self.is_privateuseone()) {
+    at::assert_no_internal_overlap(self);
+    at::assert_no_partial_overlap(self, src);
+  }
   if (self.numel() == 0) {
     if (self.is_cpu() && src.is_privateuseone()) empty_read_sync_point(src);
     return self;
@@ -476,6 +483,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("equal", TORCH_FN(equal));
   m.impl("resize_", TORCH_FN(resize_));
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to));  // metadata only, as on CPU
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));

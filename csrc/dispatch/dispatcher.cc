@@ -826,7 +826,6 @@ std::vector<c10::IValue> dispatch(const std::string& op_name, const c10::Functio
   }
   read_views_from_buckets(schema, args);
   int device = check_devices(schema, args);
-  check_written_overlap(schema, args);
   if (eager_mode() == EagerMode::Debug) check_indices(schema, args);
   if (lowering.each_call) lowering.each_call(args);
   laps.lap(HostPhase::Arguments);
@@ -1090,6 +1089,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     stack->push_back(std::move(args[0]));
     return;
   }
+  // On the caller's tensors, before any is replaced by a copy (a view of a size bucket's
+  // storage), and on every call: the cache key holds no aliasing.
+  check_written_overlap(schema, args);
   std::vector<c10::IValue> results =
       dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask, bound->bucket);
   if (bound->output_mask_arg) {
