@@ -257,8 +257,8 @@ def test_write_into_overlapping_view_raises_as_on_cpu(case: str) -> None:
 
 
 # Writes into a view sharing part of an input's memory: CPU refuses (PyTorch's test_torch.py's
-# *_mem_overlap tests); tpu answered. Run in a fresh process: after a refused conv2d call the
-# check can be missed for the next tensors (not yet understood; see docs/pytorch_suites.md).
+# *_mem_overlap tests); tpu answered. In a fresh process: the check once depended on what ran
+# before (it missed these after a refused conv2d call).
 PARTIAL_OVERLAP_SCRIPT = textwrap.dedent(
     """
     import torch
