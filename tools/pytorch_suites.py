@@ -113,6 +113,28 @@ LEFT_WITH_REASON = [
         "indices in a device tensor are checked inside the executable and reported at the next "
         "sync point, as CUDA's device asserts are; these tests skip CUDA for the same reason",
     ),
+    (
+        r"Type comparison failed: <class 'torch\.tpu\.\w+Storage'>",
+        "tpu tensors' legacy storage classes live on the device module (torch.tpu.FloatStorage), "
+        "as CUDA's do (torch.cuda.FloatStorage), and storage_type() returns them as it does for "
+        "CUDA; the test expects a device module's class for CUDA alone",
+    ),
+    (
+        r"map_ is only implemented on CPU tensors",
+        "Tensor.map_ calls a Python function per element, and PyTorch implements it for CPU "
+        "tensors alone; the test skips it for CUDA for the same reason",
+    ),
+    (
+        r"a slice of a tpu storage",
+        "a tpu storage's bytes are one device buffer that each write replaces, so a second "
+        "storage over part of them (untyped_storage()[a:b], which shares memory on CPU and CUDA) "
+        "cannot be made; a tensor sliced over the storage reads and writes those bytes",
+    ),
+    (
+        r"test_gather_backward_deterministic_path.*Timeout",
+        "its reference is a Python loop of 20,000 to 60,000 single-element updates of a device "
+        "tensor (CUDA takes another branch), each one a device execution: past the time limit",
+    ),
 ]
 
 

@@ -115,6 +115,18 @@ at::Tensor index_kernel(const at::Tensor& self, const IndexList& indices) {
 
 at::Tensor& index_put_impl_kernel(at::Tensor& self, const IndexList& indices,
                                   const at::Tensor& values, bool accumulate, bool unsafe) {
+  // CPU's checks: an expanded self is deprecated; values and indices may not share its memory.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN(
+        "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
+        "performing this operation. This also applies to advanced indexing e.g. tensor[indices] "
+        "= tensor");
+  }
+  at::assert_no_overlap(self, values);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::optional<at::Tensor> index = indices.get(i);
+    if (index && index->defined()) at::assert_no_overlap(self, *index);
+  }
   // self[mask] = scalar over the whole tensor needs no round trip: it is a select.
   if (indices.size() == 1 && is_mask(indices.get(0)) && !accumulate && values.numel() == 1 &&
       indices.get(0)->sizes() == self.sizes()) {

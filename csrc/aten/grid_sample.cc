@@ -89,6 +89,15 @@ std::vector<at::Tensor> cubic_coefficients(const at::Tensor& t) {
 
 at::Tensor grid_sample(const at::Tensor& input_in, const at::Tensor& grid_in, int64_t interpolation,
                        int64_t padding, bool align, int64_t k) {
+  // CPU's common checks come before the 2d/3d ones (a batch mismatch is reported first).
+  TORCH_CHECK(input_in.dim() == grid_in.dim(),
+              "grid_sampler(): expected grid to have same number of dimension as input, but got "
+              "input with sizes ",
+              input_in.sizes(), " and grid with sizes ", grid_in.sizes());
+  TORCH_CHECK(input_in.dim() == 0 || input_in.size(0) == grid_in.size(0),
+              "grid_sampler(): expected grid and input to have same batch size, but got input "
+              "with sizes ",
+              input_in.sizes(), " and grid with sizes ", grid_in.sizes());
   TORCH_CHECK(input_in.dim() == k + 2 && grid_in.dim() == k + 2 && grid_in.size(-1) == k,
               "grid_sampler_", k, "d(): expected ", k + 2, "D input and grid with last dim ", k,
               ", but got input with sizes ", input_in.sizes(), " and grid with sizes ",

@@ -1,14 +1,19 @@
 // Kernels that are not computations: allocation, views (metadata only), cross-device copies
 // and reading a scalar back to the host.
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/zeros.h>
@@ -63,6 +68,31 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   (void)to_element_type(type);
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
                                            c10::DispatchKeySet(kKeys), type);
+}
+
+// With deterministic algorithms on, memory handed out uninitialized is filled (NaN for floating
+// types, the largest value for integers) so reading it is reproducible, as CPU and CUDA do.
+bool fill_uninitialized() {
+  const auto& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
+// The registered kernels; the helpers above allocate staging buffers that are written at once.
+at::Tensor empty_memory_format_op(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                  std::optional<c10::Layout> layout,
+                                  std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                                  std::optional<c10::MemoryFormat> memory_format) {
+  at::Tensor out = empty_memory_format(size, dtype, layout, device, pin_memory, memory_format);
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(out);
+  return out;
+}
+
+at::Tensor empty_strided_op(c10::IntArrayRef size, c10::IntArrayRef stride,
+                            std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                            std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  at::Tensor out = empty_strided(size, stride, dtype, layout, device, pin_memory);
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(out);
+  return out;
 }
 
 // Whole-storage contiguous copy of `tensor` on the device (a clone when it is a view).
@@ -309,6 +339,11 @@ void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  // As CPU: not into an expanded tensor, nor from memory it shares in part.
+  if (self.is_privateuseone()) {
+    at::assert_no_internal_overlap(self);
+    at::assert_no_partial_overlap(self, src);
+  }
   if (self.numel() == 0) {
     if (self.is_cpu() && src.is_privateuseone()) empty_read_sync_point(src);
     return self;
@@ -373,10 +408,13 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   // ATen's computation, which refuses a size whose bytes overflow.
   const std::size_t nbytes =
       at::detail::computeStorageNbytesContiguous(size, self.element_size(), self.storage_offset());
+  const auto old_nbytes = static_cast<int64_t>(self.storage().nbytes());
   if (nbytes > self.storage().nbytes()) {
     // Grow: a new storage that keeps the old contents at the front.
     at::Tensor old_host;
-    if (self.storage().nbytes() > 0 && device_storage(self).contents().buffer) {
+    // Values still pending in DeferAndFuse are kept too (they were dropped as never written).
+    const DeviceStorage::Contents old = device_storage(self).contents();
+    if (self.storage().nbytes() > 0 && (old.buffer || old.pending)) {
       at::Tensor old_view = at::detail::empty_generic(
           {0}, device_allocator(), c10::DispatchKeySet(kKeys), self.scalar_type(), std::nullopt);
       old_view.unsafeGetTensorImpl()->set_storage_keep_dtype(self.storage());
@@ -399,6 +437,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   if (format != c10::MemoryFormat::Contiguous) {
     self.unsafeGetTensorImpl()->empty_tensor_restride(format);
   }
+  if (fill_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 
@@ -432,8 +471,8 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format_op));
+  m.impl("empty_strided", TORCH_FN(empty_strided_op));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
@@ -444,6 +483,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("equal", TORCH_FN(equal));
   m.impl("resize_", TORCH_FN(resize_));
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to));  // metadata only, as on CPU
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));

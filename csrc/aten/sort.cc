@@ -114,14 +114,19 @@ Values cumulative_extreme(LoweringContext& ctx, bool is_max) {
   Value values = boolean ? b.convert(x, ElementType::S32) : x;
   Value indices = b.iota(values.shape, ElementType::S64, dim);
   bool is_float = hlo::is_float(values.type);
-  Value identity = is_float ? b.constant(is_max ? -INFINITY : INFINITY, values.type)
-                            : b.constant_int(is_max ? std::numeric_limits<int32_t>::min()
-                                                    : std::numeric_limits<int32_t>::max(),
-                                             values.type);
-  if (values.type == ElementType::S64) {
+  // The identity is the type's own bound (int32's failed to compile for uint8, int8, int16).
+  Value identity;
+  if (is_float) {
+    identity = b.constant(is_max ? -INFINITY : INFINITY, values.type);
+  } else if (values.type == ElementType::S64) {
     identity = b.constant_int(
         is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(),
         values.type);
+  } else {
+    double bound = is_max ? lowest(values.type) : highest(values.type);
+    TORCH_CHECK(bound < 9.2e18, "torch_tpu: ", is_max ? "cummax" : "cummin",
+                " takes no uint64 tensor");
+    identity = b.constant_int(static_cast<int64_t>(bound), values.type);
   }
   for (int64_t offset = 1; offset < n; offset *= 2) {
     // The running result `offset` positions earlier (identity before the start).

@@ -1,5 +1,6 @@
 // max_unpool2d/3d: each value is written at its flat position (from max_pool's indices) in a
 // zero plane of the output size. Composed of the device's scatter kernel.
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -22,6 +23,10 @@ at::Tensor unpool(const at::Tensor& self, const at::Tensor& indices, c10::IntArr
   TORCH_CHECK(self.sizes() == indices.sizes(), name,
               ": Shape of input must match shape of "
               "indices");
+  // Repeated indices leave which value lands unspecified (XLA's scatter, as CPU's loop and
+  // CUDA's threads): deterministic algorithms refuse it, with CPU's kernel name.
+  at::globalContext().alertNotDeterministic(spatial == 2 ? "max_unpooling2d_forward_out"
+                                                         : "max_unpooling3d_forward_out");
   int64_t plane = 1;
   for (int64_t s : size) plane *= s;
   std::vector<int64_t> lead(self.sizes().begin(), self.sizes().end() - spatial);

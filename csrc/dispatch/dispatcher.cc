@@ -1104,6 +1104,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     stack->push_back(std::move(args[0]));
     return;
   }
+  // On the caller's tensors, before any is replaced by a copy (a view of a size bucket's
+  // storage), and on every call: the cache key holds no aliasing.
+  check_written_overlap(schema, args);
   std::vector<c10::IValue> results =
       dispatch(bound->op_name, schema, bound->lowering, args, &bound->key_mask, bound->bucket);
   if (bound->output_mask_arg) {

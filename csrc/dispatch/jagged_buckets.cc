@@ -93,6 +93,7 @@ void check_like_aten(const c10::FunctionSchema& schema, const std::vector<c10::I
       kind += std::to_string(arg.isInt() ? arg.toInt() : static_cast<int64_t>(arg.toBool()));
     }
   }
+  check_written_overlap(schema, args);  // every call: no aliasing in `kind`
   thread_local std::unordered_set<std::string> checked;
   if (checked.contains(kind)) return;
   run_meta_checks(schema, args);

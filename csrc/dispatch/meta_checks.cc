@@ -100,20 +100,6 @@ bool may_write_overlapping(std::string_view name) {
   return allowed.contains(name);
 }
 
-// In-place and out= targets must not have several elements on one memory location, as CPU
-// checks (Meta kernels do not): the write would be silently ambiguous.
-void check_written_overlap(const c10::FunctionSchema& schema,
-                           const std::vector<c10::IValue>& args) {
-  if (may_write_overlapping(schema.name())) return;
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
-    const c10::AliasInfo* alias = arguments[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor()) continue;
-    const at::Tensor& target = args[i].toTensor();
-    if (target.defined()) at::assert_no_internal_overlap(target);
-  }
-}
-
 // Calls whose Meta kernel copies one backend's limits rather than the op's: _grouped_mm's
 // takes only bfloat16 (CUDA's fast path), while CPU, CUDA's fallback and our lowering take any
 // float; nll_loss's (a decomposition through gather) refuses the uint8 targets CPU takes.
@@ -234,6 +220,80 @@ bool cuda_takes_more_dtypes(std::string_view name) { return name == "aten::histc
 
 }  // namespace
 
+// In-place and out= targets must not have several elements on one memory location, nor share
+// some (not all) of their memory with an input (x[:-1] <<= x[1:]), as CPU checks (Meta kernels
+// do not): the write would be silently ambiguous. set_ makes a tensor over another's memory.
+namespace {
+
+// Indexed writes that CPU refuses to make from any of their own memory, in full too
+// (ind.put_(ind, ind)): which element lands would depend on the order of the writes.
+bool refuses_any_overlap(std::string_view name) {
+  static const std::unordered_set<std::string_view> ops = {
+      "aten::scatter_",   "aten::scatter_add_",    "aten::scatter_reduce_", "aten::put_",
+      "aten::index_add_", "aten::index_copy_",     "aten::index_fill_",     "aten::masked_scatter_",
+      "aten::index_put_", "aten::_index_put_impl_"};
+  return ops.contains(name);
+}
+
+// CPU's deprecation warning for a masked or indexed write into an expanded tensor (allowed).
+void warn_expanded_target(std::string_view name, const std::vector<c10::IValue>& args) {
+  static const std::unordered_map<std::string_view, std::string_view> example = {
+      {"aten::masked_fill_", "tensor[mask] = scalar"},
+      {"aten::index_fill_", "tensor[indices] = tensor"},
+      {"aten::index_put_", "tensor[indices] = tensor"},
+      {"aten::_index_put_impl_", "tensor[indices] = tensor"}};
+  auto found = example.find(name);
+  if (found == example.end() || args.empty() || !args[0].isTensor()) return;
+  if (at::has_internal_overlap(args[0].toTensor()) != at::MemOverlap::Yes) return;
+  TORCH_WARN("Use of ", name.substr(6), " on expanded tensors is deprecated. Please clone() ",
+             "the tensor before performing this operation. This also applies to advanced ",
+             "indexing e.g. ", found->second);
+}
+
+}  // namespace
+
+void check_written_overlap(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                           bool warn) {
+  const std::string_view name = schema.name();
+  if (warn) warn_expanded_target(name, args);
+  if (name == "aten::masked_fill_") {  // the mask may not share part of the target's memory
+    if (args.size() > 1 && args[1].isTensor()) {
+      at::assert_no_partial_overlap(args[0].toTensor(), args[1].toTensor());
+    }
+    return;
+  }
+  const bool any_overlap = refuses_any_overlap(name);
+  if (!any_overlap && (may_write_overlapping(name) || name == "aten::set_")) return;
+  const auto& arguments = schema.arguments();
+  auto written = [&](size_t i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    return alias != nullptr && alias->isWrite();
+  };
+  for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+    if (!written(i) || !args[i].isTensor()) continue;
+    const at::Tensor& target = args[i].toTensor();
+    if (!target.defined()) continue;
+    if (!may_write_overlapping(name)) at::assert_no_internal_overlap(target);
+    auto check = [&](const at::Tensor& input) {
+      if (!input.defined()) return;
+      if (any_overlap) {
+        at::assert_no_overlap(target, input);
+      } else {
+        at::assert_no_partial_overlap(target, input);
+      }
+    };
+    for (size_t j = 0; j < arguments.size() && j < args.size(); ++j) {
+      if (written(j)) continue;
+      if (args[j].isTensor()) check(args[j].toTensor());
+      if (any_overlap && args[j].isList()) {  // index_put_'s indices
+        for (const c10::IValue& item : args[j].toListRef()) {
+          if (item.isTensor()) check(item.toTensor());
+        }
+      }
+    }
+  }
+}
+
 void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
                            const std::vector<c10::IValue>& args) {
   if (cuda_takes_more_dtypes(schema.name())) return;
@@ -246,7 +306,8 @@ void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
 
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args) {
-  check_written_overlap(schema, args);
+  // Again for kernels that reach the dispatcher through run_lowering (copy_'s), silently.
+  check_written_overlap(schema, args, /*warn=*/false);
   // Before the Meta kernel: some of these ops have none (_embedding_bag).
   if (integral_operand_cpu_refuses(schema, args)) raise_cpu_dtype_error(schema, args);
   if (meta_is_narrower_than_op(schema.name(), args)) return {};

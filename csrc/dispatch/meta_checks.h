@@ -13,8 +13,7 @@ namespace torch_tpu {
 
 // Raises CPU's error for `args` if the Meta kernel finds them bad (CPU's kernel, run on
 // zero-filled stand-ins, gives the class and message; the Meta kernel's error where CPU takes
-// the call or the stand-ins would be large), and CPU's error for an in-place or out= target
-// whose elements overlap. Ops without a Meta kernel, and
+// the call or the stand-ins would be large). Ops without a Meta kernel, and
 // Meta kernels that cannot answer for these arguments (NotImplementedError), pass. Called on
 // cache misses only: a key that compiled once has passed its checks, so the hot path pays
 // nothing. Runtime Scalars are not part of the key, so checks on their values are made only
@@ -27,6 +26,14 @@ namespace torch_tpu {
 using OutputLayouts = std::vector<std::vector<int64_t>>;
 OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args);
+
+// Raises CPU's error for an in-place or out= target with several elements on one memory
+// location, or sharing part (not all) of its memory with an input (for indexed writes, any of
+// it); warns as CPU for a masked or indexed write into an expanded tensor. Made on every call,
+// before run_meta_checks (cache misses only): the cache key holds no aliasing, and these checks
+// cost a few comparisons.
+void check_written_overlap(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                           bool warn = true);
 
 // Raises the error CPU's kernel raises for `args` (run on zero-filled CPU stand-ins), if it
 // raises one; returns where CPU takes the call or has no kernel for it.

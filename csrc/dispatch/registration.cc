@@ -32,6 +32,7 @@ void unimplemented_fallback(const c10::OperatorHandle& op, torch::jit::Stack* st
   if (!cpu_fallback_enabled()) {
     // A bad call gets CPU's error even where tpu has no kernel: only the Meta kernel runs, and
     // CPU's checks only where it refuses.
+    check_written_overlap(op.schema(), *stack);
     (void)run_meta_checks(op.schema(), *stack);
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "The operator '", name,
