@@ -46,12 +46,14 @@ LOWER({"rsub.Tensor", "rsub.Scalar"}, [](LoweringContext& ctx) {
   return Values{ctx.b.subtract(other, self)};
 });
 
+// Computed as CPU computes half precision: in float32 (a Python scalar kept in it, not rounded
+// to the half type first: float16 x * 1e5 was x * inf), rounded once at the end.
 Values binary_promoted(LoweringContext& ctx, BinaryOp op, bool to_float = false) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   if (to_float) type = float_type(type);
   Shape shape = operand_shape(ctx, {0, 1});
-  ElementType t = et(type);
-  return {ctx.b.binary(op, operand(ctx, 0, t, shape), operand(ctx, 1, t, shape))};
+  ElementType t = et(type), m = opmath(t);
+  return {ctx.b.convert(ctx.b.binary(op, operand(ctx, 0, m, shape), operand(ctx, 1, m, shape)), t)};
 }
 
 LOWER({"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar", "mul.Scalar_out"},

@@ -1,9 +1,12 @@
 // Fills, ranges and random numbers. Random bits come from the device generator (three-fry),
 // so sequences repeat under torch.tpu.manual_seed.
+#include <ATen/Dispatch_v2.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <type_traits>
 
 #include "csrc/aten/common.h"
 
@@ -207,30 +210,54 @@ LOWER({"bernoulli_.Tensor", "bernoulli", "bernoulli.out"}, [](LoweringContext& c
 });
 
 // random_.from(self, from, to?, generator): integers uniform in [from, to).
-LOWER({"random_.from", "random.from", "random.from_out", "random_.to", "random.to",
-       "random.to_out"},
-      [](LoweringContext& ctx) {
-        Builder& b = ctx.b;
-        const at::Tensor& self = ctx.tensor_meta(0);
-        Shape shape = shape_of(self);
-        // The .from overloads take (self, from, to, generator[, out]); the .to ones (self, to,
-        // generator[, out]): random_(2)'s absent generator is not a `to`.
-        bool has_from = ctx.num_args() >= 4 && !ctx.arg(3).isTensor();
-        int64_t from = has_from ? ctx.arg(1).toInt() : 0;
-        c10::IValue to_value = has_from ? ctx.arg(2) : ctx.arg(1);
-        TORCH_CHECK(!to_value.isNone(),
-                    "torch_tpu: random_ without an upper bound is not supported");
+LOWER(
+    {"random_.from", "random.from", "random.from_out", "random_.to", "random.to", "random.to_out"},
+    [](LoweringContext& ctx) {
+      Builder& b = ctx.b;
+      const at::Tensor& self = ctx.tensor_meta(0);
+      Shape shape = shape_of(self);
+      // The .from overloads take (self, from, to, generator[, out]); the .to ones (self, to,
+      // generator[, out]): random_(2)'s absent generator is not a `to`.
+      bool has_from = ctx.num_args() >= 4 && !ctx.arg(3).isTensor();
+      int64_t from = has_from ? ctx.arg(1).toInt() : 0;
+      c10::IValue to_value = has_from ? ctx.arg(2) : ctx.arg(1);
+      // The inclusive upper bound: to - 1, or without `to` (CPU's) the dtype's largest
+      // integer, or 2^digits for a float type (every integer up to it is exact).
+      int64_t last = 0;
+      if (!to_value.isNone()) {
         int64_t to = to_value.toInt();
         TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from,
                     " >= to=", to);
-        uint64_t range = static_cast<uint64_t>(to - from);
-        Value bits = ctx.random_bits(shape, ElementType::U64);
-        Value r =
-            b.remainder(bits, b.constant_int(static_cast<int64_t>(range), ElementType::U64, shape));
-        Value v =
-            b.add(b.convert(r, ElementType::S64), b.constant_int(from, ElementType::S64, shape));
-        return Values{b.convert(v, et(self.scalar_type()))};
-      });
+        last = to - 1;
+      } else {
+        last = AT_DISPATCH_V2(self.scalar_type(), "random_", AT_WRAP([&] {
+                                if constexpr (std::is_floating_point_v<scalar_t> ||
+                                              std::is_same_v<scalar_t, at::Half> ||
+                                              std::is_same_v<scalar_t, at::BFloat16>) {
+                                  return int64_t{1} << std::numeric_limits<scalar_t>::digits;
+                                } else {
+                                  return static_cast<int64_t>(std::numeric_limits<scalar_t>::max());
+                                }
+                              }),
+                              AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+        TORCH_CHECK(from <= last, "random_ expects 'from' to be at most ", last, ", but got ",
+                    from);
+      }
+      // The range's size in unsigned 64-bit arithmetic: up to 2^64 - 1, or 0 for the whole
+      // of int64 (the bits themselves). Unsigned constants past 2^63 are written as the signed
+      // ones with their bits (the module text would print them negative).
+      uint64_t range = static_cast<uint64_t>(last) - static_cast<uint64_t>(from) + 1;
+      Value bits = ctx.random_bits(shape, ElementType::U64);
+      Value r = bits;
+      if (range != 0) {
+        Value bound = b.bitcast_convert(
+            b.constant_int(static_cast<int64_t>(range), ElementType::S64, shape), ElementType::U64);
+        r = b.remainder(bits, bound);
+      }
+      Value v = b.add(b.bitcast_convert(r, ElementType::S64),
+                      b.constant_int(from, ElementType::S64, shape));
+      return Values{b.convert(v, et(self.scalar_type()))};
+    });
 
 LOWER({"native_dropout", "native_dropout.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;

@@ -163,3 +163,58 @@ def test_complex64_pow_is_as_close_to_exact_as_cpus() -> None:
     on_cpu = error(torch.pow(base, exponent))
     on_tpu = error(torch.pow(base.to(TPU), exponent.to(TPU)).cpu())
     assert on_tpu <= 1.5 * on_cpu, (on_tpu, on_cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_products_keep_python_scalars_in_float32(
+    mode: str, dtype: torch.dtype
+) -> None:
+    # float16 x.mul(1e5) was x * inf (the scalar rounded to float16 first), x.div(1e5) zero; CPU
+    # computes in float32 and rounds once (PyTorch's test_divmul_scalar).
+    x = torch.tensor([100.0, 1e-5, 3.0, -2.5, 0.0], dtype=dtype)
+    for fn in (
+        lambda a: a.div(1e5),
+        lambda a: a.mul(1e5),
+        lambda a: 1e5 * a,
+        lambda a: a * a,
+        lambda a: a / 3,
+        lambda a: torch.pow(a.abs(), 2.5),
+        lambda a: torch.atan2(a, a * 2 + 1),
+    ):
+        assert_same(fn(x.to(TPU)), fn(x))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "low", "high"),
+    [
+        (torch.int64, -(2**63), 2**63 - 1),  # a range past 2^63 failed to compile
+        (torch.int64, -(2**62), 2**62 + 5),
+        (torch.int64, -(2**63), None),  # no upper bound: refused
+        (torch.int8, -5, None),
+        (torch.bool, 0, None),
+        (torch.float16, 0, None),
+        (torch.float32, 0, None),
+        (torch.int16, -9, 9),
+    ],
+)
+def test_random_integers_span_cpus_range(
+    mode: str, dtype: torch.dtype, low: int, high: int | None
+) -> None:
+    # random_(from, to) draws from [from, to); without `to` up to the dtype's largest integer,
+    # or 2^digits for a float type (CPU's bounds). PyTorch's make_tensor draws int64 over
+    # nearly the whole range (test_div_rounding_modes failed in random_).
+    cpu = torch.empty(100000, dtype=dtype).random_(low, high)
+    tpu = torch.empty(100000, dtype=dtype, device=TPU).random_(low, high).cpu()
+    lowest, highest = cpu.min().item(), cpu.max().item()
+    if high is not None:
+        bound = high - 1
+    elif dtype.is_floating_point:
+        bound = {torch.float16: 2**11, torch.float32: 2**24}[dtype]  # 2^digits
+    else:
+        bound = 1 if dtype == torch.bool else torch.iinfo(dtype).max
+    assert low <= lowest and highest <= bound
+    assert low <= tpu.min().item() and tpu.max().item() <= bound
+    span = float(bound) - float(low)
+    # Both ends of the range are reached alike (within 1% of its span).
+    assert float(tpu.min().item()) - float(lowest) <= 0.01 * span + 1
+    assert float(highest) - float(tpu.max().item()) <= 0.01 * span + 1
