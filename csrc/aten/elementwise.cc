@@ -120,9 +120,18 @@ LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
         if (mode.isNone() || !hlo::is_float(t)) return Values{q};
         return Values{b.multiply(b.sign(q), b.floor(b.abs(q)))};
       });
-LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Tensor_Scalar",
-       "pow_.Scalar", "pow.Tensor_Scalar_out", "pow.Scalar", "pow.Scalar_out"},
+LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Scalar", "pow.Scalar_out"},
       [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Power); });
+LOWER(
+    {"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"},
+    [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Power); }, {},
+    // On every call (the exponent is a runtime input), as CPU checks it.
+    [](const std::vector<c10::IValue>& args) {
+      const c10::Scalar exponent = args[1].toScalar();
+      TORCH_CHECK(!(c10::isIntegralType(args[0].toTensor().scalar_type(), true) &&
+                    exponent.isIntegral(true) && exponent.toLong() < 0),
+                  "Integers to negative integer powers are not allowed.");
+    });
 Values extremum_promoted(LoweringContext& ctx, BinaryOp op) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});

@@ -218,3 +218,18 @@ def test_random_integers_span_cpus_range(
     # Both ends of the range are reached alike (within 1% of its span).
     assert float(tpu.min().item()) - float(lowest) <= 0.01 * span + 1
     assert float(highest) - float(tpu.max().item()) <= 0.01 * span + 1
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool])
+def test_integer_tensor_to_negative_integer_power_raises(mode: str, dtype: torch.dtype) -> None:
+    # CPU refuses; tpu answered (the exponent is a runtime input, so the check runs per call).
+    t = torch.tensor([2, 3], dtype=dtype)
+    for exponent in (2, -1, -3):
+        if exponent < 0:
+            with pytest.raises(RuntimeError, match=r"^Integers to negative integer powers"):
+                torch.pow(t, exponent)
+            with pytest.raises(RuntimeError, match=r"^Integers to negative integer powers"):
+                torch.pow(t.to(TPU), exponent)
+        else:
+            assert_same(torch.pow(t.to(TPU), exponent), torch.pow(t, exponent))
+    assert_same(torch.pow(t.to(TPU), -1.5), torch.pow(t, -1.5))
