@@ -120,18 +120,45 @@ LOWER({"div.Tensor_mode", "div_.Tensor_mode", "div.out_mode", "div.Scalar_mode",
         if (mode.isNone() || !hlo::is_float(t)) return Values{q};
         return Values{b.multiply(b.sign(q), b.floor(b.abs(q)))};
       });
+// Integer powers by squaring, one step per bit the exponent's type can hold, in int64 and
+// wrapped back to the type (a product modulo 2^64 keeps it modulo 2^8 ... 2^32): the plugin's
+// integer power uses only the exponent's low bits (int64 2 ** 64 gave 1, uint8 3 ** 200 gave 0).
+// A negative exponent gives what CPU gives: 1 for a base of 1, +-1 for -1, 0 otherwise.
+Value integer_power(Builder& b, const Value& base, const Value& exponent, int exponent_bits) {
+  auto constant = [&](int64_t v) { return b.constant_int(v, ElementType::S64, base.shape); };
+  Value result = constant(1), square = base;
+  for (int bit = 0; bit < exponent_bits; ++bit) {
+    Value set =
+        b.ne(b.and_(b.shift_right_logical(exponent, constant(bit)), constant(1)), constant(0));
+    result = b.select(set, b.multiply(result, square), result);
+    if (bit + 1 < exponent_bits) square = b.multiply(square, square);
+  }
+  Value one = constant(1), minus_one = constant(-1);
+  Value odd = b.ne(b.and_(exponent, one), constant(0));
+  Value negative_power =
+      b.select(b.eq(base, one), one,
+               b.select(b.eq(base, minus_one), b.select(odd, minus_one, one), constant(0)));
+  return b.select(b.lt(exponent, constant(0)), negative_power, result);
+}
+Values power(LoweringContext& ctx) {
+  c10::ScalarType type = promoted_type(ctx, {0, 1});
+  if (!c10::isIntegralType(type, false)) return binary_promoted(ctx, BinaryOp::Power);
+  Shape shape = operand_shape(ctx, {0, 1});
+  Value x = operand(ctx, 0, ElementType::S64, shape), y = operand(ctx, 1, ElementType::S64, shape);
+  // Exponents of the promoted type: its value bits (8 for uint8, 7 for int8, 63 for int64).
+  int bits = static_cast<int>(c10::elementSize(type)) * 8 - (c10::isSignedType(type) ? 1 : 0);
+  return {ctx.b.convert(integer_power(ctx.b, x, y, bits), et(type))};
+}
 LOWER({"pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", "pow.Scalar", "pow.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Power); });
-LOWER(
-    {"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"},
-    [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Power); }, {},
-    // On every call (the exponent is a runtime input), as CPU checks it.
-    [](const std::vector<c10::IValue>& args) {
-      const c10::Scalar exponent = args[1].toScalar();
-      TORCH_CHECK(!(c10::isIntegralType(args[0].toTensor().scalar_type(), true) &&
-                    exponent.isIntegral(true) && exponent.toLong() < 0),
-                  "Integers to negative integer powers are not allowed.");
-    });
+      power);
+LOWER({"pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out"}, power, {},
+      // On every call (the exponent is a runtime input), as CPU checks it.
+      [](const std::vector<c10::IValue>& args) {
+        const c10::Scalar exponent = args[1].toScalar();
+        TORCH_CHECK(!(c10::isIntegralType(args[0].toTensor().scalar_type(), true) &&
+                      exponent.isIntegral(true) && exponent.toLong() < 0),
+                    "Integers to negative integer powers are not allowed.");
+      });
 Values extremum_promoted(LoweringContext& ctx, BinaryOp op) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   Shape shape = operand_shape(ctx, {0, 1});

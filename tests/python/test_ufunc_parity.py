@@ -233,3 +233,22 @@ def test_integer_tensor_to_negative_integer_power_raises(mode: str, dtype: torch
         else:
             assert_same(torch.pow(t.to(TPU), exponent), torch.pow(t, exponent))
     assert_same(torch.pow(t.to(TPU), -1.5), torch.pow(t, -1.5))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_integer_powers_use_every_exponent_bit(mode: str, dtype: torch.dtype) -> None:
+    # The plugin's integer power read only the exponent's low bits: int64 2 ** 64 gave 1,
+    # 190 ** 129 gave 190, uint8 3 ** 200 gave 0 (CPU: 0, 0, 161). Negative exponents give CPU's
+    # 1, +-1 or 0.
+    g = torch.Generator().manual_seed(0)
+    info = torch.iinfo(dtype)
+    base = torch.randint(max(info.min, -200), min(info.max, 200) + 1, (400,), generator=g)
+    exponent = torch.randint(max(info.min, -9), min(info.max, 300) + 1, (400,), generator=g)
+    base = torch.cat([base, torch.tensor([2, 2, 190, 1, 0, 3])]).to(dtype)
+    exponent = torch.cat([exponent, torch.tensor([64 % (info.max + 1), 65, 129, 7, 0, 200])])
+    exponent = exponent.clamp(info.min, info.max).to(dtype)
+    if dtype != torch.uint8:
+        base[-1], exponent[-1] = -1, -3
+    assert_same(torch.pow(base.to(TPU), exponent.to(TPU)), torch.pow(base, exponent))
+    assert_same(torch.pow(base.to(TPU), 5), torch.pow(base, 5))
+    assert_same(torch.pow(3, exponent.abs().to(TPU)), torch.pow(3, exponent.abs()))
