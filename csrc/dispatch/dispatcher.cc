@@ -177,8 +177,12 @@ void append_key(std::string& key, const c10::IValue& value, bool static_scalar =
   } else if (value.isScalar() && static_scalar) {
     append_static_scalar(key, value);
   } else if (value.isScalar()) {
-    // Runtime input: only its kind matters, never its value.
-    key += value.isDouble() ? "sd;" : value.isBool() ? "sb;" : "si;";
+    // Runtime input: only its kind matters, never its value (a complex one was keyed as an
+    // int: pow(x, 0) then pow(x, 1j) reused the real executable and raised).
+    key += value.isDouble()          ? "sd;"
+           : value.isComplexDouble() ? "sc;"
+           : value.isBool()          ? "sb;"
+                                     : "si;";
   } else if (value.isNone()) {
     key += "N;";
   } else if (value.isIntList()) {

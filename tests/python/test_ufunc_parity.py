@@ -252,3 +252,12 @@ def test_integer_powers_use_every_exponent_bit(mode: str, dtype: torch.dtype) ->
     assert_same(torch.pow(base.to(TPU), exponent.to(TPU)), torch.pow(base, exponent))
     assert_same(torch.pow(base.to(TPU), 5), torch.pow(base, 5))
     assert_same(torch.pow(3, exponent.abs().to(TPU)), torch.pow(3, exponent.abs()))
+
+
+def test_complex_python_scalar_keys_apart_from_an_int(mode: str) -> None:
+    # A complex Python scalar was keyed as an int: pow(x, 0) then pow(x, 1j) reused the real
+    # executable and raised "value cannot be converted to type float" (PyTorch's test_pow).
+    x = torch.rand(5) + 0.5
+    for exponent in (0, -2.5j, 2, 1.0 + 1.0j, 0j):
+        assert_same(torch.pow(x.to(TPU), exponent), torch.pow(x, exponent))
+        assert_same(x.to(TPU) * exponent, x * exponent)
