@@ -202,6 +202,33 @@ Value extremum(Builder& b, BinaryOp op, const Value& x, const Value& y) {
   return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, r));
 }
 
+Value hypot(Builder& b, const Value& x, const Value& y) {
+  Value u = b.abs(x), v = b.abs(y);
+  Value big = extremum(b, BinaryOp::Maximum, u, v), small = extremum(b, BinaryOp::Minimum, u, v);
+  Value ratio = b.divide(small, big);
+  Value one = splat(b, 1, x.type, x.shape), zero = splat(b, 0, x.type, x.shape);
+  Value r = b.multiply(big, b.sqrt(b.add(one, b.multiply(ratio, ratio))));
+  r = b.select(b.eq(big, zero), zero, r);
+  Value inf = splat(b, INFINITY, x.type, x.shape);
+  return b.select(b.or_(b.eq(u, inf), b.eq(v, inf)), inf, r);
+}
+
+ElementType bits_of(ElementType t) {
+  switch (t) {
+    case ElementType::F64:
+      return ElementType::S64;
+    case ElementType::F32:
+      return ElementType::S32;
+    default:
+      return ElementType::S16;
+  }
+}
+
+Value sign_bit(Builder& b, const Value& x) {
+  ElementType bits = bits_of(x.type);
+  return b.lt(b.bitcast_convert(x, bits), splat(b, 0, bits, x.shape));
+}
+
 Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max) {
   Value init;
   if (x.type == ElementType::S64) {

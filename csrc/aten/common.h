@@ -78,6 +78,13 @@ Value triangular_substitute(Builder& b, const Value& t, const Value& rhs, bool u
 // stablehlo maximum/minimum (BinaryOp::Maximum or Minimum) that propagate NaN from either
 // operand, as torch does (XLA's CPU lowering keeps the second operand's number).
 Value extremum(Builder& b, BinaryOp op, const Value& x, const Value& y);
+// |(x, y)| of two real floats as m sqrt(1 + (n / m)^2), m = max(|x|, |y|), n = min: no square
+// overflows or underflows on the way; infinite where either is, NaN or not (C99's hypot).
+Value hypot(Builder& b, const Value& x, const Value& y);
+// The signed integer type as wide as a float type (its bit pattern's).
+ElementType bits_of(ElementType t);
+// Whether a float's sign bit is set: -0.0 and NaNs' signs count.
+Value sign_bit(Builder& b, const Value& x);
 // max (is_max) or min over `dims`, NaN-propagating for floats.
 Value reduce_extremum(Builder& b, const Value& x, const std::vector<int64_t>& dims, bool is_max);
 Value max_value(Builder& b, const Value& x, const std::vector<int64_t>& dims);

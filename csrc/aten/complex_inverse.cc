@@ -19,23 +19,11 @@ struct Parts {
   const Value& like;
   Value constant(double v) const { return splat(b, v, like.type, like.shape); }
   // The sign bit, -0 included: the functions are odd, and C99 keeps a zero's sign.
-  Value negative(const Value& v) const {
-    Value zero = constant(0);
-    return b.or_(b.lt(v, zero), b.and_(b.eq(v, zero), b.lt(b.divide(constant(1), v), zero)));
-  }
+  Value negative(const Value& v) const { return sign_bit(b, v); }
   Value with_sign_of(const Value& magnitude, const Value& sign) const {
     return b.select(negative(sign), b.negate(b.abs(magnitude)), b.abs(magnitude));
   }
-  // |(u, v)| scaled by the larger part (no square underflows or overflows); infinite where
-  // either part is, NaN or not (C99's hypot).
-  Value hypot(const Value& u, const Value& v) const {
-    Value m = b.maximum(b.abs(u), b.abs(v)), n = b.minimum(b.abs(u), b.abs(v));
-    Value q = b.divide(n, m);
-    Value h = b.multiply(m, b.sqrt(b.add(constant(1), b.multiply(q, q))));
-    Value inf = constant(INFINITY);
-    Value infinite = b.or_(b.eq(b.abs(u), inf), b.eq(b.abs(v), inf));
-    return b.select(infinite, inf, b.select(b.eq(m, constant(0)), m, h));
-  }
+  Value hypot(const Value& u, const Value& v) const { return aten::hypot(b, u, v); }
 };
 
 Value complex_of(Builder& b, const Value& re, const Value& im) { return b.complex(re, im); }

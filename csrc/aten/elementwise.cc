@@ -922,13 +922,9 @@ LOWER({"copysign.Tensor", "copysign_.Tensor", "copysign.out", "copysign.Scalar",
        "copysign.Scalar_out"},
       [](LoweringContext& ctx) {
         auto [x, y, t] = float_operands(ctx);
-        ElementType m = x.type;
-        const Shape& shape = x.shape;
         Builder& b = ctx.b;
-        ElementType bits = m == ElementType::F64 ? ElementType::S64 : ElementType::S32;
-        Value sign_bit = b.lt(b.bitcast_convert(y, bits), splat(b, 0, bits, shape));
         Value magnitude = b.abs(x);
-        return Values{b.convert(b.select(sign_bit, b.negate(magnitude), magnitude), t)};
+        return Values{b.convert(b.select(sign_bit(b, y), b.negate(magnitude), magnitude), t)};
       });
 
 // fmax/fmin: like maximum/minimum, but a NaN loses to a number.

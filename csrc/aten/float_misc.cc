@@ -11,18 +11,6 @@
 namespace torch_tpu::aten {
 namespace {
 
-// The signed integer type as wide as a float type.
-ElementType bits_of(ElementType t) {
-  switch (t) {
-    case ElementType::F64:
-      return ElementType::S64;
-    case ElementType::F32:
-      return ElementType::S32;
-    default:
-      return ElementType::S16;
-  }
-}
-
 // heaviside(x, values): values where x == 0, else x > 0 (NaN gives 0, as on CPU).
 LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -38,17 +26,10 @@ LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
 
 // hypot(x, y) = m sqrt(1 + (n / m)^2), m = max(|x|, |y|), n = min: no overflow on the way.
 LOWER({"hypot", "hypot_", "hypot.out"}, [](LoweringContext& ctx) {
-  Builder& b = ctx.b;
   ElementType t = et(float_type(promoted_type(ctx, {0, 1}))), m = opmath(t);
   Shape shape = operand_shape(ctx, {0, 1});
-  Value x = b.abs(operand(ctx, 0, m, shape)), y = b.abs(operand(ctx, 1, m, shape));
-  Value big = extremum(b, BinaryOp::Maximum, x, y), small = extremum(b, BinaryOp::Minimum, x, y);
-  Value ratio = b.divide(small, big);
-  Value r = b.multiply(big, b.sqrt(b.add(c(b, 1, x), b.multiply(ratio, ratio))));
-  r = b.select(b.eq(big, c(b, 0, x)), c(b, 0, x), r);
-  Value inf = c(b, INFINITY, x);
-  r = b.select(b.or_(b.eq(x, inf), b.eq(y, inf)), inf, r);
-  return Values{b.convert(r, t)};
+  Value r = hypot(ctx.b, operand(ctx, 0, m, shape), operand(ctx, 1, m, shape));
+  return Values{ctx.b.convert(r, t)};
 });
 
 // sinc(x) = sin(pi x) / (pi x), 1 at 0.
@@ -79,8 +60,7 @@ LOWER({"signbit", "signbit.out"}, [](LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   if (x.type == ElementType::Pred) return Values{splat(b, 0, ElementType::Pred, x.shape)};
   if (!hlo::is_float(x.type)) return Values{b.lt(x, splat(b, 0, x.type, x.shape))};
-  ElementType bits = bits_of(x.type);
-  return Values{b.lt(b.bitcast_convert(x, bits), splat(b, 0, bits, x.shape))};
+  return Values{sign_bit(b, x)};
 });
 
 // nextafter(x, y): the neighbouring float of x towards y, stepping the bit pattern.
