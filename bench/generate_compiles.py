@@ -1,14 +1,16 @@
 """Compiles of a first greedy `generate` (a fresh process, an empty compile cache) as the
-answer grows: a tiny Qwen3, with transformers' static cache (its decoding step compiled) and
-its default dynamic cache, in Strict and DeferAndFuse, with eager size buckets on (the default)
-and off (TORCH_TPU_SIZE_BUCKETS=0). generate grows input_ids and positions by torch.cat each
-token, and the dynamic cache its keys and values; at exact sizes each new length compiles the
-cats, the ops reading the tensors' ends and attention, with buckets a few per power of two of
-the length. Every run's tokens are checked against CPU.
+answer grows: a tiny Qwen3, without a cache (use_cache=False: the whole sequence rerun each
+token, docs/design/buckets.md), with transformers' static cache (its decoding step compiled)
+and with its default dynamic cache, in Strict and DeferAndFuse, with eager size buckets on
+(the default) and off (TORCH_TPU_SIZE_BUCKETS=0). generate grows input_ids and positions by
+torch.cat each token, and the dynamic cache its keys and values; at exact sizes each new
+length compiles the cats, the ops reading the tensors' ends and attention (without a cache,
+every op of the model), with buckets a few per power of two of the length. Every run's tokens
+are checked against CPU.
 On a GPU or TPU a compile of even a tiny program costs tens of ms, so these counts are most of
 a first long answer's time there.
 
-    .venv/bin/python bench/generate_compiles.py [--tokens 10 40 80]
+    .venv/bin/python bench/generate_compiles.py [--tokens 10 40 80] [--caches none static dynamic]
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-CONFIGS = (  # (cache, eager mode)
+CONFIGS = (  # (cache, eager mode); "none": use_cache=False, the whole sequence rerun each token
+    ("none", "strict"),
     ("static", "strict"),
     ("static", "defer_and_fuse"),
     ("dynamic", "strict"),
@@ -54,6 +57,8 @@ def run_one(cache: str, mode: str, checkpoints: list[int]) -> None:
     options: dict[str, object] = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
     if cache == "static":
         options["cache_implementation"] = "static"
+    if cache == "none":
+        options["use_cache"] = False
     counts: dict[int, int] = {}
     start = torch_tpu.metrics()["compiles"]
 
@@ -79,6 +84,7 @@ def run_one(cache: str, mode: str, checkpoints: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[10, 20, 40, 80])
+    parser.add_argument("--caches", nargs="+", default=["none", "static", "dynamic"])
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # cache, mode: a child run
     args = parser.parse_args()
     if args.one:
@@ -88,6 +94,8 @@ def main() -> None:
     print(f"| cache | mode | buckets | {head} | tokens equal CPU's |")
     print("|---|---|---|" + "---|" * len(args.tokens) + "---|")
     for cache, mode in CONFIGS:
+        if cache not in args.caches:
+            continue
         for buckets in ("off", "on"):
             env = dict(os.environ, TORCH_TPU_CACHE_DIR=tempfile.mkdtemp())
             env.pop("TPU_DEFER_AND_FUSE", None)

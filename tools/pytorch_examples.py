@@ -479,8 +479,8 @@ def _mnist(checkout: Path) -> dict[str, str]:
 # new length, and eager ops compile once per length (size buckets cover fills, copies and
 # elementwise ops, not attention's matrix products).
 GROWING = (
-    "; the Transformer rereads its whole, growing sequence for each word, so each word is a "
-    "new shape and compiles its ops anew"
+    "; the Transformer reruns its whole, growing sequence for each word: its ops run at the "
+    "length's bucket (docs/design/buckets.md, Sequences rerun whole)"
 )
 
 
@@ -832,7 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(argv if argv is not None else sys.argv[1:])
     if "--log" in words:  # a local file: not part of how the table was made
         del words[words.index("--log") : words.index("--log") + 2]
-    shown = " ".join(["tools/pytorch_examples.py", *words])
+    shown = shlex.join(["tools/pytorch_examples.py", *words])  # as typed, quotes included
     rows = []
     for example in chosen:
         row = run_example(example, checkout, args.timeout, not args.no_cpu, args.log)

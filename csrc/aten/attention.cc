@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/grown_views.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -181,6 +182,39 @@ LOWER({"@bucket_attention"}, [](LoweringContext& ctx) {
   Value real =
       b.lt(b.iota(mask_shape, ElementType::S64, 3), b.broadcast_in_dim(length, mask_shape, {}));
   return attention_forward(ctx, q, k, v, real, false, ctx.arg(6).toDouble(), 0.0);
+});
+
+// torch_tpu::bucket_view_attention(query, key, value, length, query_offset, key_offset,
+//   value_offset, query_view, key_view, value_view, rows, is_causal, scale, output_capacity,
+//   logsumexp_capacity): the attention above (no mask, no dropout) over a whole sequence that
+// grows with `length` (dispatch/length_buckets.h). Each input is a view of a bucket's flat
+// buffer, its sequence dim the length's, read padded to `rows`; keys past the length are
+// masked, and the output and logsumexp come back as the first elements of flat buffers in their
+// exact contiguous order, so that one executable serves every length of the bucket.
+LOWER({"@bucket_view_attention"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value length = ctx.scalar(3, ElementType::S64);
+  const int64_t rows = ctx.arg(10).toInt();
+  std::vector<Value> inputs;
+  for (int i = 0; i < 3; ++i) {
+    Value flat = ctx.tensor(i);
+    Value offset = ctx.scalar(4 + i, ElementType::S64);
+    Value padded = read_grown_view(b, flat, grown_view(ctx.arg(7 + i)), rows, length, offset);
+    // Past the length a bucket holds whatever its producer left: a NaN there would reach the
+    // output through a masked key's zero weight (0 x NaN), so those rows read as zeros.
+    const Shape& shape = padded.shape;
+    Value real = b.lt(b.iota(shape, ElementType::S64, 2), b.broadcast_in_dim(length, shape, {}));
+    inputs.push_back(b.select(real, padded, splat(b, 0, padded.type, shape)));
+  }
+  const Shape mask_shape{1, 1, 1, rows};
+  Value real =
+      b.lt(b.iota(mask_shape, ElementType::S64, 3), b.broadcast_in_dim(length, mask_shape, {}));
+  Values results = attention_forward(ctx, inputs[0], inputs[1], inputs[2], real,
+                                     ctx.arg(11).toBool(), ctx.arg(12).toDouble(), 0.0);
+  const Shape& out = results[0].shape;
+  results[0] = pack_grown(b, results[0], {out[0], out[1], -1, out[3]}, length, ctx.arg(13).toInt());
+  results[1] = pack_grown(b, results[1], {out[0], out[1], -1}, length, ctx.arg(14).toInt());
+  return results;
 });
 
 // Sums `grad` ([B, Hq, Lq, Lk]) down to the mask's own (broadcast) shape.

@@ -293,7 +293,7 @@ bool share_buffer(const at::Tensor& dst, const at::Tensor& src) {
   }
   // A size bucket's start is shared as such, without making its view.
   if (contents.bucket) {
-    device_storage(dst).assign_bucket(contents.bucket, contents.type);
+    device_storage(dst).assign_bucket(contents.bucket, contents.type, contents.grown);
   } else {
     device_storage(dst).assign(contents.buffer, contents.type);
   }

@@ -57,6 +57,7 @@ void DeviceStorage::assign_pending(std::shared_ptr<PendingSlot> slot) {
     previous = std::exchange(contents_.buffer, nullptr);
     previous_bucket = std::exchange(contents_.bucket, nullptr);
     contents_.type = slot->type;
+    contents_.grown = {};
     contents_.pending = std::move(slot);
   }
   pjrt::release(std::move(previous));
@@ -91,13 +92,15 @@ void DeviceStorage::assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementTyp
     std::swap(contents_.buffer, buffer);
     previous_bucket = std::exchange(contents_.bucket, nullptr);
     contents_.type = type;
+    contents_.grown = {};
     contents_.pending.reset();
   }
   pjrt::release(std::move(buffer));  // the previous one
   pjrt::release(std::move(previous_bucket));
 }
 
-void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type) {
+void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type,
+                                  GrownLength grown) {
   std::shared_ptr<pjrt::Buffer> previous;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -105,6 +108,7 @@ void DeviceStorage::assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::Ele
     previous = std::exchange(contents_.buffer, nullptr);
     std::swap(contents_.bucket, bucket);
     contents_.type = type;
+    contents_.grown = grown;
     contents_.pending.reset();
   }
   pjrt::release(std::move(previous));

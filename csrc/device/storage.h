@@ -21,6 +21,14 @@ namespace torch_tpu {
 
 class DeviceStorage;
 
+// A tensor whose sizes grow with a sequence's length, its whole sequence rerun at every step
+// (dispatch/length_buckets.h): that length, and `inner`, the elements its contiguous layout
+// holds after the length's dim (that dim's stride). length 0: none known.
+struct GrownLength {
+  int64_t length = 0;
+  int64_t inner = 0;
+};
+
 // Marks a storage whose next contents are a value of a fused graph that has not run yet
 // (DeferAndFuse). The graph realizes it into a buffer when it runs.
 struct PendingSlot {
@@ -61,6 +69,8 @@ class DeviceStorage {
     // Set where the storage is the first elements of a larger buffer, a size bucket's (see
     // dispatch/size_buckets.h); `buffer` is then a view of them, made when first needed.
     std::shared_ptr<pjrt::Buffer> bucket;
+    // Where the bucket holds a tensor whose sizes grow with a sequence's length.
+    GrownLength grown;
   };
   // The contents, with a bucketed storage's view made (which waits for the bucket's producer).
   Contents contents() const;
@@ -69,7 +79,8 @@ class DeviceStorage {
   // Swaps in a new flat buffer holding the whole storage as elements of `type`.
   void assign(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type);
   // Swaps in a bucket's buffer whose first elements (of `type`) are the storage's contents.
-  void assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type);
+  void assign_bucket(std::shared_ptr<pjrt::Buffer> bucket, hlo::ElementType type,
+                     GrownLength grown = {});
   // The contents become a pending value (the previous buffer is released).
   void assign_pending(std::shared_ptr<PendingSlot> slot);
 

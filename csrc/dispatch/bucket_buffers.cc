@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/types.h"
+#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
@@ -124,12 +126,20 @@ at::Tensor bucket_stand_in(const at::Tensor& like, const DeviceStorage& source) 
   return flat;
 }
 
-void take_as_bucket(const at::Tensor& flat, const at::Tensor& result) {
+at::Tensor mask_past(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
+  static const c10::FunctionSchema schema = torch::jit::parseSchema(
+      "torch_tpu::bucket_mask(Tensor self, Scalar length, Scalar fill) -> Tensor");
+  return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
+                      {tensor, c10::Scalar(length), fill})[0]
+      .toTensor();
+}
+
+void take_as_bucket(const at::Tensor& flat, const at::Tensor& result, GrownLength grown) {
   const DeviceStorage& source = device_storage(flat);
   DeviceStorage& target = device_storage(result);
   if (share_pending(source, target, flat.numel())) return;
   DeviceStorage::Contents contents = source.raw_contents();
-  target.assign_bucket(contents.buffer, contents.type);
+  target.assign_bucket(contents.buffer, contents.type, grown);
 }
 
 }  // namespace torch_tpu

@@ -88,7 +88,9 @@ std::optional<std::vector<c10::IValue>> cat_in_bucket(const std::string& op_name
   // graph's later ops read from (attention, views) and the next step's graph reads once run.
   at::Tensor flat = cat_into_bucket(parts, first_in_bucket, bucket, outer);
   at::Tensor result = at::empty(sizes, first.options());
-  take_as_bucket(flat, result);
+  // The cat's dim is the length the tensors computed from it grow with (length_buckets.h).
+  take_as_bucket(flat, result,
+                 {sizes[dim], c10::multiply_integers(sizes.begin() + dim + 1, sizes.end())});
   return std::vector<c10::IValue>{result};
 }
 

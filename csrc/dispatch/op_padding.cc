@@ -173,18 +173,19 @@ constexpr auto kTable = std::to_array<OpPadding>({
     // Eager scatters whose target keeps its exact length.
     {"_index_put_impl_", K::IndexPut, K::None},
     {"index_put", K::IndexPut, K::None},
-    // Matrix products and ops with a rule of their own in compiled graphs.
-    {"addmm", K::None, K::Contract},
+    // Matrix products and ops with a rule of their own in compiled graphs. Eager runs those
+    // that treat rows apart at a sequence's bucket of rows (length_buckets.h).
+    {"addmm", K::Rows, K::Contract},
     {"baddbmm", K::None, K::Contract},
     {"bmm", K::None, K::Contract},
-    {"mm", K::None, K::Contract},
-    {"_log_softmax", K::None, K::Own},
+    {"mm", K::Rows, K::Contract},
+    {"_log_softmax", K::Rows, K::Own},
     {"_log_softmax_backward_data", K::None, K::Own},
-    {"_softmax", K::None, K::Own},
+    {"_softmax", K::Rows, K::Own},
     {"_softmax_backward_data", K::None, K::Own},
     {"embedding", K::None, K::Own},
     {"embedding_dense_backward", K::None, K::Own},
-    {"native_layer_norm", K::None, K::Own},
+    {"native_layer_norm", K::Rows, K::Own},
     {"native_layer_norm_backward", K::None, K::Own},
     {"nll_loss_backward", K::None, K::Own},
     {"nll_loss_forward", K::None, K::Own},

@@ -29,6 +29,7 @@ enum class BucketKind : uint8_t {
   Attention,  // fused attention over keys and values grown by Cat: past their length masked
   Bags,       // embedding_bag over jagged indices: positions past their count in no bag
   Lookup,     // each position of an index (or searched value) looked up in a whole tensor
+  Rows,       // each row (the last dims) from the same row of one input: padded rows carried
   Own,        // a rule of its own in _bucketing.py (softmax, losses, layer norm, embeddings)
 };
 

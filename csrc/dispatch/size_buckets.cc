@@ -14,6 +14,7 @@
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/growing_buckets.h"
 #include "csrc/dispatch/jagged_buckets.h"
+#include "csrc/dispatch/length_buckets.h"
 #include "csrc/dispatch/metrics.h"
 #include "csrc/dispatch/mode.h"
 #include "csrc/dispatch/view_io.h"
@@ -21,15 +22,6 @@
 namespace torch_tpu {
 
 namespace {
-
-// `tensor` (a bucket's stand-in) with the elements from `length` on replaced by `fill`.
-at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
-  static const c10::FunctionSchema schema = torch::jit::parseSchema(
-      "torch_tpu::bucket_mask(Tensor self, Scalar length, Scalar fill) -> Tensor");
-  return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
-                      {tensor, c10::Scalar(length), fill})[0]
-      .toTensor();
-}
 
 struct Parsed {
   std::string base;  // "abs_", "cumsum", "copy_"
@@ -90,6 +82,8 @@ BucketKind bucket_kind(const std::string& op_name) {
       return (overload.empty() || overload == "default") && !in_place ? kind : BucketKind::None;
     case BucketKind::Bags:
       return overload.empty() || overload == "default" ? kind : BucketKind::None;
+    case BucketKind::Rows:  // functional forms only: an out= target keeps its exact sizes
+      return (overload.empty() || overload == "default") && !in_place ? kind : BucketKind::None;
     case BucketKind::Lookup:  // index_select's plain form, searchsorted's tensor one
       return overload.empty() || overload == "default" || overload == "Tensor" ? kind
                                                                                : BucketKind::None;
@@ -151,7 +145,11 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   if (kind == BucketKind::None || !size_buckets()) return std::nullopt;
   // A recorded graph replays whole, at the shapes it was recorded with.
   if (kind == BucketKind::Cat) return recording() ? std::nullopt : cat_in_bucket(op_name, args);
-  if (kind == BucketKind::Attention) return recording() ? std::nullopt : attention_in_bucket(args);
+  if (kind == BucketKind::Attention) {
+    if (recording()) return std::nullopt;
+    if (auto results = attention_in_bucket(args)) return results;
+    return eager_mode() == EagerMode::DeferAndFuse ? std::nullopt : grown_attention_in_bucket(args);
+  }
   if (kind == BucketKind::Bags)
     return recording() ? std::nullopt : bags_in_bucket(op_name, schema, args);
   if (eager_mode() == EagerMode::DeferAndFuse) return std::nullopt;
@@ -160,6 +158,14 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   // A fill joins a pending compiled graph (see joins_pending in dispatcher.cc) at its exact
   // size: its result is a pending value, not a bucket's buffer.
   if (kind == BucketKind::Fill && compiled_graph_pending()) return std::nullopt;
+  // Tensors that grow with a sequence rerun whole (length_buckets.h).
+  if (kind == BucketKind::Rows || (kind == BucketKind::Lookup && !args.empty() &&
+                                   args[0].isTensor() && args[0].toTensor().dim() == 2)) {
+    return rows_in_bucket(op_name, args, redispatch);
+  }
+  if (kind == BucketKind::Copy) {
+    if (auto copied = view_copy_in_bucket(args)) return copied;
+  }
   const auto& arguments = schema.arguments();
   auto written = [&](size_t index) {
     const auto* alias = arguments[index].alias_info();
@@ -174,8 +180,17 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   const at::Tensor& leader = args[first].toTensor();
   const int64_t length = leader.numel();
   if (length == 0 || !plain(leader, length)) return std::nullopt;
-  const int64_t bucket = bucket_length(length);
-  if (bucket > kEagerLargestBucket || bucket == length) return std::nullopt;
+  // A tensor grown with a sequence (length_buckets.h) keeps its bucket, which need not be the
+  // rule's for its length; ops on it stay in buckets even where the length fills one exactly.
+  const at::Tensor& read = kind == BucketKind::Copy && args.size() > 1 && args[1].isTensor()
+                               ? args[1].toTensor()
+                               : leader;
+  const std::optional<GrownLength> grown =
+      kind != BucketKind::Fill && plain(read, length) ? grown_length(read) : std::nullopt;
+  const int64_t bucket =
+      grown ? bucket_length_of(device_storage(read), to_element_type(read.scalar_type()))
+            : bucket_length(length);
+  if (bucket > kEagerLargestBucket || (bucket == length && !grown)) return std::nullopt;
   const std::vector<int64_t> sizes = leader.sizes().vec();
 
   std::vector<c10::IValue> inner = args;
@@ -184,7 +199,20 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   // length: holding its bucket where the op reads it, else fresh. False where it cannot.
   auto stand_in_for = [&](size_t index, bool reads) {
     const at::Tensor& tensor = args[index].toTensor();
-    if (!plain(tensor, length) || tensor.sizes() != c10::IntArrayRef(sizes)) return false;
+    if (tensor.sizes() != c10::IntArrayRef(sizes)) return false;
+    if (!plain(tensor, length)) {
+      // A contiguous view of a longer storage (a positional table's first rows) is read as
+      // the bucket's length of it, where the storage holds that many.
+      if (kind != BucketKind::Pointwise || !reads || !tensor.is_privateuseone() ||
+          !tensor.is_contiguous() || tensor.is_conj() || tensor.is_neg() ||
+          tensor.storage_offset() + bucket > storage_elements(tensor) ||
+          device_storage(tensor).raw_contents().bucket) {
+        return false;
+      }
+      stand_ins[index] = tensor.as_strided({bucket}, {1}, tensor.storage_offset());
+      inner[index] = *stand_ins[index];
+      return true;
+    }
     std::shared_ptr<pjrt::Buffer> contents;
     if (reads && !(contents = bucket_of(tensor, bucket))) return false;
     stand_ins[index] = stand_in(tensor, bucket, std::move(contents));
@@ -235,7 +263,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
           c10::isComplexType(dtype) ? std::nullopt
                                     : neutral(find_op_padding(parse(op_name).base)->neutral, dtype);
       if (!fill || !stand_in_for(0, true)) return std::nullopt;
-      inner[0] = masked(*stand_ins[0], length, *fill);
+      inner[0] = mask_past(*stand_ins[0], length, *fill);
       break;
     }
     case BucketKind::IndexPut: {
@@ -264,9 +292,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                               ? bucket_of(index, bucket)
                               : nullptr;
       if (!index_bucket || !stand_in_for(2, true)) return std::nullopt;
-      inner[2] = masked(*stand_ins[2], length, *neutral(Reduction::Sum, self.scalar_type()));
+      inner[2] = mask_past(*stand_ins[2], length, *neutral(Reduction::Sum, self.scalar_type()));
       at::Tensor masked_index =
-          masked(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
+          mask_past(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
       if (args[1].isTensorList()) {
         inner[1] = c10::List<at::Tensor>({masked_index});
         break;
@@ -295,7 +323,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       if (search && args.size() > 5 && !args[5].isNone()) return std::nullopt;  // a sorter
       if (!stand_in_for(first, true)) return std::nullopt;
       if (search) break;
-      inner[first] = masked(*stand_ins[first], length, c10::Scalar(0));
+      inner[first] = mask_past(*stand_ins[first], length, c10::Scalar(0));
       // A looked-up tensor in a bucket of its own (a jagged batch's values) is read from it,
       // its length a runtime input, so that its new lengths compile nothing either.
       const DeviceStorage& storage = device_storage(whole);
@@ -328,7 +356,8 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   for (size_t i = 0; i < args.size(); ++i) {
     if (!stand_ins[i] || !written(i)) continue;
     DeviceStorage::Contents contents = device_storage(*stand_ins[i]).raw_contents();
-    device_storage(args[i].toTensor()).assign_bucket(contents.buffer, contents.type);
+    device_storage(args[i].toTensor())
+        .assign_bucket(contents.buffer, contents.type, grown.value_or(GrownLength{}));
   }
   for (c10::IValue& result : results) {
     if (!result.isTensor()) continue;
@@ -343,7 +372,8 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
     if (replaced || kind == BucketKind::Reduce || tensor.numel() != bucket) continue;
     at::Tensor exact = at::empty(sizes, tensor.options());
     DeviceStorage::Contents contents = device_storage(tensor).raw_contents();
-    device_storage(exact).assign_bucket(contents.buffer, contents.type);
+    device_storage(exact).assign_bucket(contents.buffer, contents.type,
+                                        grown.value_or(GrownLength{}));
     result = exact;
   }
   return results;

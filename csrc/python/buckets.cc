@@ -43,6 +43,8 @@ const char* kind_name(BucketKind kind) {
       return "bags";
     case BucketKind::Lookup:
       return "lookup";
+    case BucketKind::Rows:
+      return "rows";
     case BucketKind::Own:
       return "own";
   }
