@@ -41,8 +41,9 @@ std::optional<Grown> grown_bucket(const at::Tensor& tensor) {
   return Grown{contents.grown, capacity, contents.bucket, capacity / (elements / length)};
 }
 
-// The view's sizes and strides as grown_views.h encodes them (the length's sizes -1, strides
-// that step over whole positions -c for c x length); `dims` gets the dims of the length's size.
+// The view's sizes and strides as grown_views.h encodes them (the length's dim -1, strides
+// that step over whole positions -c for c x length); `dims` gets the length's dims: those of
+// its size that step from position to position (a head dim as long as the sequence is not one).
 std::vector<int64_t> encode_view(const at::Tensor& view, const GrownLength& grown,
                                  std::vector<int64_t>& dims) {
   // Strides at least a position's span step over positions; those within a position are
@@ -51,8 +52,9 @@ std::vector<int64_t> encode_view(const at::Tensor& view, const GrownLength& grow
   std::vector<int64_t> encoded(2 * view.dim());
   for (int64_t d = 0; d < view.dim(); ++d) {
     const int64_t size = view.size(d), stride = view.stride(d);
-    if (size == grown.length) dims.push_back(d);
-    encoded[d] = size == grown.length ? -1 : size;
+    const bool length_dim = size == grown.length && stride == grown.inner;
+    if (length_dim) dims.push_back(d);
+    encoded[d] = length_dim ? -1 : size;
     encoded[view.dim() + d] =
         size == 1 ? 0 : (stride >= span && stride % span == 0 ? -(stride / grown.length) : stride);
   }

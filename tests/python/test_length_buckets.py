@@ -106,8 +106,10 @@ def executions(run: Callable[[], torch.Tensor]) -> int:
 @pytest.mark.parametrize(
     "make, start, dim",
     [
-        (lambda: SequenceFirstModel(tokens=97, width=24), [[5]] * 29, 0),
-        (lambda: CausalModel(tokens=61, width=32, heads=4), [[3, 7] * 14], 1),
+        # Length 40 is also the width (sequence first) or the head dim (causal): a dim as long
+        # as the sequence that is not the sequence's keeps its buckets too.
+        (lambda: SequenceFirstModel(tokens=97, width=40), [[5]] * 29, 0),
+        (lambda: CausalModel(tokens=61, width=80, heads=2), [[3, 7] * 14], 1),
     ],
     ids=["sequence_first", "causal_batch_first"],
 )
@@ -119,14 +121,16 @@ def test_a_growing_sequence_compiles_nothing_inside_a_met_bucket(
     device_model.load_state_dict(model.state_dict())
     device_model.to(DEVICE)
     before = torch_tpu.metrics()["size_bucket_ops"]
-    compiles, grown = generate(model, device_model, torch.tensor(start), until=44, dim=dim)
+    # Strict runs op by op (DeferAndFuse compiles each step's graph once per length).
+    with torch_tpu.eager_mode("strict"):
+        compiles, grown = generate(model, device_model, torch.tensor(start), until=44, dim=dim)
     assert torch_tpu.metrics()["size_bucket_ops"] > before
     # Lengths 33 and 34 meet the bucket of 64 (the cat's first two lengths there); from 35 on a
     # step compiles nothing (at exact sizes each length compiled 14 executables, in the
     # sequence-first model).
     assert compiles[-9:] == [0] * 9, compiles
     # And launches what a step at exact sizes launches, and the index's mask.
-    with torch.no_grad():
+    with torch.no_grad(), torch_tpu.eager_mode("strict"):
         at_bucket = executions(lambda: device_model(grown))
         torch_tpu._C._set_size_buckets(False)
         exact = grown.cpu().to(DEVICE)
