@@ -37,7 +37,10 @@ std::optional<Grown> grown_bucket(const at::Tensor& tensor) {
   }
   const int64_t elements = storage_elements(tensor);
   const int64_t capacity = contents.bucket->dims()[0];
-  if (elements % length != 0 || capacity % (elements / length) != 0) return std::nullopt;
+  if (contents.grown.inner <= 0 || elements < length || elements % length != 0 ||
+      capacity % (elements / length) != 0) {
+    return std::nullopt;
+  }
   return Grown{contents.grown, capacity, contents.bucket, capacity / (elements / length)};
 }
 
