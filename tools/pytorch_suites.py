@@ -16,6 +16,10 @@ device, and every test that passes on CPU but not on tpu, classified by cause.
         # the ufunc files hold ~40,000 OpInfo tests per device (hours on two cores): --sample K
         # runs the same 1-in-K of them on both devices (torch_tpu.testing.pytorch_suites_sample);
         # --source says where the files came from; both are kept per file in the report
+    .venv/bin/python tools/pytorch_suites.py --tests ~/pytorch/test --files test_torch.py \
+        --sample 2 --sample-part 1
+        # another part of the same sample: its results join the file's earlier parts', and
+        # parts 0 to K-1 together are the whole file
 
 The test files come from a PyTorch checkout close to the installed torch (they are not in the
 wheel and are not committed here). Each file runs under pytest once per device with
@@ -173,6 +177,7 @@ def run_file(
     jobs: int,
     only: list[str] | None = None,
     sample: int = 1,
+    part: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """{test key: {"outcome", "cause", "message", "seconds"}} for one file on one device (or for
     the tests of `only`, test keys, alone; or for the 1-in-`sample` of its tests)."""
@@ -189,7 +194,7 @@ def run_file(
             command += ["-p", "torch_tpu.testing.pytorch_suites_plugin"]
         if sample > 1 and only is None:
             command += ["-p", "torch_tpu.testing.pytorch_suites_sample"]
-            command += ["--suites-sample", str(sample)]
+            command += ["--suites-sample", str(sample), "--suites-sample-part", str(part)]
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
         # The suites import their neighbours (common helpers next to them).
         env["PYTHONPATH"] = os.pathsep.join([str(path.parent), env.get("PYTHONPATH", "")])
@@ -312,9 +317,14 @@ def summarize(
 
 def describe(info: dict[str, Any]) -> str:
     parts = [info["source"]] if info.get("source") else []
-    if info.get("sample", 1) > 1:
+    sample = info.get("sample", 1)
+    ran = info.get("parts", [0])
+    if sample > 1 and len(ran) == sample:
+        parts.append(f"all of its tests, run in {sample} parts (`--sample {sample} --sample-part`)")
+    elif sample > 1:
+        which = "" if ran == [0] else f" (parts {', '.join(map(str, ran))} of {sample})"
         parts.append(
-            f"a fixed 1-in-{info['sample']} sample of its tests, the same on both devices "
+            f"a fixed 1-in-{sample} sample of its tests{which}, the same on both devices "
             "(`--sample`)"
         )
     return "; ".join(parts)
@@ -344,6 +354,13 @@ def main() -> None:
         type=int,
         default=1,
         help="run the same 1-in-K of each file's tests on every device (kept per file)",
+    )
+    parser.add_argument(
+        "--sample-part",
+        type=int,
+        default=0,
+        help="with --sample K, run part R (0 to K-1) of the file; its results join the parts "
+        "run before",
     )
     parser.add_argument(
         "--source", help="where the files run now came from (a commit), kept per file"
@@ -376,21 +393,33 @@ def main() -> None:
             continue
         # A file run again with --devices tpu keeps its sample, so both devices run the same tests.
         info = meta.setdefault(file, {})
+        # Another part of the file's sample adds to the parts run before; anything else starts
+        # the file afresh.
+        adding = args.sample_part > 0 and info.get("sample") == args.sample
         if args.sample > 1 or set(args.devices) >= {"tpu", "cpu"}:
             info["sample"] = args.sample
+            info["parts"] = sorted({*info.get("parts", [0]), args.sample_part} if adding else {0})
         if args.source:
             info["source"] = args.source
         # A device not run now keeps its earlier results (--devices tpu after a tpu change).
         runs[file] = {
             device: results
             for device, results in everything.get(file, {}).items()
-            if device not in args.devices
+            if device not in args.devices or adding
         }
         for device in args.devices:
             t0 = time.time()
-            runs[file][device] = run_file(
-                path, device, args.timeout, args.jobs, sample=info.get("sample", 1)
-            )
+            runs[file][device] = {
+                **runs[file].get(device, {}),
+                **run_file(
+                    path,
+                    device,
+                    args.timeout,
+                    args.jobs,
+                    sample=info.get("sample", 1),
+                    part=args.sample_part,
+                ),
+            }
             print(
                 f"{file} on {device}: {len(runs[file][device])} tests in {time.time() - t0:.0f} s",
                 flush=True,

@@ -23,6 +23,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=1,
         help="run only the tests whose device-free name hashes to 0 modulo this number",
     )
+    parser.addoption(
+        "--suites-sample-part",
+        type=int,
+        default=0,
+        help="with --suites-sample K, the residue the kept tests' hashes leave instead of 0 "
+        "(parts 0 to K-1 together are the whole file)",
+    )
 
 
 def device_free_name(nodeid: str) -> str:
@@ -33,16 +40,17 @@ def device_free_name(nodeid: str) -> str:
     return f"{cls}::{name}"
 
 
-def in_sample(nodeid: str, every: int) -> bool:
-    return every <= 1 or zlib.crc32(device_free_name(nodeid).encode()) % every == 0
+def in_sample(nodeid: str, every: int, part: int = 0) -> bool:
+    return every <= 1 or zlib.crc32(device_free_name(nodeid).encode()) % every == part
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     every = config.getoption("--suites-sample")
+    part = config.getoption("--suites-sample-part")
     if every <= 1:
         return
-    kept = [item for item in items if in_sample(item.nodeid, every)]
-    dropped = [item for item in items if not in_sample(item.nodeid, every)]
+    kept = [item for item in items if in_sample(item.nodeid, every, part)]
+    dropped = [item for item in items if not in_sample(item.nodeid, every, part)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept
