@@ -161,9 +161,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
   // Tensors that grow with a sequence rerun whole (length_buckets.h).
   if (kind == BucketKind::Rows || (kind == BucketKind::Lookup && !args.empty() &&
                                    args[0].isTensor() && args[0].toTensor().dim() == 2)) {
-    return rows_in_bucket(op_name, args, redispatch);
+    return recording() ? std::nullopt : rows_in_bucket(op_name, args, redispatch);
   }
-  if (kind == BucketKind::Copy) {
+  if (kind == BucketKind::Copy && !recording()) {
     if (auto copied = view_copy_in_bucket(args)) return copied;
   }
   const auto& arguments = schema.arguments();
@@ -203,7 +203,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
     if (!plain(tensor, length)) {
       // A contiguous view of a longer storage (a positional table's first rows) is read as
       // the bucket's length of it, where the storage holds that many.
-      if (kind != BucketKind::Pointwise || !reads || !tensor.is_privateuseone() ||
+      if (kind != BucketKind::Pointwise || !reads || written(index) || !tensor.is_privateuseone() ||
           !tensor.is_contiguous() || tensor.is_conj() || tensor.is_neg() ||
           tensor.storage_offset() + bucket > storage_elements(tensor) ||
           device_storage(tensor).raw_contents().bucket) {
