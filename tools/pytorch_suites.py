@@ -124,9 +124,9 @@ LEFT_WITH_REASON = [
         "CUDA; the test expects a device module's class for CUDA alone",
     ),
     (
-        r"map_ is only implemented on CPU tensors",
-        "Tensor.map_ calls a Python function per element, and PyTorch implements it for CPU "
-        "tensors alone; the test skips it for CUDA for the same reason",
+        r"map2?_ is only implemented on CPU tensors",
+        "Tensor.map_ and map2_ call a Python function per element, and PyTorch implements them "
+        "for CPU tensors alone; the tests skip them for CUDA for the same reason",
     ),
     (
         r"a slice of a tpu storage",
@@ -135,9 +135,11 @@ LEFT_WITH_REASON = [
         "cannot be made; a tensor sliced over the storage reads and writes those bytes",
     ),
     (
-        r"test_gather_backward_deterministic_path.*Timeout",
-        "its reference is a Python loop of 20,000 to 60,000 single-element updates of a device "
-        "tensor (CUDA takes another branch), each one a device execution: past the time limit",
+        r"(test_gather_backward_deterministic_path|test_scatter_add_one_dim_deterministic)"
+        r".*Timeout",
+        "its reference is a Python loop of 20,000 to 90,000 single-element reads and updates of "
+        "a device tensor (test_gather_backward's CUDA takes another branch), each a device "
+        "execution: past the time limit",
     ),
 ]
 

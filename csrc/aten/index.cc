@@ -1,5 +1,6 @@
 // Concatenation and indexing: cat, index_select, gather, scatter(_add), index, index_put,
 // embedding backward, triangular masks.
+#include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <c10/util/Exception.h>
 
@@ -595,8 +596,17 @@ LOWER({"take", "take.out"}, [](LoweringContext& ctx) {
   Value positions = wrap_index(b, b.reshape(index, {m}), n);
   return Values{b.reshape(take_slices(b, flat, 0, positions), index.shape)};
 });
+// Of repeated indices, which value lands is unspecified (XLA's scatter, as CPU's loop):
+// deterministic algorithms refuse a put_ that does not accumulate, on every device, as ATen's
+// put_ does (on each call, cached or not).
+void alert_put_without_accumulate(const std::vector<c10::IValue>& args) {
+  if (args.size() > 3 && args[3].isBool() && !args[3].toBool()) {
+    at::globalContext().alertNotDeterministic("put_");
+  }
+}
+
 // put(self, index, source, accumulate): source written (or added) into self flattened.
-LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
+Values put(LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0), index = ctx.tensor(1), source = ctx.tensor(2);
   TORCH_CHECK(index.type == ElementType::S64, "put_(): Expected a long tensor for index, but got ",
@@ -618,7 +628,8 @@ LOWER({"put_", "put", "put.out"}, [](LoweringContext& ctx) {
   return Values{b.reshape(combine_slices(b, flat, 0, positions, updates,
                                          accumulate ? std::optional(BinaryOp::Add) : std::nullopt),
                           self.shape)};
-});
+}
+LOWER({"put_", "put", "put.out"}, put, {}, alert_put_without_accumulate);
 
 // nonzero_static(self, size, fill_value) -> [size, ndim]: the first `size` nonzero coordinates
 // in row-major order, padded with fill_value; each nonzero's slot is the running count.

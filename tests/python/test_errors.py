@@ -803,6 +803,23 @@ def test_max_unpool_alerts_under_deterministic_algorithms_as_on_cpu(dims: int) -
     same_error_as_cpu(call, torch.randn(shape))
 
 
+def test_put_alerts_under_deterministic_algorithms_as_on_cpu() -> None:
+    # Without accumulating, which of repeated indices' values lands is unspecified: every
+    # device refuses under determinism (with the call's executable cached before); adding
+    # them up is allowed.
+    from torch.testing._internal.common_utils import DeterministicGuard
+
+    def call(x: torch.Tensor, accumulate: bool) -> Any:
+        index = torch.zeros(2, dtype=torch.long, device=x.device)
+        x.put_(index, torch.ones(2, device=x.device), accumulate=accumulate)
+        with DeterministicGuard(True):
+            return x.put_(index, torch.ones(2, device=x.device), accumulate=accumulate)
+
+    same_error_as_cpu(lambda x: call(x, False), torch.randn(5))
+    x = torch.randn(5)
+    torch.testing.assert_close(call(x.to("tpu"), True).cpu(), call(x.clone(), True))
+
+
 def test_is_set_to_as_on_cpu(tpu: torch.device) -> None:
     for device in ("cpu", tpu):
         t1 = torch.empty(3, 4, device=device)
