@@ -76,6 +76,18 @@ LOWER({"index_select", "index_select.out"}, [](LoweringContext& ctx) {
   return Values{take_slices(ctx.b, self, dim, wrap_index(ctx.b, index, self.shape[dim]))};
 });
 
+// torch_tpu::bucket_rows_index_select(self, index, length): index_select(self, 0, index) of an
+// index that grows with a sequence, read at its size bucket (dispatch/length_buckets.h): its
+// positions past `length` read as 0, in range of any table, so that they raise nothing.
+LOWER({"@bucket_rows_index_select"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), index = ctx.tensor(1);
+  Value length = b.broadcast_in_dim(ctx.scalar(2, ElementType::S64), index.shape, {});
+  Value real = b.lt(b.iota(index.shape, ElementType::S64, 0), length);
+  index = b.select(real, index, splat(b, 0, index.type, index.shape));
+  return Values{take_slices(b, self, 0, wrap_index(b, index, self.shape[0]))};
+});
+
 // Full coordinates for gather/scatter along `dim`: every dim from iota except `dim`.
 Value coordinates(Builder& b, const Value& index, int64_t dim, int64_t size) {
   Shape shape = index.shape;

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -13,7 +12,6 @@
 
 #include "csrc/device/runtime.h"
 #include "csrc/device/types.h"
-#include "csrc/dispatch/dispatcher.h"
 #include "csrc/dispatch/fusion.h"
 #include "csrc/dispatch/size_buckets.h"
 #include "csrc/dispatch/view_io.h"
@@ -124,14 +122,6 @@ at::Tensor bucket_stand_in(const at::Tensor& like, const DeviceStorage& source) 
   TORCH_INTERNAL_ASSERT(contents.bucket, "torch_tpu: a bucket stand-in of a storage without one");
   device_storage(flat).assign(contents.bucket, type);
   return flat;
-}
-
-at::Tensor mask_past(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
-  static const c10::FunctionSchema schema = torch::jit::parseSchema(
-      "torch_tpu::bucket_mask(Tensor self, Scalar length, Scalar fill) -> Tensor");
-  return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
-                      {tensor, c10::Scalar(length), fill})[0]
-      .toTensor();
 }
 
 void take_as_bucket(const at::Tensor& flat, const at::Tensor& result, GrownLength grown) {

@@ -37,9 +37,6 @@ int64_t bucket_length_of(const DeviceStorage& storage, hlo::ElementType type);
 // the bucket's buffer, or the pending value that will be it.
 at::Tensor bucket_stand_in(const at::Tensor& like, const DeviceStorage& source);
 
-// `tensor` (a bucket's stand-in) with its elements from `length` on replaced by `fill`.
-at::Tensor mask_past(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill);
-
 // `result`'s storage becomes the start of the bucket `flat` (a flat tensor of the bucket's
 // length) holds, or will hold when its value is pending.
 void take_as_bucket(const at::Tensor& flat, const at::Tensor& result, GrownLength grown = {});

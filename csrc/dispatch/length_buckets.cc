@@ -91,7 +91,12 @@ std::optional<std::vector<c10::IValue>> rows_in_bucket(const std::string& op_nam
   } else if (op == "index_select") {
     row_arg = 2;  // the index: a row per position, its own dims none
     row_dims = 0;
-    if (args.size() != 3 || !args[1].isInt() || args[1].toInt() != 0) return std::nullopt;
+    if (args.size() != 3 || !args[1].isInt() || args[1].toInt() != 0 || !args[2].isTensor() ||
+        (args[2].toTensor().scalar_type() != at::kLong &&
+         args[2].toTensor().scalar_type() != at::kInt) ||
+        args[0].toTensor().size(0) == 0) {
+      return std::nullopt;  // index_select's own checks stay with its exact form
+    }
   } else if (op == "native_layer_norm") {
     if (args.size() < 2 || !args[1].isIntList()) return std::nullopt;
     row_dims = args[1].toIntVector().size();
@@ -120,12 +125,23 @@ std::optional<std::vector<c10::IValue>> rows_in_bucket(const std::string& op_nam
   padded_sizes.insert(padded_sizes.end(), input.sizes().begin() + lead, input.sizes().end());
   at::Tensor padded = stand_in(input, grown->capacity, grown->buffer);
   padded.unsafeGetTensorImpl()->set_sizes_contiguous(padded_sizes);
-  std::vector<c10::IValue> inner = args;
-  // An index past the real rows reads as 0, in range of any table, so that it raises nothing.
-  inner[row_arg] = op == "index_select" ? mask_past(padded, input.numel(), 0) : padded;
-  if (op == "_log_softmax" || op == "_softmax") inner[1] = static_cast<int64_t>(1);
   metrics().size_bucket_ops++;
-  std::vector<c10::IValue> results = redispatch(inner);
+  std::vector<c10::IValue> results;
+  if (op == "index_select") {
+    // One executable, which reads the index's rows past the length as 0: in range of any
+    // table, so that they raise nothing.
+    static const c10::FunctionSchema schema = torch::jit::parseSchema(
+        "torch_tpu::bucket_rows_index_select(Tensor self, Tensor index, Scalar length) -> Tensor");
+    // Keyed and named as the op called: a failed index check names it.
+    results = run_lowering("aten::index_select (at a size bucket)",
+                           find_lowering("@bucket_rows_index_select"), schema,
+                           {args[0], padded, c10::Scalar(input.numel())});
+  } else {
+    std::vector<c10::IValue> inner = args;
+    inner[row_arg] = padded;
+    if (op == "_log_softmax" || op == "_softmax") inner[1] = static_cast<int64_t>(1);
+    results = redispatch(inner);
+  }
   for (c10::IValue& result : results) {
     if (!result.isTensor()) continue;
     const at::Tensor& tensor = result.toTensor();

@@ -23,6 +23,15 @@ namespace torch_tpu {
 
 namespace {
 
+// `tensor` (a bucket's stand-in) with the elements from `length` on replaced by `fill`.
+at::Tensor masked(const at::Tensor& tensor, int64_t length, const c10::Scalar& fill) {
+  static const c10::FunctionSchema schema = torch::jit::parseSchema(
+      "torch_tpu::bucket_mask(Tensor self, Scalar length, Scalar fill) -> Tensor");
+  return run_lowering("torch_tpu::bucket_mask", find_lowering("@bucket_mask"), schema,
+                      {tensor, c10::Scalar(length), fill})[0]
+      .toTensor();
+}
+
 struct Parsed {
   std::string base;  // "abs_", "cumsum", "copy_"
   std::string overload;
@@ -263,7 +272,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
           c10::isComplexType(dtype) ? std::nullopt
                                     : neutral(find_op_padding(parse(op_name).base)->neutral, dtype);
       if (!fill || !stand_in_for(0, true)) return std::nullopt;
-      inner[0] = mask_past(*stand_ins[0], length, *fill);
+      inner[0] = masked(*stand_ins[0], length, *fill);
       break;
     }
     case BucketKind::IndexPut: {
@@ -292,9 +301,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
                               ? bucket_of(index, bucket)
                               : nullptr;
       if (!index_bucket || !stand_in_for(2, true)) return std::nullopt;
-      inner[2] = mask_past(*stand_ins[2], length, *neutral(Reduction::Sum, self.scalar_type()));
+      inner[2] = masked(*stand_ins[2], length, *neutral(Reduction::Sum, self.scalar_type()));
       at::Tensor masked_index =
-          mask_past(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
+          masked(stand_in(index, bucket, index_bucket), length, c10::Scalar(0));
       if (args[1].isTensorList()) {
         inner[1] = c10::List<at::Tensor>({masked_index});
         break;
@@ -323,7 +332,7 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       if (search && args.size() > 5 && !args[5].isNone()) return std::nullopt;  // a sorter
       if (!stand_in_for(first, true)) return std::nullopt;
       if (search) break;
-      inner[first] = mask_past(*stand_ins[first], length, c10::Scalar(0));
+      inner[first] = masked(*stand_ins[first], length, c10::Scalar(0));
       // A looked-up tensor in a bucket of its own (a jagged batch's values) is read from it,
       // its length a runtime input, so that its new lengths compile nothing either.
       const DeviceStorage& storage = device_storage(whole);
