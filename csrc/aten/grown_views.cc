@@ -31,6 +31,18 @@ std::vector<Value> unravel(Builder& b, Value flat_index, const std::vector<int64
   return index;
 }
 
+// Where a view's elements lie in its flat storage: offset + sum over d of index[d] x stride d.
+Value positions_in_storage(Builder& b, const std::vector<Value>& index, const GrownView& view,
+                           const Value& length, const Value& offset) {
+  const Shape& shape = index.at(0).shape;
+  Value positions = b.broadcast_in_dim(b.convert(offset, ElementType::S64), shape, {});
+  for (size_t d = 0; d < index.size(); ++d) {
+    positions =
+        b.add(positions, b.multiply(index[d], extent(b, view.strides[d], true, length, shape)));
+  }
+  return positions;
+}
+
 Value take(Builder& b, const Value& flat, Value positions) {
   const Shape shape = positions.shape;
   positions = b.clamp(s64(b, 0, shape), positions, s64(b, flat.shape[0] - 1, shape));
@@ -51,12 +63,9 @@ Value read_grown_view(Builder& b, const Value& flat, const GrownView& view, int6
                       const Value& length, const Value& offset) {
   Shape shape;
   for (int64_t size : view.sizes) shape.push_back(size < 0 ? rows : size);
-  Value positions = b.broadcast_in_dim(b.convert(offset, ElementType::S64), shape, {});
-  for (size_t d = 0; d < shape.size(); ++d) {
-    Value step = extent(b, view.strides[d], true, length, shape);
-    positions = b.add(positions, b.multiply(b.iota(shape, ElementType::S64, d), step));
-  }
-  return take(b, flat, positions);
+  std::vector<Value> index;
+  for (size_t d = 0; d < shape.size(); ++d) index.push_back(b.iota(shape, ElementType::S64, d));
+  return take(b, flat, positions_in_storage(b, index, view, length, offset));
 }
 
 Value pack_grown(Builder& b, const Value& padded, const std::vector<int64_t>& sizes,
@@ -82,12 +91,7 @@ LOWER({"@bucket_view_copy"}, [](LoweringContext& ctx) {
   const GrownView view = grown_view(ctx.arg(3));
   const Shape shape{ctx.arg(4).toInt()};
   std::vector<Value> index = unravel(b, b.iota(shape, ElementType::S64, 0), view.sizes, length);
-  Value positions = b.broadcast_in_dim(offset, shape, {});
-  for (size_t d = 0; d < index.size(); ++d) {
-    positions =
-        b.add(positions, b.multiply(index[d], extent(b, view.strides[d], true, length, shape)));
-  }
-  return Values{take(b, flat, positions)};
+  return Values{take(b, flat, positions_in_storage(b, index, view, length, offset))};
 });
 
 }  // namespace torch_tpu::aten
