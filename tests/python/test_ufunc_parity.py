@@ -263,3 +263,109 @@ def test_complex_python_scalar_keys_apart_from_an_int(mode: str) -> None:
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual.cpu(), expected)  # within complex64's rounding
         assert_same(x.to(TPU) * exponent, x * exponent)
+
+
+def assert_parts_match(actual: torch.Tensor, expected: torch.Tensor, rtol: float) -> None:
+    # Each part: NaN where CPU's is, else within rtol (infinities equal), the sign bit of zeros
+    # and infinities as CPU's.
+    for a, e in ((actual.real, expected.real), (actual.imag, expected.imag)):
+        torch.testing.assert_close(a, e, rtol=rtol, atol=0, equal_nan=True)
+        numbers = ~e.isnan()
+        assert torch.equal(a[numbers].signbit(), e[numbers].signbit()), (a, e)
+
+
+SPECIAL_PARTS = [0.0, -0.0, 1.0, INF, -INF, NAN]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize(
+    "op",
+    ["asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tanh", "exp", "log"]
+    + ["sqrt"],
+)
+def test_complex_functions_at_special_parts(mode: str, op: str, dtype: torch.dtype) -> None:
+    # Every pair of {0, -0, 1, inf, -inf, NaN} as real and imaginary parts: C99 (CPU) keeps a
+    # part where the other is NaN (acos(0 + i NaN) = pi/2 + i NaN, atanh(0 + i NaN) = 0 + i NaN,
+    # sqrt(NaN + i inf) = inf + i inf, log(NaN + i inf) = inf + i NaN) and zeros' signs
+    # (exp(1 - 0i) = e - 0i, tanh(-0 - 0i) = -0 - 0i); tpu gave NaN + i NaN or +0 there.
+    fn = getattr(torch, op)
+    x = torch.tensor([complex(a, b) for a in SPECIAL_PARTS for b in SPECIAL_PARTS], dtype=dtype)
+    rtol = 1e-6 if dtype == torch.complex64 else 1e-14
+    assert_parts_match(fn(x.to(TPU)).cpu(), fn(x), rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_at_special_and_extremal_values(mode: str, dtype: torch.dtype) -> None:
+    # z ** w is glibc's cpow on CPU, exp(w log z) with C99's multiplication (an infinite factor
+    # recovered from NaN + i NaN): XLA's power gave NaN + i NaN for 0 ** (1 + i) (CPU: 0) and
+    # for most infinite parts; 0 ** 0 is NaN on CPU (log 0 = -inf, times 0).
+    parts = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -2.5, INF, -INF, NAN]
+    values = torch.tensor([complex(a, b) for a in parts for b in parts], dtype=dtype)
+    base, exponent = values.repeat_interleave(len(values)), values.repeat(len(values))
+    expected = torch.pow(base, exponent)
+    assert_parts_match(torch.pow(base.to(TPU), exponent.to(TPU)).cpu(), expected, 1e-5)
+    # float_power computes in complex128.
+    expected = torch.float_power(base, exponent)
+    assert_parts_match(torch.float_power(base.to(TPU), exponent.to(TPU)).cpu(), expected, 1e-12)
+
+
+def test_complex64_pow_takes_glibcs_float_steps(mode: str) -> None:
+    # glibc's cpowf rounds log z, w log z and e^x, cos y, sin y to float on the way, which
+    # w log z amplifies (CPU is 5e-6 off the exact value here): tpu takes the same steps and
+    # lands within float rounding of CPU where XLA's power was 8e-6 away. Results near an
+    # overflow, where e^x cos y stays finite, are scaled as glibc does.
+    g = torch.Generator().manual_seed(0)
+    base = torch.complex(
+        torch.rand(4000, generator=g) * 18 - 9, torch.rand(4000, generator=g) * 18 - 9
+    )
+    exponent = torch.complex(
+        torch.rand(4000, generator=g) * 18 - 9, torch.rand(4000, generator=g) * 18 - 9
+    )
+    expected = torch.pow(base, exponent)
+    actual = torch.pow(base.to(TPU), exponent.to(TPU)).cpu()
+    close = torch.isclose(actual, expected, rtol=1.3e-6, atol=1e-5, equal_nan=True)
+    assert close.float().mean().item() > 0.98
+    torch.testing.assert_close(actual, expected, rtol=2e-5, atol=1e-5, equal_nan=True)
+    z = torch.tensor([1e20j, -1e20j, 3e38 + 1j], dtype=torch.complex64)
+    torch.testing.assert_close(torch.pow(z.to(TPU), 2.0 + 0j).cpu(), torch.pow(z, 2.0 + 0j))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_scalar_shortcuts(mode: str, dtype: torch.dtype) -> None:
+    # CPU computes z ** 2 as z z, z ** 0.5 as sqrt z, z ** -1 as 1 / z (and so on): their
+    # results, not exp(w log z)'s, at those exponents; the exponent is a runtime input.
+    z = torch.tensor([1.5 + 2j, -3 - 0.25j, 1e-3j, 0j, 4 + 0j, -1 + 0j], dtype=dtype)
+    for exponent in (0, 1, 0.5, -0.5, -1, 2, 3, -2, 2.5, 1j, 2 + 0j):
+        got, want = torch.pow(z.to(TPU), exponent).cpu(), torch.pow(z, exponent)
+        rtol = 1e-6 if dtype == torch.complex64 else 1e-14
+        torch.testing.assert_close(got, want, rtol=rtol, atol=1e-30, equal_nan=True)
+
+
+def test_fmod_of_half_by_a_python_float_rounds_the_divisor(mode: str) -> None:
+    # CPU rounds 2.3 to float16 (2.30078) before dividing; tpu kept it in float32.
+    x = torch.linspace(-9, 9, 101).to(torch.float16)
+    for divisor in (2.3, 3, -1.7):
+        assert_same(torch.fmod(x.to(TPU), divisor), torch.fmod(x, divisor))
+        assert_same(torch.remainder(x.to(TPU), divisor), torch.remainder(x, divisor))
+
+
+def test_xlogy_of_integers_into_complex_out(mode: str) -> None:
+    # xlogy's out= overloads are named OutTensor and OutScalar_Self: a complex out= was taken
+    # for a complex input and refused.
+    x = torch.tensor([1, 0, 3, 2], dtype=torch.int16)
+    y = torch.tensor([2, 5, 1, 7], dtype=torch.int32)
+    want = torch.xlogy(x, y, out=torch.empty(4, dtype=torch.complex64))
+    got = torch.xlogy(x.to(TPU), y.to(TPU), out=torch.empty(4, dtype=torch.complex64, device=TPU))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)  # XLA's log: 1 ulp from glibc's at times
+
+
+def test_gather_with_a_zero_dim_index(mode: str) -> None:
+    # CPU takes a 0-d index as one of size 1 (result 0-d); tpu refused it (PyTorch's
+    # test_scalar_check).
+    one_d = torch.tensor([2.5, -1.0, 4.0])
+    for source in (one_d, one_d[:1], torch.tensor(3.0)):
+        for index in (torch.tensor(0), torch.tensor([0])):
+            assert_same(
+                torch.gather(source.to(TPU), 0, index.to(TPU)), torch.gather(source, 0, index)
+            )
