@@ -369,3 +369,62 @@ def test_gather_with_a_zero_dim_index(mode: str) -> None:
             assert_same(
                 torch.gather(source.to(TPU), 0, index.to(TPU)), torch.gather(source, 0, index)
             )
+
+
+def test_elementwise_outputs_keep_size_one_dims_strides(mode: str) -> None:
+    # TensorIterator orders an output's dims as its inputs' are, size-1 dims included: the
+    # strides of those change nothing read, so they were not keyed, and every permutation of
+    # [1, 1, 4, 6] reused the first one's layout (PyTorch's test_strides_propagation); an
+    # ambiguous [10, 3, 1, 1] plus a bias took channels-last strides from an earlier call
+    # (test_memory_format_propagation_rules).
+    from itertools import permutations
+
+    base = torch.randn(1, 1, 4, 12)
+    on_tpu = base.to(TPU)[:, :, :, ::2]
+    for p in permutations(range(4)):
+        x, x_tpu = base[:, :, :, ::2].permute(p), on_tpu.permute(p)
+        assert x_tpu.stride() == x.stride()
+        y = torch.randn(x.size(-1))
+        for op in (torch.add, torch.eq):
+            want = op(x, y)
+            got = op(x_tpu, y.to(TPU))
+            assert got.stride() == want.stride(), (p, got.stride(), want.stride())
+            assert_same(got, want)
+        assert torch.exp(x_tpu).stride() == torch.exp(x).stride()
+    bias = torch.rand(3, 1, 1)
+    for memory_format in (torch.channels_last, torch.contiguous_format):
+        ambiguous = torch.rand(10, 3, 1, 1).to(memory_format=memory_format)
+        on_tpu = torch.empty_like(ambiguous, device=TPU).copy_(ambiguous)
+        assert on_tpu.stride() == ambiguous.stride()
+        for got, want in (
+            (on_tpu + bias.to(TPU), ambiguous + bias),
+            (bias.to(TPU) + on_tpu, bias + ambiguous),
+            (on_tpu * 5, ambiguous * 5),
+        ):
+            assert got.stride() == want.stride() == ambiguous.stride()
+    # A size-1 dim's stride keys by its order among the strides, not its value: views of one
+    # storage whose size-1 dim steps 4 to 32 elements share one executable.
+    storage = torch.arange(64.0)
+    on_tpu = storage.to(TPU)
+    compiles = torch_tpu.metrics()["compiles"]
+    for step in (4, 8, 16, 32):
+        view = on_tpu.as_strided((1, 4), (step, 1), 8)
+        assert_same(view * 2, storage.as_strided((1, 4), (step, 1), 8) * 2)
+    if mode == "strict":
+        assert torch_tpu.metrics()["compiles"] - compiles <= 1
+
+
+def test_half_tensor_to_a_complex_power_is_complex32(mode: str) -> None:
+    # CPU has no complex32 pow and refuses float16 ** 1j; CUDA computes it, and PyTorch's
+    # test_pow expects every device but CPU to: tpu computes it in complex64 and rounds.
+    x = torch.linspace(0.5, 1.5, 17).to(torch.float16)
+    with pytest.raises(RuntimeError, match="ComplexHalf"):
+        torch.pow(x, 1j)
+    for exponent in (1j, 2.5j, -1.0 - 1.5j):
+        got = torch.pow(x.to(TPU), exponent)
+        assert got.dtype == torch.complex32
+        want = torch.pow(x.to(torch.float32), exponent)
+        torch.testing.assert_close(got.cpu().to(torch.complex64), want, rtol=2e-3, atol=1e-3)
+    got = torch.pow(1.0 + 1.0j, x.to(TPU))
+    want = torch.pow(1.0 + 1.0j, x.to(torch.float32))
+    torch.testing.assert_close(got.cpu().to(torch.complex64), want, rtol=2e-3, atol=1e-3)
