@@ -375,7 +375,6 @@ Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Val
   })
 TORCH_TPU_FLOAT_UNARY(expm1, UnaryOp::ExponentialMinusOne);
 TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
-TORCH_TPU_FLOAT_UNARY(rsqrt, UnaryOp::Rsqrt);
 TORCH_TPU_FLOAT_UNARY(sin, UnaryOp::Sine);
 TORCH_TPU_FLOAT_UNARY(cos, UnaryOp::Cosine);
 TORCH_TPU_FLOAT_UNARY(tan, UnaryOp::Tan);
@@ -404,13 +403,55 @@ TORCH_TPU_FLOAT_UNARY_FN(sqrt,
                          { return hlo::is_complex(x.type) ? complex_sqrt(b, x) : b.sqrt(x); });
 TORCH_TPU_FLOAT_UNARY_FN(tanh,
                          { return hlo::is_complex(x.type) ? complex_tanh(b, x) : b.tanh(x); });
-TORCH_TPU_FLOAT_UNARY_FN(log2, {
-  return b.divide(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
+// Both parts of a complex times a real: XLA's complex product with (c + 0i) makes an infinite
+// part's 0 x inf a NaN in the other part.
+Value times_real(Builder& b, const Value& z, double c) {
+  Value re = b.real(z), im = b.imag(z);
+  Value factor = splat(b, c, re.type, re.shape);
+  return b.complex(b.multiply(re, factor), b.multiply(im, factor));
+}
+// log2 z and log10 z = log z / log 2 or 10; complex ones from C99's log (CPU: std::log10).
+Value log_base(Builder& b, const Value& x, double log_of_base) {
+  if (hlo::is_complex(x.type)) return times_real(b, complex_log(b, x), 1.0 / log_of_base);
+  return b.divide(b.log(x), splat(b, log_of_base, x.type, x.shape));
+}
+TORCH_TPU_FLOAT_UNARY_FN(log2, { return log_base(b, x, 0.69314718055994531); });
+TORCH_TPU_FLOAT_UNARY_FN(log10, { return log_base(b, x, 2.302585092994046); });
+// Complex 2^z = e^(z log 2), as CPU (there is no std::exp2 of a complex).
+TORCH_TPU_FLOAT_UNARY_FN(exp2, {
+  if (hlo::is_complex(x.type)) return complex_exp(b, times_real(b, x, 0.69314718055994531));
+  return b.power(splat(b, 2.0, x.type, x.shape), x);
 });
-TORCH_TPU_FLOAT_UNARY_FN(log10, {
-  return b.divide(b.log(x), splat(b, 2.302585092994046, x.type, x.shape));
+// 1 / w as CPU's complex division computes it (Smith's: the ratio of the smaller part to the
+// larger, so 1 / (inf + i inf) is NaN, as CPU and NumPy give it, and 1 / 0 is inf + i NaN).
+Value smith_reciprocal(Builder& b, const Value& w) {
+  Value c = b.real(w), d = b.imag(w);
+  auto constant = [&](double v) { return splat(b, v, c.type, c.shape); };
+  Value zero = constant(0), one = constant(1), nan = constant(NAN);
+  auto or_nan = [&](const Value& ratio, const Value& v) {  // 0 x NaN ratio, written out
+    return b.select(b.ne(ratio, ratio), nan, v);
+  };
+  Value wide_ratio = b.divide(d, c),
+        wide_scale = b.divide(one, b.add(c, b.multiply(d, wide_ratio)));
+  Value tall_ratio = b.divide(c, d),
+        tall_scale = b.divide(one, b.add(d, b.multiply(c, tall_ratio)));
+  Value wide_re = or_nan(wide_ratio, wide_scale);
+  Value wide_im = b.multiply(b.subtract(zero, wide_ratio), wide_scale);
+  // (ratio + 0): -0 becomes +0, as in CPU's sum (XLA folds x + 0 to x).
+  Value tall_re = b.multiply(b.select(b.eq(tall_ratio, zero), zero, tall_ratio), tall_scale);
+  Value tall_im = or_nan(tall_ratio, b.multiply(constant(-1), tall_scale));
+  Value wide = b.ge(b.abs(c), b.abs(d));
+  Value re = b.select(wide, wide_re, tall_re), im = b.select(wide, wide_im, tall_im);
+  Value at_zero = b.and_(b.eq(c, zero), b.eq(d, zero));
+  re = b.select(at_zero, constant(INFINITY), re);
+  im = b.select(at_zero, nan, im);
+  return b.complex(re, im);
+}
+// Complex 1 / sqrt z from C99's sqrt.
+TORCH_TPU_FLOAT_UNARY_FN(rsqrt, {
+  if (hlo::is_complex(x.type)) return smith_reciprocal(b, complex_sqrt(b, x));
+  return b.rsqrt(x);
 });
-TORCH_TPU_FLOAT_UNARY_FN(exp2, { return b.power(splat(b, 2.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(reciprocal, { return b.divide(splat(b, 1.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
 

@@ -281,13 +281,15 @@ SPECIAL_PARTS = [0.0, -0.0, 1.0, INF, -INF, NAN]
 @pytest.mark.parametrize(
     "op",
     ["asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tanh", "exp", "log"]
-    + ["sqrt"],
+    + ["sqrt", "exp2", "log2", "log10", "rsqrt"],
 )
 def test_complex_functions_at_special_parts(mode: str, op: str, dtype: torch.dtype) -> None:
     # Every pair of {0, -0, 1, inf, -inf, NaN} as real and imaginary parts: C99 (CPU) keeps a
     # part where the other is NaN (acos(0 + i NaN) = pi/2 + i NaN, atanh(0 + i NaN) = 0 + i NaN,
     # sqrt(NaN + i inf) = inf + i inf, log(NaN + i inf) = inf + i NaN) and zeros' signs
     # (exp(1 - 0i) = e - 0i, tanh(-0 - 0i) = -0 - 0i); tpu gave NaN + i NaN or +0 there.
+    # exp2 is e^(z log 2), log2 and log10 log z over a real, rsqrt 1 / sqrt z by CPU's (Smith's)
+    # division: 1 / (inf + i inf) is NaN + i NaN there, as in NumPy.
     fn = getattr(torch, op)
     x = torch.tensor([complex(a, b) for a in SPECIAL_PARTS for b in SPECIAL_PARTS], dtype=dtype)
     rtol = 1e-6 if dtype == torch.complex64 else 1e-14
