@@ -69,6 +69,12 @@ Value is_large(Builder& b, const Value& z) {
   return b.gt(modulus, c.constant(kLarge));
 }
 
+// Re z = +-0 with a NaN Im z: there acos keeps pi/2 and acosh i pi/2 (C99; CPU gives them).
+Value zero_and_nan(Builder& b, const Value& z) {
+  Value re = b.real(z), im = b.imag(z);
+  return b.and_(b.eq(re, splat(b, 0, re.type, re.shape)), b.ne(im, im));
+}
+
 // i z and -i z.
 Value times_i(Builder& b, const Value& z) { return b.complex(b.negate(b.imag(z)), b.real(z)); }
 Value times_minus_i(Builder& b, const Value& z) {
@@ -114,7 +120,16 @@ Value complex_asin(Builder& b, const Value& z) {
 Value complex_acos(Builder& b, const Value& z) {
   Parts c{b, b.real(z)};
   AcosParts a = acos_parts(b, z);
-  return complex_of(b, a.angle, b.negate(c.with_sign_of(a.log_modulus, b.imag(z))));
+  Value angle = b.select(zero_and_nan(b, z), c.constant(kHalfPi), a.angle);
+  Value imag = b.negate(c.with_sign_of(a.log_modulus, b.imag(z)));
+  if (z.type == hlo::ElementType::C128) {
+    // CPU's complex128 acos (not its complex64 one) gives +0 on the real segment [-1, 1],
+    // whatever Im z's sign; C99 gives -0 for Im z = +0.
+    Value x = b.real(z), y = b.imag(z), zero = c.constant(0);
+    Value segment = b.and_(b.eq(y, zero), b.le(b.abs(x), c.constant(1)));
+    imag = b.select(segment, zero, imag);
+  }
+  return complex_of(b, angle, imag);
 }
 
 // acosh z = +-i acos z = p + i sign(Im z) angle: Re acosh >= 0 and Im acosh has the sign of
@@ -122,7 +137,9 @@ Value complex_acos(Builder& b, const Value& z) {
 Value complex_acosh(Builder& b, const Value& z) {
   Parts c{b, b.real(z)};
   AcosParts a = acos_parts(b, z);
-  return complex_of(b, a.log_modulus, c.with_sign_of(a.angle, b.imag(z)));
+  Value angle =
+      b.select(zero_and_nan(b, z), c.constant(kHalfPi), c.with_sign_of(a.angle, b.imag(z)));
+  return complex_of(b, a.log_modulus, angle);
 }
 
 // atanh(x + iy) = log1p(4x / ((1 - x)^2 + y^2)) / 4 + i atan2(2y, (1 - x)(1 + x) - y^2) / 2
@@ -161,7 +178,10 @@ Value complex_atanh(Builder& b, const Value& z) {
   Value quarter_turn = c.with_sign_of(c.constant(kHalfPi), y);
   Value large_im = b.select(infinite, quarter_turn, b.subtract(quarter_turn, reciprocal_im));
   large_im = b.select(b.ne(y, y), y, large_im);
-  return b.select(is_large(b, z), complex_of(b, large_re, large_im), exact);
+  Value result = b.select(is_large(b, z), complex_of(b, large_re, large_im), exact);
+  // On the imaginary axis the real part is x itself, a NaN y included (C99: atanh(0 + i NaN) is
+  // 0 + i NaN; so atan(NaN + 0i) is NaN + 0i).
+  return complex_of(b, b.select(b.eq(x, c.constant(0)), x, b.real(result)), b.imag(result));
 }
 
 // atan z = -i atanh(iz).

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/complex_elementary.h"
 #include "csrc/aten/complex_inverse.h"
 
 namespace torch_tpu::aten {
@@ -140,8 +141,40 @@ Value integer_power(Builder& b, const Value& base, const Value& exponent, int ex
                b.select(b.eq(base, minus_one), b.select(odd, minus_one, one), constant(0)));
   return b.select(b.lt(exponent, constant(0)), negative_power, result);
 }
+// Complex z^w as CPU computes it: glibc's cpow, exp(w log z) with C99's special values
+// (complex_elementary.h); complex32 in complex64. A Scalar exponent takes CPU's shortcuts at the
+// values it checks for: 1 for 0, z for 1, sqrt z for 0.5, 1 / sqrt z for -0.5, 1 / z for -1,
+// z z for 2, z z z for 3 and 1 / (z z) for -2 (exp(2 log z) is a rounding away from z z).
+Values complex_power(LoweringContext& ctx, c10::ScalarType type) {
+  Shape shape = operand_shape(ctx, {0, 1});
+  ElementType t = et(type), m = t == ElementType::C32 ? ElementType::C64 : t;
+  Builder& b = ctx.b;
+  Value z = operand(ctx, 0, m, shape), w = operand(ctx, 1, m, shape);
+  Value result = complex_pow(b, z, w);
+  if (ctx.arg(1).isScalar()) {
+    Value re = b.real(w), im = b.imag(w);
+    Value one = splat(b, 1, m, shape);
+    Value square = b.multiply(z, z);
+    Value root = complex_sqrt(b, z);
+    const std::pair<double, Value> shortcuts[] = {{0.0, one},
+                                                  {1.0, z},
+                                                  {0.5, root},
+                                                  {-0.5, b.divide(one, root)},
+                                                  {-1.0, b.divide(one, z)},
+                                                  {2.0, square},
+                                                  {3.0, b.multiply(square, z)},
+                                                  {-2.0, b.divide(one, square)}};
+    Value real_exponent = b.eq(im, splat(b, 0, re.type, shape));
+    for (const auto& [value, shortcut] : shortcuts) {
+      Value hit = b.and_(real_exponent, b.eq(re, splat(b, value, re.type, shape)));
+      result = b.select(hit, shortcut, result);
+    }
+  }
+  return {b.convert(result, t)};
+}
 Values power(LoweringContext& ctx) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
+  if (c10::isComplexType(type)) return complex_power(ctx, type);
   if (!c10::isIntegralType(type, false)) return binary_promoted(ctx, BinaryOp::Power);
   Shape shape = operand_shape(ctx, {0, 1});
   Value x = operand(ctx, 0, ElementType::S64, shape), y = operand(ctx, 1, ElementType::S64, shape);
@@ -198,7 +231,17 @@ LOWER({"remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", "remaind
       });
 LOWER({"fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", "fmod.Scalar", "fmod_.Scalar",
        "fmod.Scalar_out"},
-      [](LoweringContext& ctx) { return binary_promoted(ctx, BinaryOp::Remainder); });
+      [](LoweringContext& ctx) {
+        // As CPU: a Scalar divisor is rounded to the tensor's type first (float16 fmod(x, 2.3)
+        // divides by 2.30078), then half types compute in float32.
+        c10::ScalarType type = promoted_type(ctx, {0, 1});
+        Shape shape = operand_shape(ctx, {0, 1});
+        ElementType t = et(type), m = opmath(t);
+        Builder& b = ctx.b;
+        Value x = b.convert(operand(ctx, 0, t, shape), m);
+        Value y = b.convert(operand(ctx, 1, t, shape), m);
+        return Values{b.convert(b.remainder(x, y), t)};
+      });
 
 Values compare(LoweringContext& ctx, Comparison direction) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
@@ -331,14 +374,10 @@ Values float_unary(LoweringContext& ctx, const std::function<Value(Builder&, Val
     return float_unary(ctx, [](Builder& b, Value x) { return b.unary(op, x); }); \
   })
 TORCH_TPU_FLOAT_UNARY(expm1, UnaryOp::ExponentialMinusOne);
-TORCH_TPU_FLOAT_UNARY(log, UnaryOp::Log);
 TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
-TORCH_TPU_FLOAT_UNARY(sqrt, UnaryOp::Sqrt);
-TORCH_TPU_FLOAT_UNARY(rsqrt, UnaryOp::Rsqrt);
 TORCH_TPU_FLOAT_UNARY(sin, UnaryOp::Sine);
 TORCH_TPU_FLOAT_UNARY(cos, UnaryOp::Cosine);
 TORCH_TPU_FLOAT_UNARY(tan, UnaryOp::Tan);
-TORCH_TPU_FLOAT_UNARY(tanh, UnaryOp::Tanh);
 TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
@@ -355,29 +394,64 @@ Values float_unary_in_opmath(LoweringContext& ctx, Value (*f)(Builder&, Value)) 
   LOWER({#name, #name "_", #name ".out"}, [](LoweringContext& ctx) {  \
     return float_unary_in_opmath(ctx, [](Builder & b, Value x) body); \
   })
-// exp(a + ib) = e^a (cos b + i sin b): for a = +-inf and b infinite or NaN, XLA's expansion gives
-// NaN + iNaN where C99 (CPU, NumPy) gives inf + iNaN for a = +inf and 0 + 0i for a = -inf.
-Value complex_exponential(Builder& b, const Value& x) {
-  Value y = b.exponential(x);
-  Value re = b.real(x), im = b.imag(x);
-  const Shape& shape = re.shape;
-  Value inf = splat(b, INFINITY, re.type, shape);
-  Value zero = splat(b, 0, re.type, shape);
-  Value im_not_finite = b.not_(b.lt(b.abs(im), inf));
-  y = b.select(b.and_(b.eq(re, inf), im_not_finite), b.complex(inf, splat(b, NAN, re.type, shape)),
-               y);
-  return b.select(b.and_(b.eq(re, b.negate(inf)), im_not_finite), b.complex(zero, zero), y);
-}
+// Complex ones with C99's values at signed zeros, infinities and NaN parts (complex_elementary.h).
 TORCH_TPU_FLOAT_UNARY_FN(exp, {
-  return hlo::is_complex(x.type) ? complex_exponential(b, x) : b.exponential(x);
+  return hlo::is_complex(x.type) ? complex_exp(b, x) : b.exponential(x);
 });
-TORCH_TPU_FLOAT_UNARY_FN(log2, {
-  return b.divide(b.log(x), splat(b, 0.69314718055994531, x.type, x.shape));
+TORCH_TPU_FLOAT_UNARY_FN(log, { return hlo::is_complex(x.type) ? complex_log(b, x) : b.log(x); });
+TORCH_TPU_FLOAT_UNARY_FN(sqrt,
+                         { return hlo::is_complex(x.type) ? complex_sqrt(b, x) : b.sqrt(x); });
+TORCH_TPU_FLOAT_UNARY_FN(tanh,
+                         { return hlo::is_complex(x.type) ? complex_tanh(b, x) : b.tanh(x); });
+// Both parts of a complex times a real: XLA's complex product with (c + 0i) makes an infinite
+// part's 0 x inf a NaN in the other part.
+Value times_real(Builder& b, const Value& z, double c) {
+  Value re = b.real(z), im = b.imag(z);
+  Value factor = splat(b, c, re.type, re.shape);
+  return b.complex(b.multiply(re, factor), b.multiply(im, factor));
+}
+// log2 z and log10 z = log z / log 2 or 10; complex ones from C99's log (CPU: std::log10).
+Value log_base(Builder& b, const Value& x, double log_of_base) {
+  if (hlo::is_complex(x.type)) return times_real(b, complex_log(b, x), 1.0 / log_of_base);
+  return b.divide(b.log(x), splat(b, log_of_base, x.type, x.shape));
+}
+TORCH_TPU_FLOAT_UNARY_FN(log2, { return log_base(b, x, 0.69314718055994531); });
+TORCH_TPU_FLOAT_UNARY_FN(log10, { return log_base(b, x, 2.302585092994046); });
+// Complex 2^z = e^(z log 2), as CPU (there is no std::exp2 of a complex).
+TORCH_TPU_FLOAT_UNARY_FN(exp2, {
+  if (hlo::is_complex(x.type)) return complex_exp(b, times_real(b, x, 0.69314718055994531));
+  return b.power(splat(b, 2.0, x.type, x.shape), x);
 });
-TORCH_TPU_FLOAT_UNARY_FN(log10, {
-  return b.divide(b.log(x), splat(b, 2.302585092994046, x.type, x.shape));
+// 1 / w as CPU's complex division computes it (Smith's: the ratio of the smaller part to the
+// larger, so 1 / (inf + i inf) is NaN, as CPU and NumPy give it, and 1 / 0 is inf + i NaN).
+Value smith_reciprocal(Builder& b, const Value& w) {
+  Value c = b.real(w), d = b.imag(w);
+  auto constant = [&](double v) { return splat(b, v, c.type, c.shape); };
+  Value zero = constant(0), one = constant(1), nan = constant(NAN);
+  auto or_nan = [&](const Value& ratio, const Value& v) {  // 0 x NaN ratio, written out
+    return b.select(b.ne(ratio, ratio), nan, v);
+  };
+  Value wide_ratio = b.divide(d, c),
+        wide_scale = b.divide(one, b.add(c, b.multiply(d, wide_ratio)));
+  Value tall_ratio = b.divide(c, d),
+        tall_scale = b.divide(one, b.add(d, b.multiply(c, tall_ratio)));
+  Value wide_re = or_nan(wide_ratio, wide_scale);
+  Value wide_im = b.multiply(b.subtract(zero, wide_ratio), wide_scale);
+  // (ratio + 0): -0 becomes +0, as in CPU's sum (XLA folds x + 0 to x).
+  Value tall_re = b.multiply(b.select(b.eq(tall_ratio, zero), zero, tall_ratio), tall_scale);
+  Value tall_im = or_nan(tall_ratio, b.multiply(constant(-1), tall_scale));
+  Value wide = b.ge(b.abs(c), b.abs(d));
+  Value re = b.select(wide, wide_re, tall_re), im = b.select(wide, wide_im, tall_im);
+  Value at_zero = b.and_(b.eq(c, zero), b.eq(d, zero));
+  re = b.select(at_zero, constant(INFINITY), re);
+  im = b.select(at_zero, nan, im);
+  return b.complex(re, im);
+}
+// Complex 1 / sqrt z from C99's sqrt.
+TORCH_TPU_FLOAT_UNARY_FN(rsqrt, {
+  if (hlo::is_complex(x.type)) return smith_reciprocal(b, complex_sqrt(b, x));
+  return b.rsqrt(x);
 });
-TORCH_TPU_FLOAT_UNARY_FN(exp2, { return b.power(splat(b, 2.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(reciprocal, { return b.divide(splat(b, 1.0, x.type, x.shape), x); });
 TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
 
@@ -797,16 +871,18 @@ Value complex_hyperbolic(Builder& b, const Value& z, bool sine) {
   Value re = b.real(z), im = b.imag(z);
   Value real_part = hyperbolic_times(b, re, b.cosine(im), sine);
   Value imag_part = hyperbolic_times(b, re, b.sine(im), !sine);
-  Value signed_zero = sine ? im : b.multiply(im, b.sign(re));
+  // cosh(NaN +- 0i) = NaN +- 0i (C99): sign(NaN) would make the zero NaN.
+  Value signed_zero = sine ? im : b.select(b.ne(re, re), im, b.multiply(im, b.sign(re)));
   Value zero = splat(b, 0, re.type, re.shape), inf = splat(b, INFINITY, re.type, re.shape);
   imag_part = b.select(b.eq(im, zero), signed_zero, imag_part);
   // On the imaginary axis sinh's real part and cosh's imaginary part are zeros, an infinite or
   // NaN b included (C99: sinh(0 + i inf) = 0 + i NaN).
   Value on_axis = b.and_(b.eq(re, zero), b.not_(b.lt(b.abs(im), inf)));
+  // (cosh's zero is +0 for either sign of a: CPU's cosh(-0 + i inf) is NaN + 0i.)
   if (sine)
     real_part = b.select(on_axis, re, real_part);
   else
-    imag_part = b.select(on_axis, re, imag_part);
+    imag_part = b.select(on_axis, b.abs(re), imag_part);
   // An infinite real part with an infinite or NaN imaginary one: inf + i NaN (C99).
   Value both = b.and_(b.eq(b.abs(re), inf), b.not_(b.lt(b.abs(im), inf)));
   return b.complex(b.select(both, inf, real_part),

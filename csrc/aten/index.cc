@@ -113,6 +113,9 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
   index = ctx.b.convert(index, ElementType::S64);
   if (self.rank() == 0) return Values{ctx.b.reshape(self, index.shape)};
   int64_t dim = wrap_dim(ctx.arg(1).toInt(), self.rank());
+  // As CPU, a 0-d index counts as one of size 1 (gather(one_d, 0, tensor(0)) is 0-d).
+  const Shape result_shape = index.shape;
+  if (index.rank() == 0) index = ctx.b.reshape(index, {1});
   TORCH_CHECK(index.rank() == self.rank(),
               "Index tensor must have the same number of dimensions "
               "as input tensor");
@@ -125,8 +128,9 @@ LOWER({"gather", "gather.out"}, [](LoweringContext& ctx) {
     dims.start_index_map.push_back(d);
   }
   dims.index_vector_dim = index.rank();
-  return Values{ctx.b.gather(self, coordinates(ctx.b, index, dim, self.shape[dim]), dims,
-                             Shape(self.rank(), 1))};
+  Value result = ctx.b.gather(self, coordinates(ctx.b, index, dim, self.shape[dim]), dims,
+                              Shape(self.rank(), 1));
+  return Values{ctx.b.reshape(result, result_shape)};
 });
 
 Value scatter_along(Builder& b, const Value& self, int64_t dim, const Value& index,

@@ -102,7 +102,10 @@ bool refuses_complex(const std::string& op_name, const std::vector<c10::IValue>&
   // An out= overload's complex output (its last argument) takes a real result converted, as
   // on CPU (hypot(x, y, out=complex64)): only complex inputs need the op's complex support.
   const std::string_view name = op_name;
-  const bool out_last = name.find('.') != std::string_view::npos && name.ends_with("out");
+  // (xlogy spells them OutTensor and OutScalar_Self.)
+  const size_t dot = name.find('.');
+  const std::string_view overload = dot == std::string_view::npos ? "" : name.substr(dot + 1);
+  const bool out_last = overload.ends_with("out") || overload.starts_with("Out");
   for (size_t i = 0; i + (out_last ? 1 : 0) < args.size(); ++i)
     any_complex = any_complex || is_complex_tensor(args[i]);
   bool refused = any_complex && (op_name.rfind("aten::abs_.", 0) == 0 ||

@@ -98,6 +98,20 @@ void append_number(std::string& key, int64_t value, char separator) {
   key.append(digits, end);
 }
 
+// Per dim, how many dims have smaller strides: every comparison TensorIterator makes between
+// one operand's strides (sizes break its ties, and are keyed already).
+void append_stride_order(std::string& key, const at::Tensor& tensor) {
+  bool size_one = false;
+  for (int64_t d = 0; d < tensor.dim(); ++d) size_one = size_one || tensor.size(d) == 1;
+  if (!size_one) return;  // otherwise the strides are keyed, or the default ones
+  key += 'o';
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    int64_t smaller = 0;
+    for (int64_t e = 0; e < tensor.dim(); ++e) smaller += tensor.stride(e) < tensor.stride(d);
+    append_number(key, smaller, ',');
+  }
+}
+
 void append_tensor_key(std::string& key, const at::Tensor& tensor) {
   if (!tensor.defined()) {
     key += "U;";
@@ -123,6 +137,11 @@ void append_tensor_key(std::string& key, const at::Tensor& tensor) {
       tensor.suggest_memory_format() != c10::MemoryFormat::Contiguous) {
     key += 'C';
   }
+  // The strides of size-1 dims change nothing read, but the Meta kernel's TensorIterator orders
+  // the output's dims by them (x.permute(...) + y keeps x's size-1 strides; PyTorch's
+  // test_strides_propagation): their order among the strides keys, not their values, so a
+  // growing x[:, -1:] keeps one key.
+  if (tensor.dim() > 1 && !has_default_strides(tensor)) append_stride_order(key, tensor);
   if (!covers_whole_storage(tensor)) {
     key += '|';
     // A dim of size 1 is read at index 0 whatever its stride: x[:, -1:] of a growing [1, n]
@@ -318,7 +337,7 @@ std::vector<int64_t> pointwise_out_strides(const c10::FunctionSchema& schema,
   try {
     at::TensorIterator iter = config.build();
     const at::Tensor& result = iter.output();
-    if (result.sizes() != c10::IntArrayRef(shape) || result.is_contiguous()) return {};
+    if (result.sizes() != c10::IntArrayRef(shape) || has_default_strides(result)) return {};
     return result.strides().vec();
   } catch (const c10::Error&) {
     return {};  // inputs TensorIterator would not take together: the op decides, not us

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "csrc/dispatch/view_io.h"
+
 namespace torch_tpu {
 namespace {
 
@@ -122,7 +124,8 @@ OutputLayouts fresh_output_layouts(const c10::FunctionSchema& schema,
     std::vector<int64_t> strides;
     if (outputs[r].isTensor()) {
       const at::Tensor& result = outputs[r].toTensor();
-      if (result.defined() && !result.is_contiguous() && result.is_non_overlapping_and_dense())
+      // (Size-1 dims' strides included: TensorIterator orders them as the inputs' dims.)
+      if (result.defined() && !has_default_strides(result) && result.is_non_overlapping_and_dense())
         strides = result.strides().vec();
     }
     layouts.push_back(std::move(strides));
@@ -215,8 +218,23 @@ bool is_dtype_error(const c10::Error& error) {
 }
 
 // Ops whose CUDA kernels take dtypes their CPU kernels refuse, and that code written for CUDA
-// relies on: tpu takes them too (histc of integer expert ids, in mixture-of-experts routing).
-bool cuda_takes_more_dtypes(std::string_view name) { return name == "aten::histc"; }
+// relies on: tpu takes them too (histc of integer expert ids, in mixture-of-experts routing;
+// pow in complex32, a float16 tensor with a complex exponent or base, computed in complex64).
+bool cuda_takes_more_dtypes(std::string_view name, const std::vector<c10::IValue>& args) {
+  if (name == "aten::histc") return true;
+  if (name != "aten::pow") return false;
+  bool half = false, complex = false;
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && arg.toTensor().defined()) {
+      const c10::ScalarType type = arg.toTensor().scalar_type();
+      half = half || type == c10::kHalf || type == c10::kComplexHalf;
+      complex = complex || c10::isComplexType(type);
+    } else if (arg.isComplexDouble()) {
+      complex = true;
+    }
+  }
+  return half && complex;
+}
 
 }  // namespace
 
@@ -296,7 +314,7 @@ void check_written_overlap(const c10::FunctionSchema& schema, const std::vector<
 
 void raise_cpu_dtype_error(const c10::FunctionSchema& schema,
                            const std::vector<c10::IValue>& args) {
-  if (cuda_takes_more_dtypes(schema.name())) return;
+  if (cuda_takes_more_dtypes(schema.name(), args)) return;
   try {
     raise_cpu_error(schema, args);
   } catch (const c10::Error& error) {

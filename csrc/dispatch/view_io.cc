@@ -78,6 +78,15 @@ int64_t storage_elements(const at::TensorBase& tensor) {
   return static_cast<int64_t>(tensor.storage().nbytes() / tensor.element_size());
 }
 
+bool has_default_strides(const at::TensorBase& tensor) {
+  int64_t expected = 1;
+  for (int64_t d = tensor.dim() - 1; d >= 0; --d) {
+    if (tensor.stride(d) != expected) return false;
+    expected *= std::max<int64_t>(tensor.size(d), 1);
+  }
+  return true;
+}
+
 bool covers_whole_storage(const at::TensorBase& tensor) {
   return tensor.storage_offset() == 0 && tensor.is_contiguous() &&
          tensor.numel() == storage_elements(tensor);

@@ -14,6 +14,9 @@ namespace torch_tpu {
 
 // Contiguous, offset 0, and covering every byte of its storage.
 bool covers_whole_storage(const at::TensorBase& tensor);
+// Every stride as a contiguous tensor of its sizes has it, size-1 dims' included (is_contiguous
+// ignores those: they change no element read, but TensorIterator orders an output's dims by them).
+bool has_default_strides(const at::TensorBase& tensor);
 // The storage's length in elements of the tensor's dtype.
 int64_t storage_elements(const at::TensorBase& tensor);
 

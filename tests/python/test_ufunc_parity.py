@@ -263,3 +263,170 @@ def test_complex_python_scalar_keys_apart_from_an_int(mode: str) -> None:
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual.cpu(), expected)  # within complex64's rounding
         assert_same(x.to(TPU) * exponent, x * exponent)
+
+
+def assert_parts_match(actual: torch.Tensor, expected: torch.Tensor, rtol: float) -> None:
+    # Each part: NaN where CPU's is, else within rtol (infinities equal), the sign bit of zeros
+    # and infinities as CPU's.
+    for a, e in ((actual.real, expected.real), (actual.imag, expected.imag)):
+        torch.testing.assert_close(a, e, rtol=rtol, atol=0, equal_nan=True)
+        numbers = ~e.isnan()
+        assert torch.equal(a[numbers].signbit(), e[numbers].signbit()), (a, e)
+
+
+SPECIAL_PARTS = [0.0, -0.0, 1.0, INF, -INF, NAN]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize(
+    "op",
+    ["asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tanh", "exp", "log"]
+    + ["sqrt", "exp2", "log2", "log10", "rsqrt"],
+)
+def test_complex_functions_at_special_parts(mode: str, op: str, dtype: torch.dtype) -> None:
+    # Every pair of {0, -0, 1, inf, -inf, NaN} as real and imaginary parts: C99 (CPU) keeps a
+    # part where the other is NaN (acos(0 + i NaN) = pi/2 + i NaN, atanh(0 + i NaN) = 0 + i NaN,
+    # sqrt(NaN + i inf) = inf + i inf, log(NaN + i inf) = inf + i NaN) and zeros' signs
+    # (exp(1 - 0i) = e - 0i, tanh(-0 - 0i) = -0 - 0i); tpu gave NaN + i NaN or +0 there.
+    # exp2 is e^(z log 2), log2 and log10 log z over a real, rsqrt 1 / sqrt z by CPU's (Smith's)
+    # division: 1 / (inf + i inf) is NaN + i NaN there, as in NumPy.
+    fn = getattr(torch, op)
+    x = torch.tensor([complex(a, b) for a in SPECIAL_PARTS for b in SPECIAL_PARTS], dtype=dtype)
+    rtol = 1e-6 if dtype == torch.complex64 else 1e-14
+    assert_parts_match(fn(x.to(TPU)).cpu(), fn(x), rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_at_special_and_extremal_values(mode: str, dtype: torch.dtype) -> None:
+    # z ** w is glibc's cpow on CPU, exp(w log z) with C99's multiplication (an infinite factor
+    # recovered from NaN + i NaN): XLA's power gave NaN + i NaN for 0 ** (1 + i) (CPU: 0) and
+    # for most infinite parts; 0 ** 0 is NaN on CPU (log 0 = -inf, times 0).
+    parts = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -2.5, INF, -INF, NAN]
+    values = torch.tensor([complex(a, b) for a in parts for b in parts], dtype=dtype)
+    base, exponent = values.repeat_interleave(len(values)), values.repeat(len(values))
+    expected = torch.pow(base, exponent)
+    assert_parts_match(torch.pow(base.to(TPU), exponent.to(TPU)).cpu(), expected, 1e-5)
+    # float_power computes in complex128.
+    expected = torch.float_power(base, exponent)
+    assert_parts_match(torch.float_power(base.to(TPU), exponent.to(TPU)).cpu(), expected, 1e-12)
+
+
+def test_complex64_pow_takes_glibcs_float_steps(mode: str) -> None:
+    # glibc's cpowf rounds log z, w log z and e^x, cos y, sin y to float on the way, which
+    # w log z amplifies (CPU is 5e-6 off the exact value here): tpu takes the same steps and
+    # lands within float rounding of CPU where XLA's power was 8e-6 away. Results near an
+    # overflow, where e^x cos y stays finite, are scaled as glibc does.
+    g = torch.Generator().manual_seed(0)
+    base = torch.complex(
+        torch.rand(4000, generator=g) * 18 - 9, torch.rand(4000, generator=g) * 18 - 9
+    )
+    exponent = torch.complex(
+        torch.rand(4000, generator=g) * 18 - 9, torch.rand(4000, generator=g) * 18 - 9
+    )
+    expected = torch.pow(base, exponent)
+    actual = torch.pow(base.to(TPU), exponent.to(TPU)).cpu()
+    close = torch.isclose(actual, expected, rtol=1.3e-6, atol=1e-5, equal_nan=True)
+    assert close.float().mean().item() > 0.98
+    torch.testing.assert_close(actual, expected, rtol=2e-5, atol=1e-5, equal_nan=True)
+    z = torch.tensor([1e20j, -1e20j, 3e38 + 1j], dtype=torch.complex64)
+    torch.testing.assert_close(torch.pow(z.to(TPU), 2.0 + 0j).cpu(), torch.pow(z, 2.0 + 0j))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_scalar_shortcuts(mode: str, dtype: torch.dtype) -> None:
+    # CPU computes z ** 2 as z z, z ** 0.5 as sqrt z, z ** -1 as 1 / z (and so on): their
+    # results, not exp(w log z)'s, at those exponents; the exponent is a runtime input.
+    z = torch.tensor([1.5 + 2j, -3 - 0.25j, 1e-3j, 0j, 4 + 0j, -1 + 0j], dtype=dtype)
+    for exponent in (0, 1, 0.5, -0.5, -1, 2, 3, -2, 2.5, 1j, 2 + 0j):
+        got, want = torch.pow(z.to(TPU), exponent).cpu(), torch.pow(z, exponent)
+        rtol = 1e-6 if dtype == torch.complex64 else 1e-14
+        torch.testing.assert_close(got, want, rtol=rtol, atol=1e-30, equal_nan=True)
+
+
+def test_fmod_of_half_by_a_python_float_rounds_the_divisor(mode: str) -> None:
+    # CPU rounds 2.3 to float16 (2.30078) before dividing; tpu kept it in float32.
+    x = torch.linspace(-9, 9, 101).to(torch.float16)
+    for divisor in (2.3, 3, -1.7):
+        assert_same(torch.fmod(x.to(TPU), divisor), torch.fmod(x, divisor))
+        assert_same(torch.remainder(x.to(TPU), divisor), torch.remainder(x, divisor))
+
+
+def test_xlogy_of_integers_into_complex_out(mode: str) -> None:
+    # xlogy's out= overloads are named OutTensor and OutScalar_Self: a complex out= was taken
+    # for a complex input and refused.
+    x = torch.tensor([1, 0, 3, 2], dtype=torch.int16)
+    y = torch.tensor([2, 5, 1, 7], dtype=torch.int32)
+    want = torch.xlogy(x, y, out=torch.empty(4, dtype=torch.complex64))
+    got = torch.xlogy(x.to(TPU), y.to(TPU), out=torch.empty(4, dtype=torch.complex64, device=TPU))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)  # XLA's log: 1 ulp from glibc's at times
+
+
+def test_gather_with_a_zero_dim_index(mode: str) -> None:
+    # CPU takes a 0-d index as one of size 1 (result 0-d); tpu refused it (PyTorch's
+    # test_scalar_check).
+    one_d = torch.tensor([2.5, -1.0, 4.0])
+    for source in (one_d, one_d[:1], torch.tensor(3.0)):
+        for index in (torch.tensor(0), torch.tensor([0])):
+            assert_same(
+                torch.gather(source.to(TPU), 0, index.to(TPU)), torch.gather(source, 0, index)
+            )
+
+
+def test_elementwise_outputs_keep_size_one_dims_strides(mode: str) -> None:
+    # TensorIterator orders an output's dims as its inputs' are, size-1 dims included: the
+    # strides of those change nothing read, so they were not keyed, and every permutation of
+    # [1, 1, 4, 6] reused the first one's layout (PyTorch's test_strides_propagation); an
+    # ambiguous [10, 3, 1, 1] plus a bias took channels-last strides from an earlier call
+    # (test_memory_format_propagation_rules).
+    from itertools import permutations
+
+    base = torch.randn(1, 1, 4, 12)
+    on_tpu = base.to(TPU)[:, :, :, ::2]
+    for p in permutations(range(4)):
+        x, x_tpu = base[:, :, :, ::2].permute(p), on_tpu.permute(p)
+        assert x_tpu.stride() == x.stride()
+        y = torch.randn(x.size(-1))
+        for op in (torch.add, torch.eq):
+            want = op(x, y)
+            got = op(x_tpu, y.to(TPU))
+            assert got.stride() == want.stride(), (p, got.stride(), want.stride())
+            assert_same(got, want)
+        assert torch.exp(x_tpu).stride() == torch.exp(x).stride()
+    bias = torch.rand(3, 1, 1)
+    for memory_format in (torch.channels_last, torch.contiguous_format):
+        ambiguous = torch.rand(10, 3, 1, 1).to(memory_format=memory_format)
+        on_tpu = torch.empty_like(ambiguous, device=TPU).copy_(ambiguous)
+        assert on_tpu.stride() == ambiguous.stride()
+        for got, want in (
+            (on_tpu + bias.to(TPU), ambiguous + bias),
+            (bias.to(TPU) + on_tpu, bias + ambiguous),
+            (on_tpu * 5, ambiguous * 5),
+        ):
+            assert got.stride() == want.stride() == ambiguous.stride()
+    # A size-1 dim's stride keys by its order among the strides, not its value: views of one
+    # storage whose size-1 dim steps 4 to 32 elements share one executable.
+    storage = torch.arange(64.0)
+    on_tpu = storage.to(TPU)
+    compiles = torch_tpu.metrics()["compiles"]
+    for step in (4, 8, 16, 32):
+        view = on_tpu.as_strided((1, 4), (step, 1), 8)
+        assert_same(view * 2, storage.as_strided((1, 4), (step, 1), 8) * 2)
+    if mode == "strict":
+        assert torch_tpu.metrics()["compiles"] - compiles <= 1
+
+
+def test_half_tensor_to_a_complex_power_is_complex32(mode: str) -> None:
+    # CPU has no complex32 pow and refuses float16 ** 1j; CUDA computes it, and PyTorch's
+    # test_pow expects every device but CPU to: tpu computes it in complex64 and rounds.
+    x = torch.linspace(0.5, 1.5, 17).to(torch.float16)
+    with pytest.raises(RuntimeError, match="ComplexHalf"):
+        torch.pow(x, 1j)
+    for exponent in (1j, 2.5j, -1.0 - 1.5j):
+        got = torch.pow(x.to(TPU), exponent)
+        assert got.dtype == torch.complex32
+        want = torch.pow(x.to(torch.float32), exponent)
+        torch.testing.assert_close(got.cpu().to(torch.complex64), want, rtol=2e-3, atol=1e-3)
+    got = torch.pow(1.0 + 1.0j, x.to(TPU))
+    want = torch.pow(1.0 + 1.0j, x.to(torch.float32))
+    torch.testing.assert_close(got.cpu().to(torch.complex64), want, rtol=2e-3, atol=1e-3)
