@@ -94,7 +94,7 @@ std::optional<std::vector<c10::IValue>> rows_in_bucket(const std::string& op_nam
     if (args.size() != 3 || !args[1].isInt() || args[1].toInt() != 0 || !args[2].isTensor() ||
         (args[2].toTensor().scalar_type() != at::kLong &&
          args[2].toTensor().scalar_type() != at::kInt) ||
-        args[0].toTensor().size(0) == 0) {
+        args[0].toTensor().size(0) == 0 || args[0].toTensor().is_complex()) {
       return std::nullopt;  // index_select's own checks stay with its exact form
     }
   } else if (op == "native_layer_norm") {

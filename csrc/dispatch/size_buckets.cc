@@ -318,8 +318,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
       // it. Past the length the index reads as 0 (in range of any non-empty tensor); a search
       // there finds what it finds, and both are cut off with the bucket.
       const at::Tensor& whole = args[0].toTensor();
+      // (A complex table keeps the exact path, whose op name the complex check knows.)
       if (leader.dim() != 1 || whole.dim() != 1 || whole.numel() == 0 ||
-          !whole.is_privateuseone()) {
+          !whole.is_privateuseone() || whole.is_complex()) {
         return std::nullopt;
       }
       const bool search = first == 1;
