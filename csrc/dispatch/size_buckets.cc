@@ -261,6 +261,9 @@ std::optional<std::vector<c10::IValue>> dispatch_in_buckets(BucketKind kind,
           continue;
         }
         if (args[i].toTensor().dim() == 0) continue;
+        // A result at a bucket is laid out by default; TensorIterator lays it out as its
+        // inputs' strides, size-1 dims' included (an NC11 channels-last x * 5 stays so).
+        if (!has_default_strides(args[i].toTensor())) return std::nullopt;
         const bool out = written(i) && arguments[i].kwarg_only();
         if (!stand_in_for(i, !out)) return std::nullopt;
       }

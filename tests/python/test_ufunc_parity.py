@@ -394,6 +394,10 @@ def test_elementwise_outputs_keep_size_one_dims_strides(mode: str) -> None:
             assert_same(got, want)
         assert torch.exp(x_tpu).stride() == torch.exp(x).stride()
     bias = torch.rand(3, 1, 1)
+    # Host copies of two lengths in one size bucket put the next (30 elements) in it too: ops
+    # at the bucket must keep the layout as well (an earlier test on the worker did this).
+    for n in (17, 19):
+        torch.empty(n, device=TPU).copy_(torch.rand(n))
     for memory_format in (torch.channels_last, torch.contiguous_format):
         ambiguous = torch.rand(10, 3, 1, 1).to(memory_format=memory_format)
         on_tpu = torch.empty_like(ambiguous, device=TPU).copy_(ambiguous)
