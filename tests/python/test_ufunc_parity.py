@@ -434,3 +434,62 @@ def test_half_tensor_to_a_complex_power_is_complex32(mode: str) -> None:
     got = torch.pow(1.0 + 1.0j, x.to(TPU))
     want = torch.pow(1.0 + 1.0j, x.to(torch.float32))
     torch.testing.assert_close(got.cpu().to(torch.complex64), want, rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_digamma_and_lgamma_near_poles_and_signed_zeros(mode: str, dtype: torch.dtype) -> None:
+    # PyTorch's test_digamma: reflection through pi x lost x's fraction past |x| ~ 1000
+    # (digamma(-1931.99999994) off by 14.2); digamma(-0.0) is +inf on CPU (-inf here before).
+    x = torch.tensor(
+        [-0.999999994, -1.999999994, -2.0000000111, -100.99999994, 1.11e-7, -1931.99999994,
+         -1.11e-7, 0.0, -0.0, -1.0, -2.0, -931.0, -1931.25, -1e6 - 0.5, 0.5, 1 / 3, 3.5, 10.0,
+         1e17, math.inf],
+        dtype=dtype,
+    )
+    rtol = 1e-7 if dtype == torch.float64 else 1.3e-6
+    for op in (torch.digamma, torch.lgamma):
+        want = op(x)
+        got = op(x.to(TPU)).cpu()
+        torch.testing.assert_close(got, want, rtol=rtol, atol=1e-7, equal_nan=True)
+        assert torch.equal(got.signbit(), want.signbit()), op
+
+
+def test_error_functions_keep_their_tails(mode: str) -> None:
+    # erf and erfc were float32's rational approximation in every dtype, erfc as 1 - erf:
+    # float64 erfc(3) was off by 0.4% and erfc(6) was 0 (CPU 2.2e-17), float32 erfc(5) 0 (CPU
+    # 1.5e-12); log_ndtr(9) was 0 (CPU -1.1e-19). Relative to CPU's libm values now.
+    x = torch.tensor(
+        [-40.0, -6.0, -3.5, -2.0001, -2.0, -1.0, -0.5, -0.0, 0.0, 1e-8, 0.1, 1.0, 1.9999, 2.0,
+         3.0, 5.0, 6.0, 9.0, 26.0, math.inf, -math.inf, math.nan],
+        dtype=torch.float64,
+    )
+    ops = (torch.erf, torch.erfc, torch.special.ndtr, torch.special.log_ndtr,
+           torch.special.erfcx)
+    for op in ops:
+        # (exp(-x^2) itself carries x^2 ulps: 7e-14 at 26.)
+        torch.testing.assert_close(op(x.to(TPU)).cpu(), op(x), rtol=1e-12, atol=0, equal_nan=True)
+    x32 = x[x.abs() < 9].to(torch.float32)
+    torch.testing.assert_close(
+        torch.erfc(x32.to(TPU)).cpu(), torch.erfc(x32), rtol=2e-7, atol=0, equal_nan=True
+    )
+
+
+def test_complex_abs_follows_c99_with_nan_parts(mode: str) -> None:
+    # The plugin's complex abs dropped a NaN part (|1 + NaN i| came out sqrt 2) and gave NaN
+    # for |NaN + inf i|, which is inf.
+    values = [0.0, 1.0, -1.0, math.inf, -math.inf, math.nan]
+    for dtype in (torch.complex64, torch.complex128):
+        z = torch.tensor([complex(a, b) for a in values for b in values], dtype=dtype)
+        torch.testing.assert_close(torch.abs(z.to(TPU)).cpu(), torch.abs(z), equal_nan=True)
+        torch.testing.assert_close(torch.sgn(z.to(TPU)).cpu(), torch.sgn(z), equal_nan=True)
+
+
+def test_abs_and_angle_of_complex_into_complex_out(mode: str) -> None:
+    # CPU writes a complex input's real |z| and angle into a complex out=; the Meta kernels
+    # (Python references) refused it.
+    z = torch.tensor([1 + 2j, -3 - 1j, 0j])
+    for op in (torch.abs, torch.angle):
+        want = op(z, out=torch.empty_like(z))
+        for out in (torch.empty_like(z, device=TPU), torch.empty(0, dtype=z.dtype, device=TPU)):
+            op(z.to(TPU), out=out)
+            assert_same(out, want)
