@@ -379,7 +379,6 @@ TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
 TORCH_TPU_FLOAT_UNARY(sin, UnaryOp::Sine);
 TORCH_TPU_FLOAT_UNARY(cos, UnaryOp::Cosine);
 TORCH_TPU_FLOAT_UNARY(tan, UnaryOp::Tan);
-TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
@@ -448,6 +447,12 @@ Value smith_reciprocal(Builder& b, const Value& w) {
   im = b.select(at_zero, nan, im);
   return b.complex(re, im);
 }
+// Complex sigmoid as CPU computes it, 1 / (1 + e^-z) by Smith's division: the plugin's logistic
+// gave 0 where e^-z overflows to inf - i inf, which CPU divides into NaN.
+TORCH_TPU_FLOAT_UNARY_FN(sigmoid, {
+  if (!hlo::is_complex(x.type)) return b.logistic(x);
+  return smith_reciprocal(b, b.add(splat(b, 1.0, x.type, x.shape), complex_exp(b, b.negate(x))));
+});
 // Complex 1 / sqrt z from C99's sqrt.
 TORCH_TPU_FLOAT_UNARY_FN(rsqrt, {
   if (hlo::is_complex(x.type)) return smith_reciprocal(b, complex_sqrt(b, x));

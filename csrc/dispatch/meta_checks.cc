@@ -341,6 +341,16 @@ OutputLayouts run_meta_checks(const c10::FunctionSchema& schema,
   std::optional<torch::jit::Stack> meta = stand_ins(args, c10::Device(c10::kMeta));
   if (!meta) return {};
   // The real call warns (a resized out=, say); the rehearsals must not warn a second time.
+  // Python references warn through Python's warnings, which no C++ handler silences: their
+  // out= stand-ins are empty, which resizes silently (PyTorch's test_out_resize_warning).
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size() && i < meta->size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (arguments[i].kwarg_only() && alias != nullptr && alias->isWrite() &&
+        (*meta)[i].isTensor() && (*meta)[i].toTensor().numel() > 0) {
+      (*meta)[i].toTensor().resize_({0});
+    }
+  }
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard quiet(&silent);
   std::exception_ptr meta_error;

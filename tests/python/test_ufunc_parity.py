@@ -493,3 +493,37 @@ def test_abs_and_angle_of_complex_into_complex_out(mode: str) -> None:
         for out in (torch.empty_like(z, device=TPU), torch.empty(0, dtype=z.dtype, device=TPU)):
             op(z.to(TPU), out=out)
             assert_same(out, want)
+
+
+def test_complex_sigmoid_where_exp_overflows(mode: str) -> None:
+    # CPU computes 1 / (1 + e^-z) with Smith's division: NaN where e^-z is inf - i inf, 0 where
+    # one part stays finite; the plugin's logistic gave 0 for both.
+    z = torch.tensor([-100 + 1j, -1000 + 5j, -89 + 0.5j, 100 + 3j, -50 - 50j, 0.5 - 2j])
+    for dtype in (torch.complex64, torch.complex128):
+        torch.testing.assert_close(
+            torch.sigmoid(z.to(dtype).to(TPU)).cpu(), torch.sigmoid(z.to(dtype)), equal_nan=True
+        )
+
+
+def test_bessel_i_overflows_where_cpu_does(mode: str) -> None:
+    # CPU and SciPy take e^x whole (inf from 709.8 on, though I_0 fits to 713.9); at float64's
+    # largest x, sqrt(2 pi x) overflowed and made I_0 0 x inf = NaN.
+    info = torch.finfo(torch.float64)
+    x = torch.tensor([-1e7, -713.0, -700.0, 10.0, 709.0, 710.0, 713.0, info.max, info.min,
+                      info.tiny], dtype=torch.float64)
+    for op in (torch.i0, torch.special.i0e, torch.special.i1, torch.special.i1e):
+        torch.testing.assert_close(op(x.to(TPU)).cpu(), op(x), equal_nan=True)
+
+
+def test_a_resized_out_warns_once(mode: str) -> None:
+    # The Meta rehearsal of a cache miss (a Python reference) warned through Python's warnings
+    # too: the first call warned twice (PyTorch's test_out_resize_warning).
+    import warnings
+
+    a, b = torch.arange(3.0).to(TPU), torch.ones(3).to(TPU)
+    for op, inputs in ((torch.exp, (a,)), (torch.sub, (a, b)), (torch.mul, (a[:2, None], b))):
+        for _ in range(2):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                op(*inputs, out=torch.empty(2, device=TPU))
+            assert len(caught) == 1, (op, [str(w.message) for w in caught])
