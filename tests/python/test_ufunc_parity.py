@@ -441,9 +441,28 @@ def test_digamma_and_lgamma_near_poles_and_signed_zeros(mode: str, dtype: torch.
     # PyTorch's test_digamma: reflection through pi x lost x's fraction past |x| ~ 1000
     # (digamma(-1931.99999994) off by 14.2); digamma(-0.0) is +inf on CPU (-inf here before).
     x = torch.tensor(
-        [-0.999999994, -1.999999994, -2.0000000111, -100.99999994, 1.11e-7, -1931.99999994,
-         -1.11e-7, 0.0, -0.0, -1.0, -2.0, -931.0, -1931.25, -1e6 - 0.5, 0.5, 1 / 3, 3.5, 10.0,
-         1e17, math.inf],
+        [
+            -0.999999994,
+            -1.999999994,
+            -2.0000000111,
+            -100.99999994,
+            1.11e-7,
+            -1931.99999994,
+            -1.11e-7,
+            0.0,
+            -0.0,
+            -1.0,
+            -2.0,
+            -931.0,
+            -1931.25,
+            -1e6 - 0.5,
+            0.5,
+            1 / 3,
+            3.5,
+            10.0,
+            1e17,
+            math.inf,
+        ],
         dtype=dtype,
     )
     rtol = 1e-7 if dtype == torch.float64 else 1.3e-6
@@ -459,12 +478,33 @@ def test_error_functions_keep_their_tails(mode: str) -> None:
     # float64 erfc(3) was off by 0.4% and erfc(6) was 0 (CPU 2.2e-17), float32 erfc(5) 0 (CPU
     # 1.5e-12); log_ndtr(9) was 0 (CPU -1.1e-19). Relative to CPU's libm values now.
     x = torch.tensor(
-        [-40.0, -6.0, -3.5, -2.0001, -2.0, -1.0, -0.5, -0.0, 0.0, 1e-8, 0.1, 1.0, 1.9999, 2.0,
-         3.0, 5.0, 6.0, 9.0, 26.0, math.inf, -math.inf, math.nan],
+        [
+            -40.0,
+            -6.0,
+            -3.5,
+            -2.0001,
+            -2.0,
+            -1.0,
+            -0.5,
+            -0.0,
+            0.0,
+            1e-8,
+            0.1,
+            1.0,
+            1.9999,
+            2.0,
+            3.0,
+            5.0,
+            6.0,
+            9.0,
+            26.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+        ],
         dtype=torch.float64,
     )
-    ops = (torch.erf, torch.erfc, torch.special.ndtr, torch.special.log_ndtr,
-           torch.special.erfcx)
+    ops = (torch.erf, torch.erfc, torch.special.ndtr, torch.special.log_ndtr, torch.special.erfcx)
     for op in ops:
         # (exp(-x^2) itself carries x^2 ulps: 7e-14 at 26.)
         torch.testing.assert_close(op(x.to(TPU)).cpu(), op(x), rtol=1e-12, atol=0, equal_nan=True)
@@ -509,8 +549,10 @@ def test_bessel_i_overflows_where_cpu_does(mode: str) -> None:
     # CPU and SciPy take e^x whole (inf from 709.8 on, though I_0 fits to 713.9); at float64's
     # largest x, sqrt(2 pi x) overflowed and made I_0 0 x inf = NaN.
     info = torch.finfo(torch.float64)
-    x = torch.tensor([-1e7, -713.0, -700.0, 10.0, 709.0, 710.0, 713.0, info.max, info.min,
-                      info.tiny], dtype=torch.float64)
+    x = torch.tensor(
+        [-1e7, -713.0, -700.0, 10.0, 709.0, 710.0, 713.0, info.max, info.min, info.tiny],
+        dtype=torch.float64,
+    )
     for op in (torch.i0, torch.special.i0e, torch.special.i1, torch.special.i1e):
         torch.testing.assert_close(op(x.to(TPU)).cpu(), op(x), equal_nan=True)
 
@@ -527,3 +569,14 @@ def test_a_resized_out_warns_once(mode: str) -> None:
                 warnings.simplefilter("always")
                 op(*inputs, out=torch.empty(2, device=TPU))
             assert len(caught) == 1, (op, [str(w.message) for w in caught])
+
+
+def test_heaviside_refuses_a_complex_out_as_cpu(mode: str) -> None:
+    # CPU's kernel checks the result's dtype too; the Meta kernel checks only the operands.
+    real = torch.tensor([0.0, -1.0, 2.0])
+    with pytest.raises(RuntimeError, match="heaviside is not yet implemented for complex"):
+        torch.heaviside(real, real, out=torch.empty(3, dtype=torch.complex64))
+    with pytest.raises(RuntimeError, match="heaviside is not yet implemented for complex"):
+        torch.heaviside(
+            real.to(TPU), real.to(TPU), out=torch.empty(3, dtype=torch.complex64, device=TPU)
+        )
