@@ -83,6 +83,30 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   return Values{b.convert(r, t)};
 });
 
+// logspace(start, end, steps, base) as CPU computes it: start and end in the out's type, the
+// exponents in float64 from whichever end is nearer (as linspace), base ** each in float64.
+LOWER({"logspace.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& out = ctx.tensor_meta(4);
+  TORCH_CHECK(!out.is_complex(), "torch_tpu: logspace into a complex tensor is not supported");
+  const int64_t steps = ctx.arg(2).toInt();
+  const Shape shape{steps};
+  const ElementType t = et(out.scalar_type()), f64 = ElementType::F64;
+  auto in_type = [&](int index) {
+    return b.convert(b.convert(as(b, ctx.scalar(index, f64), f64, shape), t), f64);
+  };
+  Value start = in_type(0), end = in_type(1);
+  Value base = splat(b, ctx.arg(3).toDouble(), f64, shape);
+  if (steps <= 1) return Values{b.convert(b.power(base, start), t)};
+  Value index = b.iota(shape, f64, 0);
+  Value last = splat(b, static_cast<double>(steps - 1), f64, shape);
+  Value step = b.divide(b.subtract(end, start), last);
+  Value from_start = b.add(start, b.multiply(step, index));
+  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
+  Value first_half = b.lt(index, splat(b, static_cast<double>(steps / 2), f64, shape));
+  return Values{b.convert(b.power(base, b.select(first_half, from_start, from_end)), t)};
+});
+
 Values eye(LoweringContext& ctx, int out_index) {
   const at::Tensor& out = ctx.tensor_meta(out_index);
   int64_t n = ctx.arg(0).toInt(), m = out_index == 2 ? ctx.arg(1).toInt() : n;

@@ -205,6 +205,17 @@ def test_linspace(tpu: torch.device) -> None:
     assert_same(torch.linspace(3, 3, 1, device=tpu), torch.linspace(3, 3, 1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=ids)
+def test_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
+    # It had no lowering at all (PyTorch's test_igamma_common builds its inputs with it).
+    for args in ((0, 3, 7), (-2.5, 2.5, 10, 2.0), (1, 1, 1), (0, 10, 11, 2), (0.1, 0.2, 0)):
+        want = torch.logspace(*args, dtype=dtype)
+        assert_same(torch.logspace(*args, dtype=dtype, device=tpu), want)
+        out = torch.empty(0, dtype=dtype, device=tpu)
+        torch.logspace(*args, dtype=dtype, out=out)
+        assert_same(out, want)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=ids)
 def test_eye(dtype: torch.dtype, tpu: torch.device) -> None:
     assert_same(torch.eye(4, dtype=dtype, device=tpu), torch.eye(4, dtype=dtype))
