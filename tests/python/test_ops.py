@@ -1515,3 +1515,16 @@ def test_calls_differing_only_in_a_built_in_argument_compute_their_own_results(
         for name, call in calls:
             got = call(x.to(tpu), y.to(tpu))
             torch.testing.assert_close(got.cpu(), call(x, y), msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=ids)
+def test_complex_linspace_and_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
+    # linspace dropped the imaginary parts of complex ends (found once the operator sweep gave
+    # factories device='tpu'); logspace raises CPU's pow of a complex exponent.
+    for args in ((1 + 2j, -3 + 0.5j, 9), (0, 3, 7), (1j, 1j, 1)):
+        assert_same(
+            torch.linspace(*args, dtype=dtype, device=tpu), torch.linspace(*args, dtype=dtype)
+        )
+        torch.testing.assert_close(
+            torch.logspace(*args, dtype=dtype, device=tpu).cpu(), torch.logspace(*args, dtype=dtype)
+        )
