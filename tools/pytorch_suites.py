@@ -96,6 +96,13 @@ LEFT_WITH_REASON = [
         "as CPU: test_complex64_pow_is_as_close_to_exact_as_cpus)",
     ),
     (
+        r"test_reference_numerics_(_refs_)?(add|sub)_DEVICE_complex32",
+        "the test holds complex32 results to the unrounded complex64 ones within 1e-5, below "
+        "float16's ulp (0.0039 at 4): it fails wherever a drawn pair's sum or difference does not "
+        "fit float16, on any device; tpu's generator draws such a pair (0.5947 - 0.4666i minus "
+        "0.3577 + 4.1719i: -4.638427734375 rounds to -4.63671875 on CPU and tpu alike), CPU's not",
+    ),
+    (
         r"test_reference_numerics_large_values_(_refs_)?(pow|float_power)_DEVICE_complex",
         "operands past 1e6 (exponents to 1e20) make w log z ~1e21, and the signs of the results, "
         "all infinite there, follow cos and sin of it: they hang on the last bit of log z, which "

@@ -57,7 +57,8 @@ Value scaled_i_asymptotic(Builder& b, const Value& ax, int nu) {
   std::vector<Value> r = hankel_terms(b, ax, nu, 16);
   Value sum = c(b, 0, ax);
   for (size_t k = 0; k < r.size(); ++k) sum = k % 2 ? b.subtract(sum, r[k]) : b.add(sum, r[k]);
-  return b.divide(sum, b.sqrt(b.multiply(c(b, 2 * kPi, ax), ax)));
+  // sqrt(2 pi) sqrt(x): 2 pi x overflows near float64's largest x, making I_0 there 0 x inf.
+  return b.divide(sum, b.multiply(c(b, std::sqrt(2 * kPi), ax), b.sqrt(ax)));
 }
 // K_nu(x) e^{x} for large x: sqrt(pi / 2x) sum r_k.
 Value scaled_k_asymptotic(Builder& b, const Value& x, int nu) {
@@ -78,11 +79,8 @@ Value bessel_i(Builder& b, const Value& x, int nu, bool scaled) {
   if (scaled) series = b.multiply(series, b.exponential(b.negate(small_x)));
   Value large_x = b.select(b.le(ax, c(b, kSwitchI, x)), c(b, 2 * kSwitchI, x), ax);
   Value asymptotic = scaled_i_asymptotic(b, large_x, nu);
-  if (!scaled) {
-    // e^{x} in two halves: the product stays finite as long as the result does.
-    Value half = b.exponential(b.multiply(large_x, c(b, 0.5, x)));
-    asymptotic = b.multiply(b.multiply(asymptotic, half), half);
-  }
+  // e^{x} whole, as CPU and SciPy: inf from x = 709.8 on, where I_0 itself still fits.
+  if (!scaled) asymptotic = b.multiply(asymptotic, b.exponential(large_x));
   Value r = b.select(b.le(ax, c(b, kSwitchI, x)), series, asymptotic);
   // At +-inf CPU gives 0 scaled and NaN unscaled.
   r = b.select(b.eq(ax, c(b, INFINITY, x)), c(b, scaled ? 0 : NAN, x), r);

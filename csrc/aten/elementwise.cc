@@ -9,6 +9,7 @@
 #include "csrc/aten/common.h"
 #include "csrc/aten/complex_elementary.h"
 #include "csrc/aten/complex_inverse.h"
+#include "csrc/aten/error_function.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -378,7 +379,6 @@ TORCH_TPU_FLOAT_UNARY(log1p, UnaryOp::LogPlusOne);
 TORCH_TPU_FLOAT_UNARY(sin, UnaryOp::Sine);
 TORCH_TPU_FLOAT_UNARY(cos, UnaryOp::Cosine);
 TORCH_TPU_FLOAT_UNARY(tan, UnaryOp::Tan);
-TORCH_TPU_FLOAT_UNARY(sigmoid, UnaryOp::Logistic);
 
 #define TORCH_TPU_FLOAT_UNARY_FN(name, body) \
   LOWER({#name, #name "_", #name ".out"},    \
@@ -447,19 +447,39 @@ Value smith_reciprocal(Builder& b, const Value& w) {
   im = b.select(at_zero, nan, im);
   return b.complex(re, im);
 }
+// Complex sigmoid as CPU computes it, 1 / (1 + e^-z) by Smith's division: the plugin's logistic
+// gave 0 where e^-z overflows to inf - i inf, which CPU divides into NaN.
+TORCH_TPU_FLOAT_UNARY_FN(sigmoid, {
+  if (!hlo::is_complex(x.type)) return b.logistic(x);
+  return smith_reciprocal(b, b.add(splat(b, 1.0, x.type, x.shape), complex_exp(b, b.negate(x))));
+});
 // Complex 1 / sqrt z from C99's sqrt.
 TORCH_TPU_FLOAT_UNARY_FN(rsqrt, {
   if (hlo::is_complex(x.type)) return smith_reciprocal(b, complex_sqrt(b, x));
   return b.rsqrt(x);
 });
 TORCH_TPU_FLOAT_UNARY_FN(reciprocal, { return b.divide(splat(b, 1.0, x.type, x.shape), x); });
-TORCH_TPU_FLOAT_UNARY_FN(erf, { return erf(b, x); });
+// float64 to its precision; the rest by the float32 rational approximation (gelu's: quick on
+// every chip, and within 1e-7 of erf, whose values are at most 1).
+TORCH_TPU_FLOAT_UNARY_FN(erf, {
+  return x.type == hlo::ElementType::F64 ? erf_float64(b, x) : erf(b, x);
+});
 
 // Unary ops that keep their input type.
 #define TORCH_TPU_SAME_UNARY(name, op)    \
   LOWER({#name, #name "_", #name ".out"}, \
         [](LoweringContext& ctx) { return Values{ctx.b.unary(op, ctx.tensor(0))}; })
-TORCH_TPU_SAME_UNARY(abs, UnaryOp::Abs);
+// |z| of a complex z by C99's hypot: the plugin's complex abs drops a NaN part (|1 + NaN i|
+// came out sqrt(2)) and gives NaN for |NaN + inf i|, which is inf.
+Value magnitude(Builder& b, const Value& x) {
+  if (!hlo::is_complex(x.type)) return b.abs(x);
+  if (x.type == hlo::ElementType::C32) {  // in complex64, rounded once
+    return b.convert(magnitude(b, b.convert(x, hlo::ElementType::C64)), hlo::ElementType::F16);
+  }
+  return hypot(b, b.real(x), b.imag(x));
+}
+LOWER({"abs", "abs_", "abs.out"},
+      [](LoweringContext& ctx) { return Values{magnitude(ctx.b, ctx.tensor(0))}; });
 // sign of a real or bool `x`: 0 for NaN and the identity on bool, as CPU computes it.
 Value real_sign(Builder& b, const Value& x) {
   if (x.type == hlo::ElementType::Pred) return x;
@@ -474,11 +494,11 @@ LOWER({"sgn", "sgn_", "sgn.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   if (!hlo::is_complex(x.type)) return Values{real_sign(b, x)};
-  Value magnitude = b.abs(x);
-  Value zero = splat(b, 0, magnitude.type, x.shape);
-  Value safe = b.select(b.eq(magnitude, zero), splat(b, 1, magnitude.type, x.shape), magnitude);
+  Value modulus = magnitude(b, x);
+  Value zero = splat(b, 0, modulus.type, x.shape);
+  Value safe = b.select(b.eq(modulus, zero), splat(b, 1, modulus.type, x.shape), modulus);
   Value unit = b.divide(x, b.complex(safe, zero));
-  return Values{b.select(b.eq(magnitude, zero), splat(b, 0, x.type, x.shape), unit)};
+  return Values{b.select(b.eq(modulus, zero), splat(b, 0, x.type, x.shape), unit)};
 });
 TORCH_TPU_SAME_UNARY(bitwise_not, UnaryOp::Not);
 
@@ -934,7 +954,11 @@ TORCH_TPU_FLOAT_UNARY_OPMATH_FN(atanh, {
       b.divide(b.multiply(splat(b, 2, x.type, x.shape), a), b.subtract(one_like(b, x), a));
   return b.multiply(b.multiply(splat(b, 0.5, x.type, x.shape), b.sign(x)), b.log_plus_one(ratio));
 });
-TORCH_TPU_FLOAT_UNARY_FN(erfc, { return b.subtract(one_like(b, x), erf(b, x)); });
+// In float64 whatever the type: 1 - erf(x) of a float32 erf is 0 from 3.9 on (CPU's erfc(5) is
+// 1.5e-12) and off by far more than its size before.
+TORCH_TPU_FLOAT_UNARY_FN(erfc, {
+  return b.convert(erfc_float64(b, b.convert(x, hlo::ElementType::F64)), x.type);
+});
 
 // Both operands of a binary op computed in floating point: broadcast, in the float type the
 // inputs promote to (f16/bf16 computed in f32), and that result type.

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "csrc/aten/common.h"
+#include "csrc/aten/complex_elementary.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -66,21 +67,60 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   int64_t steps = ctx.arg(2).toInt();
   Shape shape{steps};
   ElementType t = et(out.scalar_type());
-  ElementType acc = t == ElementType::F64 ? ElementType::F64 : ElementType::F32;
-  Value start = as(b, ctx.scalar(0, acc), acc, shape);
-  Value end = as(b, ctx.scalar(1, acc), acc, shape);
-  Value index = b.iota(shape, acc, 0);
+  // Complex outputs step in complex numbers (the imaginary parts used to be dropped).
+  const ElementType acc = t == ElementType::F64 || t == ElementType::C128 ? t
+                          : hlo::is_complex(t)                            ? ElementType::C64
+                                                                          : ElementType::F32;
+  // Integral outputs: the ends truncated to the type first, the steps in float32, each value
+  // truncated (as CPU's kernel casts).
+  auto endpoint = [&](int index) {
+    Value v = as(b, ctx.scalar(index, acc), acc, shape);
+    return hlo::is_float(t) || hlo::is_complex(t) ? v : b.convert(b.convert(v, t), acc);
+  };
+  Value start = endpoint(0), end = endpoint(1);
+  Value real_index = b.iota(shape, hlo::is_complex(acc) ? hlo::component_type(acc) : acc, 0);
+  Value index = b.convert(real_index, acc);
   if (steps <= 1) return Values{b.convert(start, t)};
-  Value step =
-      b.divide(b.subtract(end, start), splat(b, static_cast<double>(steps - 1), acc, shape));
+  Value last = splat(b, static_cast<double>(steps - 1), acc, shape);
+  Value step = b.divide(b.subtract(end, start), last);
   Value from_start = b.add(start, b.multiply(step, index));
-  Value from_end = b.subtract(
-      end,
-      b.multiply(step, b.subtract(splat(b, static_cast<double>(steps - 1), acc, shape), index)));
-  Value first_half = b.lt(index, splat(b, static_cast<double>(steps / 2), acc, shape));
+  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
+  Value first_half =
+      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, shape));
   Value r = b.select(first_half, from_start, from_end);
-  if (!hlo::is_float(t)) r = b.floor(r);
   return Values{b.convert(r, t)};
+});
+
+// logspace(start, end, steps, base) as CPU computes it: start and end in the out's type, the
+// exponents from whichever end is nearer (as linspace; in float64, or in the complex type),
+// base ** each (in float64, or glibc's cpow).
+LOWER({"logspace.out"}, [](LoweringContext& ctx) {
+  Builder& b = ctx.b;
+  const at::Tensor& out = ctx.tensor_meta(4);
+  const int64_t steps = ctx.arg(2).toInt();
+  const Shape shape{steps};
+  const ElementType t = et(out.scalar_type());
+  const bool complex = hlo::is_complex(t);
+  const ElementType acc = complex ? t : ElementType::F64;
+  auto endpoint = [&](int index) {
+    Value v = as(b, ctx.scalar(index, acc), acc, shape);
+    return complex ? v : b.convert(b.convert(v, t), acc);
+  };
+  Value start = endpoint(0), end = endpoint(1);
+  Value base = b.convert(splat(b, ctx.arg(3).toDouble(), ElementType::F64, shape), acc);
+  auto power = [&](const Value& exponent) {
+    return b.convert(complex ? complex_pow(b, base, exponent) : b.power(base, exponent), t);
+  };
+  if (steps <= 1) return Values{power(start)};
+  Value real_index = b.iota(shape, complex ? hlo::component_type(t) : acc, 0);
+  Value index = b.convert(real_index, acc);
+  Value last = splat(b, static_cast<double>(steps - 1), acc, shape);
+  Value step = b.divide(b.subtract(end, start), last);
+  Value from_start = b.add(start, b.multiply(step, index));
+  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
+  Value first_half =
+      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, shape));
+  return Values{power(b.select(first_half, from_start, from_end))};
 });
 
 Values eye(LoweringContext& ctx, int out_index) {

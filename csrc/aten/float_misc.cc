@@ -17,6 +17,9 @@ LOWER({"heaviside", "heaviside_", "heaviside.out"}, [](LoweringContext& ctx) {
   c10::ScalarType type = promoted_type(ctx, {0, 1});
   TORCH_CHECK(ctx.tensor_meta(0).scalar_type() == ctx.tensor_meta(1).scalar_type(),
               "heaviside is not yet implemented for tensors with different dtypes.");
+  // A complex out= of real operands too (CPU's kernel checks the result; the Meta kernel not).
+  TORCH_CHECK(ctx.num_args() < 3 || !ctx.arg(2).isTensor() || !ctx.tensor_meta(2).is_complex(),
+              "heaviside is not yet implemented for complex tensors.");
   Shape shape = operand_shape(ctx, {0, 1});
   ElementType t = et(type);
   Value x = operand(ctx, 0, t, shape), values = operand(ctx, 1, t, shape);

@@ -1,5 +1,5 @@
 // Special functions: lgamma (Lanczos approximation, g = 7, with the reflection formula below
-// 1/2) and digamma (recurrence up to 6, then the asymptotic series, with reflection), computed
+// 1/2) and digamma (as CPU: recurrence up to 10, the asymptotic series, reflection), computed
 // in float64 and rounded to the input's float type.
 #include "csrc/aten/special.h"
 
@@ -18,6 +18,13 @@ constexpr double kPi = 3.14159265358979323846;
 
 Value is_nonpositive_integer(Builder& b, const Value& x) {
   return b.and_(b.le(x, c(b, 0, x)), b.eq(x, b.floor(x)));
+}
+
+// pi x for a reflection formula whose trigonometric factor has period pi, with the whole part
+// of x dropped first: pi x of a large x has lost the fraction.
+Value pi_times_fraction(Builder& b, const Value& x) {
+  Value whole = b.multiply(b.sign(x), b.floor(b.abs(x)));
+  return b.multiply(c(b, kPi, x), b.subtract(x, whole));
 }
 
 // log|Gamma(x)| for x >= 1/2.
@@ -44,7 +51,7 @@ Value lgamma(Builder& b, const Value& x) {
   Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
   Value direct = lanczos_lgamma(b, y);
   // lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)
-  Value sine = b.abs(b.sine(b.multiply(c(b, kPi, x), x)));
+  Value sine = b.abs(b.sine(pi_times_fraction(b, x)));
   Value reflected = b.subtract(b.log(b.divide(c(b, kPi, x), sine)), direct);
   Value result = b.select(reflect, reflected, direct);
   Value inf = c(b, INFINITY, x);
@@ -52,35 +59,37 @@ Value lgamma(Builder& b, const Value& x) {
   return b.select(b.eq(b.abs(x), inf), inf, result);
 }
 
+// As CPU computes it (Cephes' psi): the recurrence up to 10, psi(10) exactly, the asymptotic
+// series past it, and below 0 the reflection through tan(pi r), r the fraction of x (pi x of a
+// large x has lost it: digamma(-1931.99999994) was off by 14.2).
 Value digamma(Builder& b, const Value& x) {
-  Value reflect = b.lt(x, c(b, 0.5, x));
+  Value reflect = b.lt(x, c(b, 0, x));
   Value y = b.select(reflect, b.subtract(c(b, 1, x), x), x);
-  // psi(y) = psi(y + 1) - 1/y, until y >= 6 (y >= 1/2 here, so six steps suffice).
+  // psi(y) = psi(y + 1) - 1/y, until y >= 10 (y > 0 here; ten steps suffice from 1 on).
   Value shift = c(b, 0, x);
-  for (int step = 0; step < 6; ++step) {
-    Value small = b.lt(y, c(b, 6, x));
+  for (int step = 0; step < 10; ++step) {
+    Value small = b.lt(y, c(b, 10, x));
     shift = b.select(small, b.subtract(shift, b.divide(c(b, 1, x), y)), shift);
     y = b.select(small, b.add(y, c(b, 1, x)), y);
   }
-  Value inv = b.divide(c(b, 1, x), y);
-  Value inv2 = b.multiply(inv, inv);
-  // ln y - 1/(2y) - sum B_2k / (2k y^2k)
-  static constexpr std::array<double, 6> kSeries = {1.0 / 12,   -1.0 / 120, 1.0 / 252,
-                                                    -1.0 / 240, 1.0 / 132,  -691.0 / 32760};
-  Value poly = c(b, kSeries.back(), x);
-  for (size_t i = kSeries.size() - 1; i-- > 0;) {
+  Value inv2 = b.divide(c(b, 1, x), b.multiply(y, y));
+  static constexpr std::array<double, 7> kSeries = {
+      8.33333333333333333333E-2,  -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+      -4.16666666666666666667E-3, 3.96825396825396825397E-3,  -8.33333333333333333333E-3,
+      8.33333333333333333333E-2};
+  Value poly = c(b, kSeries[0], x);
+  for (size_t i = 1; i < kSeries.size(); ++i)
     poly = b.add(b.multiply(poly, inv2), c(b, kSeries[i], x));
-  }
-  Value direct = b.subtract(b.log(y), b.add(b.multiply(c(b, 0.5, x), inv), b.multiply(poly, inv2)));
-  direct = b.add(direct, shift);
-  // psi(x) = psi(1 - x) - pi / tan(pi x)
-  Value angle = b.multiply(c(b, kPi, x), x);
-  Value cotangent = b.divide(b.cosine(angle), b.sine(angle));
-  Value reflected = b.subtract(direct, b.multiply(c(b, kPi, x), cotangent));
+  Value series = b.select(b.lt(y, c(b, 1e17, x)), b.multiply(inv2, poly), c(b, 0, x));
+  Value direct = b.subtract(b.subtract(b.log(y), b.divide(c(b, 0.5, x), y)), series);
+  direct = b.select(b.eq(y, c(b, 10, x)), c(b, 2.25175258906672110764, x), direct);  // psi(10)
+  direct = b.add(shift, direct);
+  // psi(x) = psi(1 - x) - pi / tan(pi r)
+  Value reflected = b.subtract(direct, b.divide(c(b, kPi, x), b.tan(pi_times_fraction(b, x))));
   Value result = b.select(reflect, reflected, direct);
-  // CPU: digamma(0) = -inf, other nonpositive integers NaN.
+  // CPU: digamma(+-0) = -+inf, negative integers NaN.
   result = b.select(is_nonpositive_integer(b, x), c(b, NAN, x), result);
-  result = b.select(b.eq(x, c(b, 0, x)), c(b, -INFINITY, x), result);
+  result = b.select(b.eq(x, c(b, 0, x)), b.negate(b.divide(c(b, 1, x), x)), result);
   return b.select(b.eq(x, c(b, INFINITY, x)), x, result);
 }
 

@@ -205,6 +205,17 @@ def test_linspace(tpu: torch.device) -> None:
     assert_same(torch.linspace(3, 3, 1, device=tpu), torch.linspace(3, 3, 1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=ids)
+def test_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
+    # It had no lowering at all (PyTorch's test_igamma_common builds its inputs with it).
+    for args in ((0, 3, 7), (-2.5, 2.5, 10, 2.0), (1, 1, 1), (0, 10, 11, 2), (0.1, 0.2, 0)):
+        want = torch.logspace(*args, dtype=dtype)
+        assert_same(torch.logspace(*args, dtype=dtype, device=tpu), want)
+        out = torch.empty(0, dtype=dtype, device=tpu)
+        torch.logspace(*args, dtype=dtype, out=out)
+        assert_same(out, want)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=ids)
 def test_eye(dtype: torch.dtype, tpu: torch.device) -> None:
     assert_same(torch.eye(4, dtype=dtype, device=tpu), torch.eye(4, dtype=dtype))
@@ -1504,3 +1515,16 @@ def test_calls_differing_only_in_a_built_in_argument_compute_their_own_results(
         for name, call in calls:
             got = call(x.to(tpu), y.to(tpu))
             torch.testing.assert_close(got.cpu(), call(x, y), msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=ids)
+def test_complex_linspace_and_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
+    # linspace dropped the imaginary parts of complex ends (found once the operator sweep gave
+    # factories device='tpu'); logspace raises CPU's pow of a complex exponent.
+    for args in ((1 + 2j, -3 + 0.5j, 9), (0, 3, 7), (1j, 1j, 1)):
+        assert_same(
+            torch.linspace(*args, dtype=dtype, device=tpu), torch.linspace(*args, dtype=dtype)
+        )
+        torch.testing.assert_close(
+            torch.logspace(*args, dtype=dtype, device=tpu).cpu(), torch.logspace(*args, dtype=dtype)
+        )

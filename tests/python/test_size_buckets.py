@@ -204,21 +204,27 @@ def test_index_put_past_its_target_still_raises() -> None:
     assert bucket_ops() > before
 
 
-def test_buckets_can_be_turned_off() -> None:
+@pytest.mark.parametrize("setting", ["0", "always"])
+def test_buckets_can_be_turned_off_or_started_at_once(setting: str) -> None:
+    # "always": a fill or upload buckets at its first length (for running suites at buckets).
     script = (
         "import torch, torch_tpu\n"
+        "x = torch.arange(9.0).to('tpu')\n"
+        "assert torch.equal((x * 2).cpu(), torch.arange(9.0) * 2)\n"
         "for n in (9, 10, 11):\n"
         "    x = torch.rand(n, device='tpu')\n"
         "    assert (x.abs().cpu() == x.cpu()).all()\n"
         "print(torch_tpu.metrics()['size_bucket_ops'])\n"
     )
-    env = dict(os.environ, TORCH_TPU_SIZE_BUCKETS="0")
+    env = dict(os.environ, TORCH_TPU_SIZE_BUCKETS=setting)
     env.pop("TPU_DEFER_AND_FUSE", None)
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-1] == "0"
+    # always: the upload and its product at 16, then every fill and its abs (by default only
+    # the third fill and its abs, once a second length was met).
+    assert int(done.stdout.split()[-1]) == (0 if setting == "0" else 8)
 
 
 def jagged_batch(seed: int, low: int, high: int) -> tuple[torch.Tensor, ...]:

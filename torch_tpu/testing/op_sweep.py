@@ -141,7 +141,13 @@ def to_tpu(value: Any, keep_args_on_host: bool = False) -> Any:
             return moved.requires_grad_(x.requires_grad) if x.is_leaf else moved
         return x
 
-    return tree_map(move, value)
+    moved = tree_map(move, value)
+    # A factory's samples name the device they were made for: without this, linspace, zeros,
+    # eye, triu_indices ... ran on the CPU in both calls and passed whatever tpu does.
+    if isinstance(moved, tuple) and len(moved) == 3 and isinstance(moved[2], dict):
+        if "device" in moved[2]:
+            moved = (moved[0], moved[1], {**moved[2], "device": torch.device("tpu")})
+    return moved
 
 
 def fresh_leaves(value: Any) -> Any:
