@@ -60,6 +60,21 @@ LOWER({"arange.start_out"},
       },
       {0, 1, 2});
 
+// steps (>= 2) points from start to end, each computed from the nearer end as torch's linspace
+// kernel does; start and end are [steps] values of the type to compute in.
+Value symmetric_steps(Builder& b, const Value& start, const Value& end, int64_t steps) {
+  const ElementType acc = start.type;
+  Value real_index = b.iota(start.shape, hlo::is_complex(acc) ? hlo::component_type(acc) : acc, 0);
+  Value index = b.convert(real_index, acc);
+  Value last = splat(b, static_cast<double>(steps - 1), acc, start.shape);
+  Value step = b.divide(b.subtract(end, start), last);
+  Value from_start = b.add(start, b.multiply(step, index));
+  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
+  Value first_half =
+      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, start.shape));
+  return b.select(first_half, from_start, from_end);
+}
+
 // linspace.out(start, end, steps, *, out): symmetric from both ends, as torch's kernel.
 LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
@@ -78,17 +93,8 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
     return hlo::is_float(t) || hlo::is_complex(t) ? v : b.convert(b.convert(v, t), acc);
   };
   Value start = endpoint(0), end = endpoint(1);
-  Value real_index = b.iota(shape, hlo::is_complex(acc) ? hlo::component_type(acc) : acc, 0);
-  Value index = b.convert(real_index, acc);
   if (steps <= 1) return Values{b.convert(start, t)};
-  Value last = splat(b, static_cast<double>(steps - 1), acc, shape);
-  Value step = b.divide(b.subtract(end, start), last);
-  Value from_start = b.add(start, b.multiply(step, index));
-  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
-  Value first_half =
-      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, shape));
-  Value r = b.select(first_half, from_start, from_end);
-  return Values{b.convert(r, t)};
+  return Values{b.convert(symmetric_steps(b, start, end, steps), t)};
 });
 
 // logspace(start, end, steps, base) as CPU computes it: start and end in the out's type, the
@@ -112,15 +118,7 @@ LOWER({"logspace.out"}, [](LoweringContext& ctx) {
     return b.convert(complex ? complex_pow(b, base, exponent) : b.power(base, exponent), t);
   };
   if (steps <= 1) return Values{power(start)};
-  Value real_index = b.iota(shape, complex ? hlo::component_type(t) : acc, 0);
-  Value index = b.convert(real_index, acc);
-  Value last = splat(b, static_cast<double>(steps - 1), acc, shape);
-  Value step = b.divide(b.subtract(end, start), last);
-  Value from_start = b.add(start, b.multiply(step, index));
-  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
-  Value first_half =
-      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, shape));
-  return Values{power(b.select(first_half, from_start, from_end))};
+  return Values{power(symmetric_steps(b, start, end, steps))};
 });
 
 Values eye(LoweringContext& ctx, int out_index) {
