@@ -222,6 +222,27 @@ def test_eye(dtype: torch.dtype, tpu: torch.device) -> None:
     assert_same(torch.eye(4, 6, dtype=dtype, device=tpu), torch.eye(4, 6, dtype=dtype))
 
 
+def test_triu_and_tril_indices(tpu: torch.device) -> None:
+    # They had no kernel (NotImplementedError). Shapes where the triangle is a trapezoid of rows
+    # only, full rows only, both, empty, and one wide enough that the row is a float64 root.
+    import torch_tpu
+
+    cases = [(4, 3, 0), (3, 5, 1), (5, 3, -2), (4, 4, -9), (2, 6, 7), (0, 3, 0), (2000, 1500, -3)]
+    uploads = torch_tpu.metrics()["uploads"]
+    for args in cases:
+        for fn in (torch.triu_indices, torch.tril_indices):
+            assert_same(fn(*args, device=tpu), fn(*args))
+    assert torch_tpu.metrics()["uploads"] == uploads  # computed on the device, not uploaded
+    assert_same(
+        torch.tril_indices(3, 4, 1, dtype=torch.int32, device=tpu),
+        torch.tril_indices(3, 4, 1, dtype=torch.int32),
+    )
+    with pytest.raises(NotImplementedError, match="not implemented for 'Float'"):
+        torch.triu_indices(3, 3, dtype=torch.float32, device=tpu)
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        torch.tril_indices(-1, 3, device=tpu)
+
+
 def test_tensor_constructor(tpu: torch.device) -> None:
     assert_same(torch.tensor([1.5, -2.0], device=tpu), torch.tensor([1.5, -2.0]))
     assert_same(torch.tensor([[1, 2], [3, 4]], device=tpu), torch.tensor([[1, 2], [3, 4]]))
