@@ -500,6 +500,14 @@ Value Builder::pad(const Value& x, const Value& padding_value, const std::vector
                shape, x.type);
 }
 
+Value Builder::reduce_precision(const Value& x, int exponent_bits, int mantissa_bits) {
+  require(is_float(x.type), "reduce_precision: not a float");
+  return emit1("reduce_precision", {x},
+               "exponent_bits = " + std::to_string(exponent_bits) +
+                   " : i32, mantissa_bits = " + std::to_string(mantissa_bits) + " : i32",
+               x.shape, x.type);
+}
+
 Value Builder::reverse(const Value& x, const std::vector<int64_t>& dims) {
   if (dims.empty()) return x;
   return emit1("reverse", {x}, "dimensions = " + i64_array(dims), x.shape, x.type);

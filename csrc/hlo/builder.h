@@ -111,6 +111,9 @@ class Builder {
   Value select(const Value& predicate, const Value& on_true, const Value& on_false);
   Value clamp(const Value& min, const Value& x, const Value& max);
   Value convert(const Value& x, ElementType type);
+  // x rounded to a float of that many exponent and mantissa bits (float16: 5, 10), kept in x's
+  // type: a rounding XLA keeps, where it may drop a narrowing convert and its widening one.
+  Value reduce_precision(const Value& x, int exponent_bits, int mantissa_bits);
   // Same bits as another type; to a narrower type adds a trailing dimension, to a wider one
   // consumes it (as stablehlo.bitcast_convert does).
   Value bitcast_convert(const Value& x, ElementType type);

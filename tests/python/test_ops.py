@@ -205,6 +205,21 @@ def test_linspace(tpu: torch.device) -> None:
     assert_same(torch.linspace(3, 3, 1, device=tpu), torch.linspace(3, 3, 1))
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.int64],
+    ids=ids,
+)
+def test_linspace_is_bit_exact(dtype: torch.dtype, tpu: torch.device) -> None:
+    # CPU rounds float16/bfloat16 at each operation (XLA kept float32 between the product and
+    # the sum), fuses the product and sum in float32/float64 (a value near 0 was 20 ulps off),
+    # and divides by steps - 1 (XLA multiplied by a constant's rounded reciprocal).
+    for start, end, steps in ((-3.3, 5.9, 100), (-2, 5, 24), (3, -11.2, 101)):
+        want = torch.linspace(start, end, steps, dtype=dtype)
+        got = torch.linspace(start, end, steps, dtype=dtype, device=tpu).cpu()
+        assert torch.equal(got, want), (start, end, steps, (got != want).sum())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=ids)
 def test_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
     # It had no lowering at all (PyTorch's test_igamma_common builds its inputs with it).
