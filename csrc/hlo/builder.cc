@@ -233,8 +233,11 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
   } else {
     return constant_int(static_cast<int64_t>(value), type, shape);
   }
-  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
-               shape, type);
+  Value result = emit1("constant", {},
+                       "value = dense<" + literal + "> : " + tensor_type(shape, type), shape, type);
+  if (type == ElementType::F32) float_constants_[result.name] = static_cast<float>(value);
+  if (type == ElementType::F64) float_constants_[result.name] = value;
+  return result;
 }
 
 Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
@@ -285,7 +288,59 @@ Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
           name + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   require(a.type == b.type,
           name + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
+  if (op == BinaryOp::Divide) {
+    auto divisor = float_constants_.find(b.name);
+    if (divisor != float_constants_.end()) return divide_by_constant(a, b, divisor->second);
+  }
   return emit1(name, {a, b}, "", a.shape, a.type);
+}
+
+// XLA's simplifier turns x / c into x * (1 / c), the reciprocal rounded: a last bit away from
+// the quotient CPU computes for about a quarter of values (a mean's sum / count). One correction
+// by the exact remainder x - q c gives the rounded quotient back: q c is split exactly in two
+// (Dekker's product, its factors cut in halves of the significand by masking bits, which a
+// fused multiply-add cannot disturb). A power of two's reciprocal is exact; where the correction
+// is not finite (x infinite, q near overflow) q stands.
+Value Builder::divide_by_constant(const Value& x, const Value& divisor, double value) {
+  int exponent = 0;
+  const bool power_of_two = std::frexp(std::abs(value), &exponent) == 0.5;
+  Value quotient = emit1("divide", {x, divisor}, "", x.shape, x.type);
+  if (value == 0 || !std::isfinite(value) || power_of_two) return quotient;
+  const bool single = x.type == ElementType::F32;
+  // The significand's high half: 12 of float32's 24 bits, 26 of float64's 53.
+  const int64_t high_mask = single ? int64_t{-4096} : int64_t{-134217728};
+  auto high_half = [&](const Value& v) {
+    ElementType bits = single ? ElementType::S32 : ElementType::S64;
+    return bitcast_convert(and_(bitcast_convert(v, bits), constant_int(high_mask, bits, v.shape)),
+                           v.type);
+  };
+  double value_high = value;
+  if (single) {
+    float f = static_cast<float>(value);
+    int32_t raw = 0;
+    std::memcpy(&raw, &f, sizeof(raw));
+    raw &= static_cast<int32_t>(high_mask);
+    std::memcpy(&f, &raw, sizeof(raw));
+    value_high = f;
+  } else {
+    int64_t raw = 0;
+    std::memcpy(&raw, &value, sizeof(raw));
+    raw &= high_mask;
+    std::memcpy(&value_high, &raw, sizeof(raw));
+  }
+  auto splat = [&](double v) { return constant(v, x.type, x.shape); };
+  Value high = high_half(quotient);
+  Value low = subtract(quotient, high);
+  Value product = multiply(quotient, divisor);
+  const double value_low = value - value_high;  // exact: the low half of the significand
+  Value product_error = add(add(add(subtract(multiply(high, splat(value_high)), product),
+                                    multiply(high, splat(value_low))),
+                                multiply(low, splat(value_high))),
+                            multiply(low, splat(value_low)));
+  Value remainder = subtract(subtract(x, product), product_error);
+  Value corrected = add(quotient, emit1("divide", {remainder, divisor}, "", x.shape, x.type));
+  Value finite = compare(Comparison::LT, abs(corrected), splat(INFINITY));
+  return select(finite, corrected, quotient);
 }
 
 Value Builder::compare(Comparison direction, const Value& a, const Value& b) {
