@@ -237,6 +237,23 @@ def test_eye(dtype: torch.dtype, tpu: torch.device) -> None:
     assert_same(torch.eye(4, 6, dtype=dtype, device=tpu), torch.eye(4, 6, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=ids)
+def test_kaiser_window(dtype: torch.dtype, tpu: torch.device) -> None:
+    # It reached an internal assert (CPU's kernel is a dispatch stub with no tpu entry).
+    for args in ((8,), (9, False), (9, True, 5.0), (64, True, 14.0), (1,), (0,)):
+        assert_same(
+            torch.kaiser_window(*args, dtype=dtype, device=tpu),
+            torch.kaiser_window(*args, dtype=dtype),
+        )
+    out = torch.empty(0, dtype=dtype, device=tpu)
+    torch.ops.aten.kaiser_window.beta_out(6, False, 3.0, out=out)
+    assert_same(out, torch.kaiser_window(6, False, 3.0, dtype=dtype))
+    with pytest.raises(RuntimeError, match="kaiser_window expects floating point dtypes"):
+        torch.kaiser_window(5, dtype=torch.int64, device=tpu)
+    with pytest.raises(RuntimeError, match="requires non-negative window_length"):
+        torch.kaiser_window(-1, device=tpu)
+
+
 def test_triu_and_tril_indices(tpu: torch.device) -> None:
     # They had no kernel (NotImplementedError). Shapes where the triangle is a trapezoid of rows
     # only, full rows only, both, empty, and one wide enough that the row is a float64 root.
