@@ -60,27 +60,15 @@ LOWER({"arange.start_out"},
       },
       {0, 1, 2});
 
-// a * b + c rounded once (what CPU's compiled kernels compute for a product and a sum: the
+// x * y + z rounded once (what CPU's compiled kernels compute for a product and a sum: the
 // compiler fuses them), for float32 and float64 operands: float32's product is exact in
-// float64; float64's is split exactly in two (Dekker's product) and summed (Knuth's two-sum).
+// float64; float64's is summed from its exact halves (Knuth's two-sum).
 Value fused_multiply_add(Builder& b, const Value& x, const Value& y, const Value& z) {
   if (x.type == ElementType::F32) {
     auto wide = [&](const Value& v) { return b.convert(v, ElementType::F64); };
     return b.convert(b.add(b.multiply(wide(x), wide(y)), wide(z)), ElementType::F32);
   }
-  TORCH_INTERNAL_ASSERT(x.type == ElementType::F64, "fused_multiply_add: float32 or float64");
-  auto split = [&](const Value& v) {
-    Value scaled = b.multiply(splat(b, 134217729.0, v.type, v.shape), v);  // 2^27 + 1
-    Value high = b.subtract(scaled, b.subtract(scaled, v));
-    return std::pair{high, b.subtract(v, high)};
-  };
-  Value product = b.multiply(x, y);
-  auto [x_high, x_low] = split(x);
-  auto [y_high, y_low] = split(y);
-  Value product_error =
-      b.add(b.add(b.add(b.subtract(b.multiply(x_high, y_high), product), b.multiply(x_high, y_low)),
-                  b.multiply(x_low, y_high)),
-            b.multiply(x_low, y_low));
+  auto [product, product_error] = b.exact_product(x, y);
   Value sum = b.add(z, product);
   Value z_part = b.subtract(sum, product);
   Value sum_error = b.add(b.subtract(product, b.subtract(sum, z_part)), b.subtract(z, z_part));

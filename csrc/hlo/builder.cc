@@ -295,51 +295,40 @@ Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
   return emit1(name, {a, b}, "", a.shape, a.type);
 }
 
+std::pair<Value, Value> Builder::exact_product(const Value& x, const Value& y) {
+  require(x.type == ElementType::F32 || x.type == ElementType::F64,
+          "exact_product: float32 or float64");
+  const bool single = x.type == ElementType::F32;
+  // The significand's high half: 12 of float32's 24 bits, 26 of float64's 53.
+  const ElementType bits = single ? ElementType::S32 : ElementType::S64;
+  const int64_t high_mask = single ? int64_t{-4096} : int64_t{-134217728};
+  auto halves = [&](const Value& v) {
+    Value high = bitcast_convert(
+        and_(bitcast_convert(v, bits), constant_int(high_mask, bits, v.shape)), v.type);
+    return std::pair{high, subtract(v, high)};
+  };
+  auto [x_high, x_low] = halves(x);
+  auto [y_high, y_low] = halves(y);
+  Value product = multiply(x, y);
+  Value error = add(add(add(subtract(multiply(x_high, y_high), product), multiply(x_high, y_low)),
+                        multiply(x_low, y_high)),
+                    multiply(x_low, y_low));
+  return {product, error};
+}
+
 // XLA's simplifier turns x / c into x * (1 / c), the reciprocal rounded: a last bit away from
 // the quotient CPU computes for about a quarter of values (a mean's sum / count). One correction
-// by the exact remainder x - q c gives the rounded quotient back: q c is split exactly in two
-// (Dekker's product, its factors cut in halves of the significand by masking bits, which a
-// fused multiply-add cannot disturb). A power of two's reciprocal is exact; where the correction
-// is not finite (x infinite, q near overflow) q stands.
+// by the exact remainder x - q c gives the rounded quotient back. A power of two's reciprocal is
+// exact; where the correction is not finite (x infinite, q near overflow) q stands.
 Value Builder::divide_by_constant(const Value& x, const Value& divisor, double value) {
   int exponent = 0;
   const bool power_of_two = std::frexp(std::abs(value), &exponent) == 0.5;
   Value quotient = emit1("divide", {x, divisor}, "", x.shape, x.type);
   if (value == 0 || !std::isfinite(value) || power_of_two) return quotient;
-  const bool single = x.type == ElementType::F32;
-  // The significand's high half: 12 of float32's 24 bits, 26 of float64's 53.
-  const int64_t high_mask = single ? int64_t{-4096} : int64_t{-134217728};
-  auto high_half = [&](const Value& v) {
-    ElementType bits = single ? ElementType::S32 : ElementType::S64;
-    return bitcast_convert(and_(bitcast_convert(v, bits), constant_int(high_mask, bits, v.shape)),
-                           v.type);
-  };
-  double value_high = value;
-  if (single) {
-    float f = static_cast<float>(value);
-    int32_t raw = 0;
-    std::memcpy(&raw, &f, sizeof(raw));
-    raw &= static_cast<int32_t>(high_mask);
-    std::memcpy(&f, &raw, sizeof(raw));
-    value_high = f;
-  } else {
-    int64_t raw = 0;
-    std::memcpy(&raw, &value, sizeof(raw));
-    raw &= high_mask;
-    std::memcpy(&value_high, &raw, sizeof(raw));
-  }
-  auto splat = [&](double v) { return constant(v, x.type, x.shape); };
-  Value high = high_half(quotient);
-  Value low = subtract(quotient, high);
-  Value product = multiply(quotient, divisor);
-  const double value_low = value - value_high;  // exact: the low half of the significand
-  Value product_error = add(add(add(subtract(multiply(high, splat(value_high)), product),
-                                    multiply(high, splat(value_low))),
-                                multiply(low, splat(value_high))),
-                            multiply(low, splat(value_low)));
-  Value remainder = subtract(subtract(x, product), product_error);
+  auto [product, error] = exact_product(quotient, divisor);
+  Value remainder = subtract(subtract(x, product), error);
   Value corrected = add(quotient, emit1("divide", {remainder, divisor}, "", x.shape, x.type));
-  Value finite = compare(Comparison::LT, abs(corrected), splat(INFINITY));
+  Value finite = compare(Comparison::LT, abs(corrected), constant(INFINITY, x.type, x.shape));
   return select(finite, corrected, quotient);
 }
 

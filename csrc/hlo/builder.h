@@ -115,6 +115,10 @@ class Builder {
   // x rounded to a float of that many exponent and mantissa bits (float16: 5, 10), kept in x's
   // type: a rounding XLA keeps, where it may drop a narrowing convert and its widening one.
   Value reduce_precision(const Value& x, int exponent_bits, int mantissa_bits);
+  // x * y exactly, as the rounded product and its error (Dekker's product; float32 or float64):
+  // the factors cut into halves of their significands by masking bits, so that a fused
+  // multiply-add in the backend cannot disturb the split.
+  std::pair<Value, Value> exact_product(const Value& x, const Value& y);
   // Same bits as another type; to a narrower type adds a trailing dimension, to a wider one
   // consumes it (as stablehlo.bitcast_convert does).
   Value bitcast_convert(const Value& x, ElementType type);
