@@ -47,6 +47,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # The report's entry (beside the files' results) for where each file came from and its sample.
 META = "_files"
+# A device's stored results: the passing tests' names by file and class, every other record.
+PASSED, OTHERS = "passed", "others"
 DEFAULT_FILES = [
     "test_view_ops.py",
     "test_indexing.py",
@@ -559,24 +561,43 @@ def pass_counts(path: Path, keys: list[str], seeds: int) -> dict[str, int]:
 
 
 def compact(runs: dict[str, Any]) -> dict[str, Any]:
-    """A passing test is stored as just "passed" (most are): the report stays small."""
-    return {
-        file: {
-            device: {k: "passed" if r["outcome"] == "passed" else r for k, r in tests.items()}
-            for device, tests in by_device.items()
-        }
-        for file, by_device in runs.items()
-    }
+    """The passing tests (most) stored as names listed under their file and class, the others
+    as their records: the report stays small."""
+    stored: dict[str, Any] = {}
+    for file, by_device in runs.items():
+        stored[file] = {}
+        for device, tests in by_device.items():
+            passed: dict[str, list[str]] = {}
+            others = {}
+            for key, record in sorted(tests.items()):
+                if record["outcome"] == "passed":
+                    group, name = key.rsplit("::", 1)
+                    passed.setdefault(group, []).append(name)
+                else:
+                    others[key] = record
+            stored[file][device] = {PASSED: passed, OTHERS: others}
+    return stored
 
 
 def load_report(path: Path) -> dict[str, Any]:
     runs = json.loads(path.read_text())
     meta = runs.pop(META, None)
+    passed_record = {"outcome": "passed", "cause": "", "message": "", "seconds": 0.0}
     for by_device in runs.values():
-        for tests in by_device.values():
-            for key, record in tests.items():
-                if record == "passed":
-                    tests[key] = {"outcome": "passed", "cause": "", "message": "", "seconds": 0.0}
+        for device, tests in by_device.items():
+            if PASSED not in tests:  # the earlier form: each test its own entry
+                by_device[device] = {
+                    key: dict(passed_record) if record == "passed" else record
+                    for key, record in tests.items()
+                }
+                continue
+            expanded = {
+                f"{group}::{name}": dict(passed_record)
+                for group, names in tests[PASSED].items()
+                for name in names
+            }
+            expanded.update(tests[OTHERS])
+            by_device[device] = expanded
     if meta is not None:
         runs[META] = meta
     return runs

@@ -60,19 +60,65 @@ LOWER({"arange.start_out"},
       },
       {0, 1, 2});
 
+// x * y + z rounded once (what CPU's compiled kernels compute for a product and a sum: the
+// compiler fuses them), for float32 and float64 operands: float32's product is exact in
+// float64; float64's is summed from its exact halves (Knuth's two-sum).
+Value fused_multiply_add(Builder& b, const Value& x, const Value& y, const Value& z) {
+  if (x.type == ElementType::F32) {
+    auto wide = [&](const Value& v) { return b.convert(v, ElementType::F64); };
+    return b.convert(b.add(b.multiply(wide(x), wide(y)), wide(z)), ElementType::F32);
+  }
+  auto [product, product_error] = b.exact_product(x, y);
+  Value sum = b.add(z, product);
+  Value z_part = b.subtract(sum, product);
+  Value sum_error = b.add(b.subtract(product, b.subtract(sum, z_part)), b.subtract(z, z_part));
+  return b.add(sum, b.add(sum_error, product_error));
+}
+
+// steps - 1 as a runtime input (steps is the op's argument `steps_arg`), broadcast to `shape`:
+// XLA turns a division by a constant into a product with its rounded reciprocal, a last bit
+// away from the division CPU does.
+Value steps_less_one(LoweringContext& ctx, int steps_arg, const Shape& shape) {
+  Value steps = as(ctx.b, ctx.scalar(steps_arg, ElementType::S64), ElementType::S64, shape);
+  return ctx.b.subtract(steps, splat(ctx.b, 1, ElementType::S64, shape));
+}
+
+// How CPU's kernel computes start + step * k: in float16 or bfloat16, rounded at each
+// operation (as c10's Half and BFloat16 do; XLA keeps wider intermediates unless told); fused
+// in float32 and float64 (see fused_multiply_add); otherwise a product and a sum as written.
+enum class StepArithmetic { Plain, Fused, Float16, BFloat16 };
+
 // steps (>= 2) points from start to end, each computed from the nearer end as torch's linspace
-// kernel does; start and end are [steps] values of the type to compute in.
-Value symmetric_steps(Builder& b, const Value& start, const Value& end, int64_t steps) {
+// kernel does; start and end are [steps] values of the type to compute in. As there, the
+// positions are integers converted to that type, and so is the divisor steps - 1.
+// `last` is steps - 1 given at run time ([steps] S64, see steps_less_one).
+Value symmetric_steps(Builder& b, const Value& start, const Value& end, int64_t steps,
+                      const Value& last, StepArithmetic arithmetic = StepArithmetic::Plain) {
   const ElementType acc = start.type;
-  Value real_index = b.iota(start.shape, hlo::is_complex(acc) ? hlo::component_type(acc) : acc, 0);
-  Value index = b.convert(real_index, acc);
-  Value last = splat(b, static_cast<double>(steps - 1), acc, start.shape);
-  Value step = b.divide(b.subtract(end, start), last);
-  Value from_start = b.add(start, b.multiply(step, index));
-  Value from_end = b.subtract(end, b.multiply(step, b.subtract(last, index)));
+  const Shape& shape = start.shape;
+  auto rounded = [&](const Value& x) {
+    if (arithmetic == StepArithmetic::Float16) return b.reduce_precision(x, 5, 10);
+    if (arithmetic == StepArithmetic::BFloat16) return b.reduce_precision(x, 8, 7);
+    return x;
+  };
+  auto in_acc = [&](const Value& integer) {
+    return rounded(hlo::is_complex(acc)
+                       ? b.convert(b.convert(integer, hlo::component_type(acc)), acc)
+                       : b.convert(integer, acc));
+  };
+  Value position = b.iota(shape, ElementType::S64, 0);
+  Value step = rounded(b.divide(rounded(b.subtract(end, start)), in_acc(last)));
+  auto step_from = [&](const Value& base, const Value& count, bool forward) {
+    Value k = in_acc(count);
+    if (arithmetic == StepArithmetic::Fused)
+      return fused_multiply_add(b, step, forward ? k : b.negate(k), base);
+    Value offset = rounded(b.multiply(step, k));
+    return forward ? b.add(base, offset) : b.subtract(base, offset);
+  };
   Value first_half =
-      b.lt(real_index, splat(b, static_cast<double>(steps / 2), real_index.type, start.shape));
-  return b.select(first_half, from_start, from_end);
+      b.lt(position, splat(b, static_cast<double>(steps / 2), ElementType::S64, shape));
+  return b.select(first_half, step_from(start, position, true),
+                  step_from(end, b.subtract(last, position), false));
 }
 
 // linspace.out(start, end, steps, *, out): symmetric from both ends, as torch's kernel.
@@ -82,19 +128,29 @@ LOWER({"linspace.out"}, [](LoweringContext& ctx) {
   int64_t steps = ctx.arg(2).toInt();
   Shape shape{steps};
   ElementType t = et(out.scalar_type());
-  // Complex outputs step in complex numbers (the imaginary parts used to be dropped).
-  const ElementType acc = t == ElementType::F64 || t == ElementType::C128 ? t
-                          : hlo::is_complex(t)                            ? ElementType::C64
-                                                                          : ElementType::F32;
-  // Integral outputs: the ends truncated to the type first, the steps in float32, each value
-  // truncated (as CPU's kernel casts).
+  // CPU's kernel steps in the out's own type (complex ones part by part), integral types in
+  // float64 with each value truncated.
+  const ElementType part = hlo::is_complex(t) ? hlo::component_type(t) : t;
+  const bool floating = hlo::is_float(part);
+  const ElementType acc =
+      part == ElementType::F64 || !floating ? ElementType::F64 : ElementType::F32;
+  const StepArithmetic arithmetic = part == ElementType::F16    ? StepArithmetic::Float16
+                                    : part == ElementType::BF16 ? StepArithmetic::BFloat16
+                                                                : StepArithmetic::Fused;
   auto endpoint = [&](int index) {
-    Value v = as(b, ctx.scalar(index, acc), acc, shape);
-    return hlo::is_float(t) || hlo::is_complex(t) ? v : b.convert(b.convert(v, t), acc);
+    Value v = ctx.scalar(index, hlo::is_complex(t) ? t : part);
+    if (!floating) v = b.convert(v, t);  // the ends truncated to the integral type first
+    return v;
+  };
+  auto steps_of = [&](const Value& start, const Value& end) {
+    Value from = as(b, start, acc, shape), to = as(b, end, acc, shape);
+    if (steps <= 1) return from;
+    return symmetric_steps(b, from, to, steps, steps_less_one(ctx, 2, shape), arithmetic);
   };
   Value start = endpoint(0), end = endpoint(1);
-  if (steps <= 1) return Values{b.convert(start, t)};
-  return Values{b.convert(symmetric_steps(b, start, end, steps), t)};
+  if (!hlo::is_complex(t)) return Values{b.convert(steps_of(start, end), t)};
+  return Values{b.complex(b.convert(steps_of(b.real(start), b.real(end)), part),
+                          b.convert(steps_of(b.imag(start), b.imag(end)), part))};
 });
 
 // logspace(start, end, steps, base) as CPU computes it: start and end in the out's type, the
@@ -118,7 +174,7 @@ LOWER({"logspace.out"}, [](LoweringContext& ctx) {
     return b.convert(complex ? complex_pow(b, base, exponent) : b.power(base, exponent), t);
   };
   if (steps <= 1) return Values{power(start)};
-  return Values{power(symmetric_steps(b, start, end, steps))};
+  return Values{power(symmetric_steps(b, start, end, steps, steps_less_one(ctx, 2, shape)))};
 });
 
 Values eye(LoweringContext& ctx, int out_index) {

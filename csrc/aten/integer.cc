@@ -87,16 +87,20 @@ LOWER({"gcd", "gcd_", "gcd.out"}, [](LoweringContext& ctx) {
   auto [x, y] = int_operands(ctx, "gcd");
   return Values{gcd(ctx.b, x, y)};
 });
-// lcm = |x / gcd * y|, 0 when both are 0.
+// lcm = |x / gcd * y|, 0 when both are 0. As C++ computes it for CPU, types narrower than int
+// are promoted to int first, so an overflowing product's absolute value is taken before it is
+// wrapped to the type (int16 lcm(20000, 3) is -5536, not 5536).
 LOWER({"lcm", "lcm_", "lcm.out"}, [](LoweringContext& ctx) {
   Builder& b = ctx.b;
   auto [x, y] = int_operands(ctx, "lcm");
-  Value g = gcd(b, x, y);
-  Value zero = splat(b, 0, x.type, x.shape);
+  const ElementType t = x.type;
+  const ElementType work = hlo::byte_size(t) < 4 ? ElementType::S32 : t;
+  Value g = b.convert(gcd(b, x, y), work);
+  Value zero = splat(b, 0, work, x.shape);
   Value is_zero = b.eq(g, zero);
-  Value safe = b.select(is_zero, splat(b, 1, x.type, x.shape), g);
-  Value l = b.abs(b.multiply(b.divide(x, safe), y));
-  return Values{b.select(is_zero, zero, l)};
+  Value safe = b.select(is_zero, splat(b, 1, work, x.shape), g);
+  Value l = b.abs(b.multiply(b.divide(b.convert(x, work), safe), b.convert(y, work)));
+  return Values{b.convert(b.select(is_zero, zero, l), t)};
 });
 
 }  // namespace

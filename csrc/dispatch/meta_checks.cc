@@ -36,7 +36,8 @@ at::Tensor copy_on(const at::Tensor& tensor, c10::Device device, int64_t* bytes)
 }
 
 // `value` with its tensors replaced by stand-ins on `device` of the same sizes, strides and
-// dtypes; nullopt for arguments that cannot be given (generators belong to a device).
+// dtypes, and tpu devices named as that device; nullopt for arguments that cannot be given
+// (generators belong to a device).
 std::optional<c10::IValue> stand_in(const c10::IValue& value, c10::Device device, int64_t* bytes) {
   if (value.isTensor()) return copy_on(value.toTensor(), device, bytes);
   if (value.isTensorList()) {
@@ -56,6 +57,11 @@ std::optional<c10::IValue> stand_in(const c10::IValue& value, c10::Device device
     return c10::IValue(list);
   }
   if (value.isGenerator()) return std::nullopt;
+  // A factory's device too: a Python reference standing in for a Meta kernel (triu_indices's)
+  // would otherwise compute on tpu.
+  if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return c10::IValue(device);
+  }
   return value;
 }
 

@@ -233,8 +233,11 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
   } else {
     return constant_int(static_cast<int64_t>(value), type, shape);
   }
-  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
-               shape, type);
+  Value result = emit1("constant", {},
+                       "value = dense<" + literal + "> : " + tensor_type(shape, type), shape, type);
+  if (type == ElementType::F32) float_constants_[result.name] = static_cast<float>(value);
+  if (type == ElementType::F64) float_constants_[result.name] = value;
+  return result;
 }
 
 Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
@@ -285,7 +288,48 @@ Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
           name + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   require(a.type == b.type,
           name + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
+  if (op == BinaryOp::Divide) {
+    auto divisor = float_constants_.find(b.name);
+    if (divisor != float_constants_.end()) return divide_by_constant(a, b, divisor->second);
+  }
   return emit1(name, {a, b}, "", a.shape, a.type);
+}
+
+std::pair<Value, Value> Builder::exact_product(const Value& x, const Value& y) {
+  require(x.type == ElementType::F32 || x.type == ElementType::F64,
+          "exact_product: float32 or float64");
+  const bool single = x.type == ElementType::F32;
+  // The significand's high half: 12 of float32's 24 bits, 26 of float64's 53.
+  const ElementType bits = single ? ElementType::S32 : ElementType::S64;
+  const int64_t high_mask = single ? int64_t{-4096} : int64_t{-134217728};
+  auto halves = [&](const Value& v) {
+    Value high = bitcast_convert(
+        and_(bitcast_convert(v, bits), constant_int(high_mask, bits, v.shape)), v.type);
+    return std::pair{high, subtract(v, high)};
+  };
+  auto [x_high, x_low] = halves(x);
+  auto [y_high, y_low] = halves(y);
+  Value product = multiply(x, y);
+  Value error = add(add(add(subtract(multiply(x_high, y_high), product), multiply(x_high, y_low)),
+                        multiply(x_low, y_high)),
+                    multiply(x_low, y_low));
+  return {product, error};
+}
+
+// XLA's simplifier turns x / c into x * (1 / c), the reciprocal rounded: a last bit away from
+// the quotient CPU computes for about a quarter of values (a mean's sum / count). One correction
+// by the exact remainder x - q c gives the rounded quotient back. A power of two's reciprocal is
+// exact; where the correction is not finite (x infinite, q near overflow) q stands.
+Value Builder::divide_by_constant(const Value& x, const Value& divisor, double value) {
+  int exponent = 0;
+  const bool power_of_two = std::frexp(std::abs(value), &exponent) == 0.5;
+  Value quotient = emit1("divide", {x, divisor}, "", x.shape, x.type);
+  if (value == 0 || !std::isfinite(value) || power_of_two) return quotient;
+  auto [product, error] = exact_product(quotient, divisor);
+  Value remainder = subtract(subtract(x, product), error);
+  Value corrected = add(quotient, emit1("divide", {remainder, divisor}, "", x.shape, x.type));
+  Value finite = compare(Comparison::LT, abs(corrected), constant(INFINITY, x.type, x.shape));
+  return select(finite, corrected, quotient);
 }
 
 Value Builder::compare(Comparison direction, const Value& a, const Value& b) {
@@ -498,6 +542,14 @@ Value Builder::pad(const Value& x, const Value& padding_value, const std::vector
                "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
                    ", interior_padding = " + i64_array(interior),
                shape, x.type);
+}
+
+Value Builder::reduce_precision(const Value& x, int exponent_bits, int mantissa_bits) {
+  require(is_float(x.type), "reduce_precision: not a float");
+  return emit1("reduce_precision", {x},
+               "exponent_bits = " + std::to_string(exponent_bits) +
+                   " : i32, mantissa_bits = " + std::to_string(mantissa_bits) + " : i32",
+               x.shape, x.type);
 }
 
 Value Builder::reverse(const Value& x, const std::vector<int64_t>& dims) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,13 @@ class Builder {
   Value select(const Value& predicate, const Value& on_true, const Value& on_false);
   Value clamp(const Value& min, const Value& x, const Value& max);
   Value convert(const Value& x, ElementType type);
+  // x rounded to a float of that many exponent and mantissa bits (float16: 5, 10), kept in x's
+  // type: a rounding XLA keeps, where it may drop a narrowing convert and its widening one.
+  Value reduce_precision(const Value& x, int exponent_bits, int mantissa_bits);
+  // x * y exactly, as the rounded product and its error (Dekker's product; float32 or float64):
+  // the factors cut into halves of their significands by masking bits, so that a fused
+  // multiply-add in the backend cannot disturb the split.
+  std::pair<Value, Value> exact_product(const Value& x, const Value& y);
   // Same bits as another type; to a narrower type adds a trailing dimension, to a wider one
   // consumes it (as stablehlo.bitcast_convert does).
   Value bitcast_convert(const Value& x, ElementType type);
@@ -248,7 +256,12 @@ class Builder {
   // A region reducing two scalars of `type` with the binary op `reducer` (checked for `op`).
   std::string reducer_region(const std::string& op, BinaryOp reducer, ElementType type);
 
+  // x / divisor where divisor is the float constant `value` (see binary).
+  Value divide_by_constant(const Value& x, const Value& divisor, double value);
+
   int next_id_ = 0;
+  // The real float32/float64 constants made by constant(), by name, as a divisor may be one.
+  std::unordered_map<std::string, double> float_constants_;
   std::vector<Value> parameters_;
   std::vector<Value> runtime_checks_;
   std::vector<RuntimeCheck> runtime_check_failures_;

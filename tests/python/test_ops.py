@@ -205,6 +205,21 @@ def test_linspace(tpu: torch.device) -> None:
     assert_same(torch.linspace(3, 3, 1, device=tpu), torch.linspace(3, 3, 1))
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.int64],
+    ids=ids,
+)
+def test_linspace_is_bit_exact(dtype: torch.dtype, tpu: torch.device) -> None:
+    # CPU rounds float16/bfloat16 at each operation (XLA kept float32 between the product and
+    # the sum), fuses the product and sum in float32/float64 (a value near 0 was 20 ulps off),
+    # and divides by steps - 1 (XLA multiplied by a constant's rounded reciprocal).
+    for start, end, steps in ((-3.3, 5.9, 100), (-2, 5, 24), (3, -11.2, 101)):
+        want = torch.linspace(start, end, steps, dtype=dtype)
+        got = torch.linspace(start, end, steps, dtype=dtype, device=tpu).cpu()
+        assert torch.equal(got, want), (start, end, steps, (got != want).sum())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64], ids=ids)
 def test_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
     # It had no lowering at all (PyTorch's test_igamma_common builds its inputs with it).
@@ -220,6 +235,44 @@ def test_logspace(dtype: torch.dtype, tpu: torch.device) -> None:
 def test_eye(dtype: torch.dtype, tpu: torch.device) -> None:
     assert_same(torch.eye(4, dtype=dtype, device=tpu), torch.eye(4, dtype=dtype))
     assert_same(torch.eye(4, 6, dtype=dtype, device=tpu), torch.eye(4, 6, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=ids)
+def test_kaiser_window(dtype: torch.dtype, tpu: torch.device) -> None:
+    # It reached an internal assert (CPU's kernel is a dispatch stub with no tpu entry).
+    for args in ((8,), (9, False), (9, True, 5.0), (64, True, 14.0), (1,), (0,)):
+        assert_same(
+            torch.kaiser_window(*args, dtype=dtype, device=tpu),
+            torch.kaiser_window(*args, dtype=dtype),
+        )
+    out = torch.empty(0, dtype=dtype, device=tpu)
+    torch.ops.aten.kaiser_window.beta_out(6, False, 3.0, out=out)
+    assert_same(out, torch.kaiser_window(6, False, 3.0, dtype=dtype))
+    with pytest.raises(RuntimeError, match="kaiser_window expects floating point dtypes"):
+        torch.kaiser_window(5, dtype=torch.int64, device=tpu)
+    with pytest.raises(RuntimeError, match="requires non-negative window_length"):
+        torch.kaiser_window(-1, device=tpu)
+
+
+def test_triu_and_tril_indices(tpu: torch.device) -> None:
+    # They had no kernel (NotImplementedError). Shapes where the triangle is a trapezoid of rows
+    # only, full rows only, both, empty, and one wide enough that the row is a float64 root.
+    import torch_tpu
+
+    cases = [(4, 3, 0), (3, 5, 1), (5, 3, -2), (4, 4, -9), (2, 6, 7), (0, 3, 0), (2000, 1500, -3)]
+    uploads = torch_tpu.metrics()["uploads"]
+    for args in cases:
+        for fn in (torch.triu_indices, torch.tril_indices):
+            assert_same(fn(*args, device=tpu), fn(*args))
+    assert torch_tpu.metrics()["uploads"] == uploads  # computed on the device, not uploaded
+    assert_same(
+        torch.tril_indices(3, 4, 1, dtype=torch.int32, device=tpu),
+        torch.tril_indices(3, 4, 1, dtype=torch.int32),
+    )
+    with pytest.raises(NotImplementedError, match="not implemented for 'Float'"):
+        torch.triu_indices(3, 3, dtype=torch.float32, device=tpu)
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        torch.tril_indices(-1, 3, device=tpu)
 
 
 def test_tensor_constructor(tpu: torch.device) -> None:

@@ -61,6 +61,11 @@ def test_source_and_sample_kept_in_the_report(tmp_path: Path) -> None:
     loaded = tool.load_report(report)
     assert loaded.pop(tool.META) == meta
     assert loaded == runs
+    # A report in the earlier form (each passing test its own "passed" entry) still loads.
+    report.write_text(
+        tool.json.dumps({"test_x.py": {d: {"k::A::t1": "passed"} for d in runs["test_x.py"]}})
+    )
+    assert tool.load_report(report) == runs
     text = tool.summarize(loaded, ["tpu", "cpu"], meta)
     assert "- test_x.py: commit abc1234; a fixed 1-in-16 sample" in text
     assert "| test_x.py | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 |" in text

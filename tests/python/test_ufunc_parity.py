@@ -580,3 +580,14 @@ def test_heaviside_refuses_a_complex_out_as_cpu(mode: str) -> None:
         torch.heaviside(
             real.to(TPU), real.to(TPU), out=torch.empty(3, dtype=torch.complex64, device=TPU)
         )
+
+
+def test_lcm_overflow_wraps_as_cpu(mode: str) -> None:
+    # CPU promotes types narrower than int before |x / gcd * y|, so an overflowing lcm's absolute
+    # value is taken before it wraps: int16 lcm(20000, 3) is -5536 (it came back 5536).
+    for dtype in (torch.int8, torch.int16, torch.uint8):
+        info = torch.iinfo(dtype)
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randint(info.min, info.max, (512,), dtype=dtype, generator=generator)
+        y = torch.randint(info.min, info.max, (512,), dtype=dtype, generator=generator)
+        assert torch.equal(torch.lcm(x.to(TPU), y.to(TPU)).cpu(), torch.lcm(x, y))
