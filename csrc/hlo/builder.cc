@@ -233,11 +233,8 @@ Value Builder::constant(double value, ElementType type, const Shape& shape) {
   } else {
     return constant_int(static_cast<int64_t>(value), type, shape);
   }
-  Value result = emit1("constant", {},
-                       "value = dense<" + literal + "> : " + tensor_type(shape, type), shape, type);
-  if (type == ElementType::F32) float_constants_[result.name] = static_cast<float>(value);
-  if (type == ElementType::F64) float_constants_[result.name] = value;
-  return result;
+  return emit1("constant", {}, "value = dense<" + literal + "> : " + tensor_type(shape, type),
+               shape, type);
 }
 
 Value Builder::constant_int(int64_t value, ElementType type, const Shape& shape) {
@@ -288,10 +285,6 @@ Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
           name + ": operand shapes differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
   require(a.type == b.type,
           name + ": operand types differ (" + a.tensor_type() + " vs " + b.tensor_type() + ")");
-  if (op == BinaryOp::Divide) {
-    auto divisor = float_constants_.find(b.name);
-    if (divisor != float_constants_.end()) return divide_by_constant(a, b, divisor->second);
-  }
   return emit1(name, {a, b}, "", a.shape, a.type);
 }
 
@@ -314,22 +307,6 @@ std::pair<Value, Value> Builder::exact_product(const Value& x, const Value& y) {
                         multiply(x_low, y_high)),
                     multiply(x_low, y_low));
   return {product, error};
-}
-
-// XLA's simplifier turns x / c into x * (1 / c), the reciprocal rounded: a last bit away from
-// the quotient CPU computes for about a quarter of values (a mean's sum / count). One correction
-// by the exact remainder x - q c gives the rounded quotient back. A power of two's reciprocal is
-// exact; where the correction is not finite (x infinite, q near overflow) q stands.
-Value Builder::divide_by_constant(const Value& x, const Value& divisor, double value) {
-  int exponent = 0;
-  const bool power_of_two = std::frexp(std::abs(value), &exponent) == 0.5;
-  Value quotient = emit1("divide", {x, divisor}, "", x.shape, x.type);
-  if (value == 0 || !std::isfinite(value) || power_of_two) return quotient;
-  auto [product, error] = exact_product(quotient, divisor);
-  Value remainder = subtract(subtract(x, product), error);
-  Value corrected = add(quotient, emit1("divide", {remainder, divisor}, "", x.shape, x.type));
-  Value finite = compare(Comparison::LT, abs(corrected), constant(INFINITY, x.type, x.shape));
-  return select(finite, corrected, quotient);
 }
 
 Value Builder::compare(Comparison direction, const Value& a, const Value& b) {

@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -256,12 +255,7 @@ class Builder {
   // A region reducing two scalars of `type` with the binary op `reducer` (checked for `op`).
   std::string reducer_region(const std::string& op, BinaryOp reducer, ElementType type);
 
-  // x / divisor where divisor is the float constant `value` (see binary).
-  Value divide_by_constant(const Value& x, const Value& divisor, double value);
-
   int next_id_ = 0;
-  // The real float32/float64 constants made by constant(), by name, as a divisor may be one.
-  std::unordered_map<std::string, double> float_constants_;
   std::vector<Value> parameters_;
   std::vector<Value> runtime_checks_;
   std::vector<RuntimeCheck> runtime_check_failures_;
