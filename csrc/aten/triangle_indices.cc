@@ -13,8 +13,8 @@
 namespace torch_tpu::aten {
 namespace {
 
-// Rows of lengths first, first + step, ... (step +1 or -1), height rows, starting at matrix row
-// `row`; the pair's column is `column_base` (a Value: per element) plus its place in the row.
+// `height` rows of lengths first, first + step, ... (step +1 or -1), starting at matrix row `row`;
+// a pair's column is its place in its row (the upper triangle adds row + offset).
 struct Trapezoid {
   int64_t row = 0, first = 0, step = 1, height = 0;
   int64_t size() const { return height * first + step * height * (height - 1) / 2; }
